@@ -1,0 +1,29 @@
+from rest_framework import serializers
+
+from accounts.models import Datacenter, Registry
+
+
+class RegistrySerializer(serializers.ModelSerializer):
+    password = serializers.CharField(write_only=True, style={"input_type": "password"})
+
+    class Meta:
+        model = Registry
+        fields = ["name", "server", "username", "password", "created"]
+        read_only_fields = ["created"]
+        # Rules (name format, uniqueness) live in accounts.services.create_registry.
+        extra_kwargs = {"name": {"validators": []}}
+
+
+class DatacenterSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Datacenter
+        fields = ["name", "backend", "description"]
+
+
+class TokenRequestSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    password = serializers.CharField(style={"input_type": "password"})
+
+
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField()

@@ -1,0 +1,36 @@
+"""First-run setup: the default datacenter, its default quota, and a first (admin) user."""
+
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from accounts.models import Datacenter
+from quotas.models import Quota
+
+
+class Command(BaseCommand):
+    help = "Create the default datacenter and quota, and a first admin user if there is no user yet."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--username", default="admin")
+        parser.add_argument("--password", default="", help="Default: a random one, printed once.")
+
+    def handle(self, *args, username, password, **options):
+        dc, created = Datacenter.objects.get_or_create(
+            name=settings.DEFAULT_DATACENTER,
+            defaults={"backend": Datacenter.Backend.LOCAL, "description": "Jobs run as processes on this server"},
+        )
+        if created:
+            self.stdout.write(f"created datacenter '{dc.name}' (local processes)")
+        Quota.objects.get_or_create(datacenter=dc, user=None)
+        User = get_user_model()
+        if User.objects.exists():
+            return
+        password = password or secrets.token_urlsafe(12)
+        User.objects.create_superuser(username=username, email="", password=password)
+        line = "=" * 64
+        self.stdout.write(self.style.SUCCESS(
+            f"{line}\n  Log in at {settings.SITE_URL}/login/\n  username: {username}\n  password: {password}\n"
+            f"  (shown once; change it in the admin, or: python manage.py changepassword {username})\n{line}"))

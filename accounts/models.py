@@ -1,0 +1,48 @@
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+
+from .fields import EncryptedTextField
+
+dns_label = RegexValidator(
+    r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$",
+    "Use 1-40 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit.",
+)
+
+
+class Datacenter(models.Model):
+    class Backend(models.TextChoices):
+        LOCAL = "local", "Local processes"
+        KUBERNETES = "kubernetes", "Kubernetes"
+
+    name = models.CharField(max_length=40, unique=True, validators=[dns_label])
+    backend = models.CharField(max_length=20, choices=Backend.choices, default=Backend.LOCAL)
+    description = models.CharField(max_length=200, blank=True)
+    # Backend settings (e.g. Kubernetes namespace prefix, images); shape owned by the backend.
+    config = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Registry(models.Model):
+    """A user's private docker registry credentials, used to pull job images."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="registries")
+    name = models.CharField(max_length=40, validators=[dns_label])
+    server = models.CharField(max_length=253, help_text="Registry host, e.g. registry.example.com:5000")
+    username = models.CharField(max_length=200)
+    password = EncryptedTextField(help_text="Stored encrypted; never shown again.")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "registries"
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="registry_unique_name_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.user}/{self.name}"

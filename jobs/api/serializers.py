@@ -1,0 +1,71 @@
+from rest_framework import serializers
+
+from jobs.models import Job, JobEvent, Replica
+
+
+class ReplicaSerializer(serializers.ModelSerializer):
+    name = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Replica
+        fields = ["name", "role", "index", "state", "reason", "message", "host", "port", "pod", "exit_code",
+                  "restarts", "started", "finished"]
+
+
+class JobEventSerializer(serializers.ModelSerializer):
+    replica = serializers.CharField(source="replica.name", default=None, read_only=True)
+
+    class Meta:
+        model = JobEvent
+        fields = ["created", "replica", "state", "reason", "message"]
+
+
+class JobSerializer(serializers.ModelSerializer):
+    datacenter = serializers.CharField(source="datacenter.name", read_only=True)
+    registry = serializers.CharField(source="registry.name", default=None, read_only=True)
+
+    class Meta:
+        model = Job
+        fields = ["name", "datacenter", "mode", "package", "entry", "pservers", "trainers", "cpu", "memory", "gpu",
+                  "pscpu", "psmemory", "image", "registry", "env", "passes", "timeout", "state", "reason",
+                  "message", "created", "started", "finished"]
+        read_only_fields = fields
+
+
+class JobDetailSerializer(JobSerializer):
+    replicas = ReplicaSerializer(many=True, read_only=True)
+    events = JobEventSerializer(many=True, read_only=True)
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "replicas", "events"]
+        read_only_fields = fields
+
+
+class JobCreateSerializer(serializers.Serializer):
+    """Types only: every rule lives in jobs.validation, shared with the form and /api/v1."""
+
+    name = serializers.CharField(max_length=100, help_text="DNS-1123 label: lowercase letters, digits, '-'.")
+    package = serializers.CharField(max_length=4096, help_text="PFS directory, /pfs/<dc>/home/<you>/...")
+    entry = serializers.CharField(max_length=1024, help_text="Command to start each replica, e.g. 'python train.py'.")
+    datacenter = serializers.CharField(required=False)
+    mode = serializers.ChoiceField(choices=Job.Mode.choices, required=False)
+    pservers = serializers.IntegerField(required=False)
+    trainers = serializers.IntegerField(required=False)
+    cpu = serializers.CharField(required=False, help_text="Per trainer, e.g. 1 or 500m.")
+    memory = serializers.CharField(required=False, help_text="Per trainer, e.g. 1Gi.")
+    gpu = serializers.IntegerField(required=False)
+    pscpu = serializers.CharField(required=False)
+    psmemory = serializers.CharField(required=False)
+    image = serializers.CharField(required=False, allow_blank=True)
+    registry = serializers.CharField(required=False, allow_blank=True)
+    env = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    passes = serializers.IntegerField(required=False)
+    timeout = serializers.IntegerField(required=False, allow_null=True)
+
+
+class LogSerializer(serializers.Serializer):
+    replica = serializers.CharField()
+    text = serializers.CharField()
+    offset = serializers.IntegerField(help_text="Byte offset where text starts.")
+    next_offset = serializers.IntegerField(help_text="Pass as ?offset= to continue without gaps or repeats.")
+    state = serializers.CharField(help_text="The replica's state; stop following once it has ended.")

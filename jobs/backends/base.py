@@ -1,0 +1,62 @@
+"""The one interface every backend implements; the services and tasks only talk to this."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+
+class LaunchError(Exception):
+    """The job cannot be started; `reason` is a short CamelCase code shown on the job."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+@dataclass
+class ReplicaStatus:
+    state: str  # a ReplicaState value
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+    pod: str = ""
+    host: str = ""
+    started: datetime | None = None
+    finished: datetime | None = None
+
+
+class Backend(ABC):
+    def __init__(self, datacenter):
+        self.datacenter = datacenter
+
+    @abstractmethod
+    def prepare(self, job, heartbeat: Callable[[], None]) -> None:
+        """Make the runtime (package copy, environment from requirements.txt). Idempotent."""
+
+    @abstractmethod
+    def launch(self, job) -> None:
+        """Start every replica that is not started yet. Idempotent."""
+
+    @abstractmethod
+    def stop(self, job, replicas: Iterable | None = None) -> None:
+        """Terminate the given replicas (all by default): graceful, then forced. Idempotent."""
+
+    @abstractmethod
+    def delete(self, job) -> None:
+        """Remove every trace of the job's processes or objects. Idempotent."""
+
+    @abstractmethod
+    def observe(self, job) -> dict[tuple[str, int], ReplicaStatus]:
+        """Current status of each replica, keyed by (role, index)."""
+
+
+def get_backend(datacenter) -> Backend:
+    if datacenter.backend == "local":
+        from .local import LocalBackend
+
+        return LocalBackend(datacenter)
+    raise LaunchError("NoBackend", f"datacenter {datacenter.name}: the {datacenter.backend} backend is not available")

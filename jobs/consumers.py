@@ -1,0 +1,48 @@
+"""Live job updates over a websocket: state changes and new log output, pushed by the watcher.
+
+The client sends nothing; on connect it gets the current state, then pushes. Access is checked
+on every subscribe: only the job's owner may join its group."""
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from . import notify
+from .models import Job
+
+
+class JobConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self):
+        user = self.scope.get("user")
+        name = self.scope["url_route"]["kwargs"]["name"]
+        job = await self._job(user, name)
+        if job is None:
+            await self.close(code=4403)
+            return
+        self.job_id = job.pk
+        self.group = notify.group(job.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self.send_json({"type": "job", "state": job.state, "reason": job.reason})
+
+    async def disconnect(self, code):
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    @database_sync_to_async
+    def _job(self, user, name):
+        if user is None or not user.is_authenticated:
+            return None
+        return Job.objects.filter(user=user, name=name, deleting=False).first()
+
+    @database_sync_to_async
+    def _state(self):
+        return Job.objects.filter(pk=self.job_id).values("state", "reason").first()
+
+    async def job_changed(self, event):
+        state = await self._state()
+        if state:
+            await self.send_json({"type": "job", **state})
+
+    async def log_data(self, event):
+        await self.send_json({"type": "log", "replica": event["replica"], "offset": event["offset"],
+                              "text": event["text"], "next_offset": event["next_offset"]})

@@ -1,0 +1,17 @@
+import django_filters
+
+from .models import Job, JobState
+
+
+class JobFilterSet(django_filters.FilterSet):
+    state = django_filters.MultipleChoiceFilter(choices=JobState.choices)
+    active = django_filters.BooleanFilter(method="filter_active", label="Only jobs that have not ended")
+
+    class Meta:
+        model = Job
+        fields = ["state", "mode", "datacenter__name"]
+
+    def filter_active(self, queryset, name, value):
+        from .models import ACTIVE_STATES
+
+        return queryset.filter(state__in=ACTIVE_STATES) if value else queryset.exclude(state__in=ACTIVE_STATES)

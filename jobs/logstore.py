@@ -1,0 +1,89 @@
+"""Durable per-replica logs: one append-only file per replica, addressed by byte offset.
+
+Offsets only grow, so a viewer that remembers the last offset it saw resumes without losing or
+repeating a line. The local backend's process keeper appends to these files directly; the
+Kubernetes backend's collector appends what it reads from pods. Logs outlive the processes and
+pods, until the job is deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+MAX_READ = 1 << 20
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    text: str
+    offset: int  # where `text` starts
+    next_offset: int  # where the next read continues
+
+
+def job_dir(job_id: int) -> Path:
+    return settings.LOGS_ROOT / str(job_id)
+
+
+def path(replica) -> Path:
+    return job_dir(replica.job_id) / f"{replica.role}-{replica.index}.log"
+
+
+def size(replica) -> int:
+    try:
+        return path(replica).stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def append(replica, data: bytes) -> int:
+    """Append raw bytes (from a log collector); returns the new end offset."""
+    p = path(replica)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with open(p, "ab") as f:
+        f.write(data)
+        return f.tell()
+
+
+def read(replica, offset: int = 0, limit: int = MAX_READ) -> LogChunk:
+    """Bytes from `offset`, ending on a line boundary unless one line alone exceeds `limit`."""
+    offset = max(0, offset)
+    try:
+        with open(path(replica), "rb") as f:
+            f.seek(offset)
+            data = f.read(limit)
+    except FileNotFoundError:
+        return LogChunk("", offset, offset)
+    if len(data) == limit and b"\n" in data:
+        data = data[: data.rindex(b"\n") + 1]
+    return LogChunk(data.decode("utf-8", "replace"), offset, offset + len(data))
+
+
+def tail(replica, lines: int) -> LogChunk:
+    """The last `lines` complete lines (plus a trailing partial one), read backwards in blocks."""
+    try:
+        f = open(path(replica), "rb")
+    except FileNotFoundError:
+        return LogChunk("", 0, 0)
+    with f:
+        end = f.seek(0, os.SEEK_END)
+        start, data = end, b""
+        while start > 0 and data.count(b"\n") <= lines:
+            step = min(65536, start)
+            start -= step
+            f.seek(start)
+            data = f.read(step) + data
+            if len(data) > 64 * MAX_READ:
+                break
+    body = data[:-1] if data.endswith(b"\n") else data
+    kept = body.split(b"\n")[-lines:] if lines > 0 else []
+    raw = b"\n".join(kept) + (b"\n" if kept and data.endswith(b"\n") else b"")
+    return LogChunk(raw.decode("utf-8", "replace"), end - len(raw), end)
+
+
+def delete_job(job_id: int) -> None:
+    shutil.rmtree(job_dir(job_id), ignore_errors=True)

@@ -1,0 +1,42 @@
+"""Metric lines printed by training programs, for the job page's loss curves.
+
+Format (one line, anywhere in a replica's output):
+    PADDLECLOUD_METRIC {"step": 3, "loss": 0.25, "acc": 0.9}
+`step` is required and numeric; every other numeric key becomes a series.
+"""
+
+from __future__ import annotations
+
+import json
+
+from . import logstore
+
+PREFIX = b"PADDLECLOUD_METRIC "
+
+
+def parse_line(line: bytes) -> dict[str, float] | None:
+    at = line.find(PREFIX)
+    if at < 0:
+        return None
+    try:
+        values = json.loads(line[at + len(PREFIX):])
+    except ValueError:
+        return None
+    if not isinstance(values, dict) or not isinstance(values.get("step"), (int, float)):
+        return None
+    return {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def parse_metrics(job) -> dict:
+    """{"replicas": {"trainer-0": {"step": [...], "loss": [...]}}}, streamed from the logs."""
+    out: dict[str, dict[str, list[float | None]]] = {}
+    for replica in job.replicas.filter(role="trainer"):
+        try:
+            with open(logstore.path(replica), "rb") as f:
+                rows = [values for line in f if (values := parse_line(line)) is not None]
+        except FileNotFoundError:
+            continue
+        if rows:
+            keys = sorted({key for row in rows for key in row})
+            out[replica.name] = {key: [row.get(key) for row in rows] for key in keys}
+    return {"replicas": out}

@@ -1,0 +1,33 @@
+"""Push job changes to the job's Channels group (live pages and followers subscribe there)."""
+
+from __future__ import annotations
+
+import logging
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+log = logging.getLogger(__name__)
+
+
+def group(job_id: int) -> str:
+    return f"job-{job_id}"
+
+
+def send(job_id: int, message: dict) -> None:
+    """Best effort: a live view missing one push catches up on its next poll or reconnect."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(group(job_id), message)
+    except Exception:  # noqa: BLE001 - Redis hiccups must never fail a state change
+        log.warning("could not push an update for job %s", job_id, exc_info=True)
+
+
+def job_changed(job_id: int) -> None:
+    send(job_id, {"type": "job.changed", "job": job_id})
+
+
+def log_data(job_id: int, replica: str, offset: int, text: str, next_offset: int) -> None:
+    send(job_id, {"type": "log.data", "replica": replica, "offset": offset, "text": text, "next_offset": next_offset})

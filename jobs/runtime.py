@@ -1,0 +1,86 @@
+"""Runtime environments for local jobs: a virtualenv per distinct requirements.txt, cached.
+
+The key is a hash of the interpreter version and the requirements text, so paddlepaddle is
+installed once and every later job with the same requirements reuses it. Builds are serialised
+by a file lock; a build that died half-way (no `.ready` marker) is thrown away and redone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from django.conf import settings
+
+READY = ".ready"
+
+
+class RuntimeEnvError(Exception):
+    def __init__(self, message: str, log_tail: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.log_tail = log_tail
+
+
+def env_key(requirements: str) -> str:
+    lines = sorted(line.strip() for line in requirements.splitlines() if line.strip() and not line.startswith("#"))
+    data = f"{sys.version_info[:3]}\n" + "\n".join(lines)
+    return hashlib.sha256(data.encode()).hexdigest()[:16]
+
+
+def env_dir(requirements: str) -> Path:
+    return settings.VENVS_ROOT / env_key(requirements)
+
+
+def is_ready(requirements: str) -> bool:
+    return (env_dir(requirements) / READY).exists()
+
+
+def ensure_env(requirements: str, heartbeat: Callable[[], None] = lambda: None) -> Path:
+    """The bin/ directory of a ready virtualenv with `requirements` installed."""
+    target = env_dir(requirements)
+    if (target / READY).exists():
+        return target / "bin"
+    settings.VENVS_ROOT.mkdir(parents=True, exist_ok=True)
+    with open(f"{target}.lock", "w") as lock:
+        while True:  # wait for another builder of the same env, showing we are alive
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                heartbeat()
+                time.sleep(1)
+        if not (target / READY).exists():
+            shutil.rmtree(target, ignore_errors=True)
+            _build(target, requirements, heartbeat)
+    return target / "bin"
+
+
+def _build(target: Path, requirements: str, heartbeat: Callable[[], None]) -> None:
+    log_path = Path(f"{target}.log")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
+    if requirements.strip():
+        req = target / "requirements.txt"
+        req.write_text(requirements)
+        # pip --python installs into the new venv without bootstrapping pip there (saves ~5 s).
+        cmd = [sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install",
+               "--disable-pip-version-check", "--no-input", "--progress-bar", "off", "-r", str(req)]
+        if settings.PIP_INDEX_URL:
+            cmd += ["--index-url", settings.PIP_INDEX_URL]
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            while proc.poll() is None:
+                heartbeat()
+                time.sleep(1)
+        if proc.returncode != 0:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-25:]
+            shutil.rmtree(target, ignore_errors=True)
+            raise RuntimeEnvError(f"pip install -r requirements.txt failed with code {proc.returncode}",
+                                  "\n".join(tail))
+    (target / READY).touch()

@@ -1,0 +1,120 @@
+"""What users can do with jobs. The pages, /api/v2, the legacy /api/v1 and the admin all call
+these; none of them holds job logic of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+
+from accounts.models import dns_label
+from pfs import storage
+from pfs.paths import PathError, home
+
+from . import logstore
+from .lifecycle import transition
+from .models import ACTIVE_STATES, Job, JobEvent, JobState, Replica
+from .validation import validate_submission
+
+
+def visible_jobs(user) -> QuerySet[Job]:
+    return Job.objects.filter(user=user, deleting=False).select_related("datacenter", "user")
+
+
+def submit_job(user, data: dict) -> Job:
+    """Validate and queue a job whose package is already in PFS. Raises ValidationError."""
+    cleaned = validate_submission(user, data)
+    return _create(user, cleaned)
+
+
+def submit_with_upload(user, data: dict, files: Sequence) -> Job:
+    """Validate, put the uploaded package (files, or one .zip/.tar.gz) at jobs/<name>/ in the
+    user's home, and queue the job. On any error nothing is left behind."""
+    if not files:
+        raise ValidationError({"files": ["choose the package's files, or one .zip or .tar.gz"]})
+    cleaned = validate_submission(user, {**data, "package": _package_path(user, data)}, package_pending=True)
+    user_home = home(user, cleaned["datacenter"].name)
+    dest = user_home.child("jobs", cleaned["name"])
+    staged = storage.staging_dir(user_home)
+    try:
+        for f in files:
+            name = getattr(f, "relative_path", None) or f.name
+            if len(files) == 1 and storage.is_archive(f.name):
+                storage.extract_archive(staged, f, f.name)
+            else:
+                target = staged.child(name)
+                target.disk.parent.mkdir(parents=True, exist_ok=True)
+                storage.save_stream(target, f.chunks())
+        storage.replace_dir(staged, dest)
+    except PathError as e:
+        storage.remove_tree(staged.disk)
+        raise ValidationError({"files": [e.message]}) from e
+    except Exception:
+        storage.remove_tree(staged.disk)
+        raise
+    try:
+        return _create(user, {**cleaned, "package": dest.virtual})
+    except ValidationError:
+        storage.remove_tree(dest.disk)
+        raise
+
+
+def _package_path(user, data: dict) -> str:
+    """Where an uploaded package goes; a bad name is reported on the name field alone."""
+    dc = data.get("datacenter") or settings.DEFAULT_DATACENTER
+    name = str(data.get("name") or "")
+    try:
+        dns_label(name)
+    except ValidationError:
+        name = "pending"
+    return f"/pfs/{dc}/home/{user.get_username()}/jobs/{name}"
+
+
+def _create(user, cleaned: dict) -> Job:
+    from .tasks import launch_job
+
+    try:
+        with transaction.atomic():
+            job = Job.objects.create(user=user, **cleaned)
+            Replica.objects.bulk_create(
+                [Replica(job=job, role=Replica.Role.PSERVER, index=i) for i in range(job.pservers)]
+                + [Replica(job=job, role=Replica.Role.TRAINER, index=i) for i in range(job.trainers)]
+            )
+            JobEvent.objects.create(job=job, state=JobState.QUEUED, reason="Submitted",
+                                    message=f"{job.pservers} pservers, {job.trainers} trainers")
+    except IntegrityError:
+        # Two submissions with one name raced past validation; the constraint decided.
+        raise ValidationError({"name": [f"you already have a job named '{cleaned['name']}'"]}) from None
+    transaction.on_commit(lambda: launch_job.delay(job.pk))
+    return job
+
+
+def kill_job(job: Job) -> bool:
+    """Stop a job: its replicas get SIGTERM, then SIGKILL after the grace period. False if the
+    job had already ended."""
+    from .tasks import stop_job
+
+    killed = transition(job, JobState.KILLED, "Killed", "killed by the user")
+    transaction.on_commit(lambda: stop_job.delay(job.pk))
+    return killed
+
+
+def delete_job(job: Job) -> None:
+    """Kill if needed, hide the job at once, and remove its processes, files and logs in the
+    background (history goes with it, like `paddlectl kill -rm`)."""
+    from .tasks import delete_job_task
+
+    if job.state in ACTIVE_STATES:
+        transition(job, JobState.KILLED, "Killed", "killed by the user (deleted)")
+    Job.objects.filter(pk=job.pk).update(deleting=True)
+    transaction.on_commit(lambda: delete_job_task.delay(job.pk))
+
+
+def replica_log(replica: Replica, *, offset: int | None = None, lines: int | None = None) -> logstore.LogChunk:
+    """From a byte offset (to resume a follow), or the last `lines` lines (default 100)."""
+    if offset is not None:
+        return logstore.read(replica, offset)
+    return logstore.tail(replica, lines or 100)

