@@ -120,6 +120,8 @@ if not REDIS_URL:
     REDIS_URL = f"unix://{sock}"
 
 CELERY_BROKER_URL = REDIS_URL.replace("unix://", "redis+socket://", 1)
+# Separate names let several installs (or a test run beside a dev server) share one Redis.
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", "paddlecloud")
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -131,7 +133,7 @@ CELERY_BEAT_SCHEDULE = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("CHANNELS_PREFIX", "paddlecloud")},
     }
 }
 

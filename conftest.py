@@ -1,0 +1,131 @@
+"""Fixtures every test module shares: named users (alice, bob, staff), the default datacenter,
+API clients authenticated with real tokens, per-test storage directories, and — for tests that
+need the whole system — a Celery worker and the jobs watcher running in threads."""
+
+import threading
+from contextlib import contextmanager
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+
+from paddleweb import embedded_redis
+
+
+@pytest.fixture(scope="session", autouse=True)
+def redis_server():
+    """With REDIS_URL unset, the bundled Redis serves the test session (as for a newcomer)."""
+    proc = embedded_redis.ensure_running(settings.EMBEDDED_REDIS_SOCKET) if settings.EMBEDDED_REDIS_SOCKET else None
+    yield
+    if proc:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(autouse=True)
+def storage_dirs(settings, tmp_path):
+    """Each test gets empty PFS, job and log directories (ids restart between tests).
+    Runtime virtualenvs stay shared: building paddlepaddle's once is enough."""
+    settings.PFS_ROOT = tmp_path / "pfs"
+    settings.JOBS_ROOT = tmp_path / "jobs"
+    settings.LOGS_ROOT = tmp_path / "logs"
+    settings.VENVS_ROOT = settings.VAR_DIR / "venvs"
+    return tmp_path
+
+
+@pytest.fixture
+def datacenter(db):
+    from accounts.models import Datacenter
+    from quotas.models import Quota
+
+    dc = Datacenter.objects.create(name="local", backend="local")
+    Quota.objects.create(datacenter=dc, user=None)
+    return dc
+
+
+def _user(name, **extra):
+    return get_user_model().objects.create_user(name, f"{name}@example.com", "password", **extra)
+
+
+@pytest.fixture
+def alice(db, datacenter):
+    return _user("alice")
+
+
+@pytest.fixture
+def bob(db, datacenter):
+    return _user("bob")
+
+
+@pytest.fixture
+def staff(db, datacenter):
+    return _user("staff", is_staff=True)
+
+
+def token_client(user):
+    from rest_framework.test import APIClient
+
+    from accounts.services import issue_token
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issue_token(user)}")
+    return client
+
+
+@pytest.fixture
+def alice_api(alice):
+    return token_client(alice)
+
+
+@pytest.fixture
+def bob_api(bob):
+    return token_client(bob)
+
+
+def make_package(user, name: str, files: dict[str, str], datacenter: str = "local") -> str:
+    """Write a package into the user's PFS home under jobs/<name>/; returns its PFS path."""
+    from pfs.paths import home
+
+    target = home(user, datacenter).child("jobs", name)
+    for rel, text in files.items():
+        path = target.disk / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return target.virtual
+
+
+@contextmanager
+def running_system():
+    """A real Celery worker and the jobs watcher, in threads of this process (they share the
+    test database; use with transactional_db / live_server)."""
+    from celery.contrib.testing.worker import start_worker
+    from django.db import connection
+
+    from jobs.management.commands.watch_jobs import Watcher
+    from paddleweb.celery import app
+
+    stop = threading.Event()
+
+    def watch():
+        watcher = Watcher()
+        try:
+            while not stop.is_set():
+                watcher.tick()
+                stop.wait(0.2)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=watch, name="watcher", daemon=True)
+    thread.start()
+    try:
+        with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=30):
+            yield
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+@pytest.fixture
+def system(transactional_db):
+    with running_system():
+        yield
