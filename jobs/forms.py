@@ -13,6 +13,7 @@ class MultipleFileInput(forms.ClearableFileInput):
 class MultipleFileField(forms.FileField):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("widget", MultipleFileInput())
+        kwargs.setdefault("allow_empty_file", True)  # packages have empty __init__.py files
         super().__init__(*args, **kwargs)
 
     def clean(self, data, initial=None):
@@ -67,7 +68,7 @@ class JobForm(forms.Form):
             key, sep, value = line.partition("=")
             if not sep:
                 raise forms.ValidationError(f"line {n}: write NAME=value")
-            env[key.strip()] = value
+            env[key.strip()] = value.strip()
         return env
 
     def clean(self):

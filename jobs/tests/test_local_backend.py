@@ -1,0 +1,253 @@
+"""The local backend with small Python workloads: real processes, real signals, no mocks."""
+
+import json
+import os
+
+import psutil
+import pytest
+
+from conftest import make_package
+from jobs import logstore, services
+from jobs.backends.local import LocalBackend
+from jobs.lifecycle import sync_job
+from jobs.models import Job, ReplicaState
+from jobs.tasks import launch_job, reconcile
+from jobs.tests.helpers import job_processes, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PS_WORKLOAD = """
+import json, os, sys, time
+json.dump(dict(os.environ), open("env.json", "w"))
+if os.environ["TRAINING_ROLE"] == "PSERVER":
+    time.sleep(600)  # parameter servers never exit by themselves
+print("trainer", os.environ["PADDLE_TRAINER_ID"], "starting", flush=True)
+for step in range(3):
+    print(f'PADDLECLOUD_METRIC {{"step": {step + 1}, "loss": {1 / (step + 1)}}}', flush=True)
+sys.exit(int(os.environ.get("FAIL_TRAINER", "-1") == os.environ["PADDLE_TRAINER_ID"]) * 3)
+"""
+
+
+def submit(user, name, files, **fields):
+    pkg = make_package(user, name, files)
+    data = {"name": name, "package": pkg, "entry": "python train.py", "pservers": 2, "trainers": 2, **fields}
+    return services.submit_job(user, data)
+
+
+def run_until_done(job, timeout=30):
+    """Drive the job as the worker and watcher would: launch, then observe until it ends."""
+    launch_job(job.pk)
+
+    def done():
+        job.refresh_from_db()
+        sync_job(job)
+        return job.state in ("Succeeded", "Failed", "Killed") and not job_processes(job)
+
+    wait_for(done, timeout, what=f"job {job.name} to end (state {job.state})")
+    return job
+
+
+def replica_env(job, name):
+    return json.loads((LocalBackend(job.datacenter).replica_dir(job.replicas.get(**_split(name))) / "work"
+                       / "env.json").read_text())
+
+
+def _split(name):
+    role, index = name.split("-")
+    return {"role": role, "index": int(index)}
+
+
+def test_all_trainers_exiting_0_terminates_pservers_and_succeeds(alice):
+    job = run_until_done(submit(alice, "ok", {"train.py": PS_WORKLOAD}))
+
+    assert job.state == "Succeeded"
+    states = {r.name: (r.state, r.exit_code) for r in job.replicas.all()}
+    assert states["trainer-0"] == ("Succeeded", 0)
+    assert states["trainer-1"] == ("Succeeded", 0)
+    assert states["pserver-0"][0] == "Terminated"
+    assert states["pserver-1"][0] == "Terminated"
+    assert job_processes(job) == []
+    reasons = list(job.events.filter(replica=None).values_list("state", flat=True))
+    assert reasons == ["Queued", "Building", "Starting", "Running", "Succeeded"]
+
+
+def test_every_replica_gets_the_process_contract(alice):
+    job = run_until_done(submit(alice, "contract", {"train.py": PS_WORKLOAD}, passes=7, env={"MY_SETTING": "x y"}))
+    pservers = [r.endpoint for r in job.replicas.filter(role="pserver")]
+    trainers = [r.endpoint for r in job.replicas.filter(role="trainer")]
+
+    ps0 = replica_env(job, "pserver-0")
+    assert ps0["TRAINING_ROLE"] == "PSERVER"
+    assert ps0["PADDLE_PSERVERS_IP_PORT_LIST"] == ",".join(pservers)
+    assert f"{ps0['POD_IP']}:{ps0['PADDLE_PORT']}" == pservers[0]  # it binds its own list entry
+    t1 = replica_env(job, "trainer-1")
+    assert t1["TRAINING_ROLE"] == "TRAINER"
+    assert t1["PADDLE_TRAINER_ID"] == t1["TRAINER_ID"] == t1["PADDLE_INIT_TRAINER_ID"] == "1"
+    assert t1["PADDLE_TRAINERS_NUM"] == t1["TRAINERS"] == t1["PADDLE_INIT_NUM_GRADIENT_SERVERS"] == "2"
+    assert t1["PADDLE_TRAINER_ENDPOINTS"] == ",".join(trainers)
+    assert t1["PADDLE_WITH_GLOO"] == "0"
+    assert t1["PADDLE_INIT_NUM_PASSES"] == "7"
+    assert t1["PADDLE_JOB_NAME"] == "contract"
+    assert t1["PADDLE_CLOUD_USERNAME"] == "alice"
+    assert t1["PADDLE_CLOUD_CURRENT_DATACENTER"] == "local"
+    assert t1["ENTRY"] == "python train.py"
+    assert t1["MY_SETTING"] == "x y"
+    assert t1["PADDLE_PFS_HOME"].endswith("/pfs/local/home/alice")
+    assert "DATABASE_URL" not in t1 and "SECRET_KEY" not in t1  # nothing of the server leaks in
+    work = LocalBackend(job.datacenter).replica_dir(job.replicas.get(role="trainer", index=1)) / "work"
+    assert (work / "trainer_id").read_text() == "1\n"
+    assert (work / "trainer_count").read_text() == "2\n"
+    assert len({r.port for r in job.replicas.all()}) == 4
+
+
+def test_collective_mode_contract(alice):
+    workload = "import json, os; json.dump(dict(os.environ), open('env.json', 'w'))\n"
+    job = run_until_done(submit(alice, "coll", {"train.py": workload}, mode="collective", pservers=0, trainers=3))
+    assert job.state == "Succeeded"
+    trainers = [r.endpoint for r in job.replicas.order_by("index")]
+    env = replica_env(job, "trainer-2")
+    assert env["PADDLE_TRAINER_ID"] == "2"
+    assert env["PADDLE_TRAINERS_NUM"] == "3"
+    assert env["PADDLE_CURRENT_ENDPOINT"] == trainers[2]
+    assert env["PADDLE_MASTER"] == trainers[0]
+    assert env["PADDLE_DISTRI_BACKEND"] == "gloo"
+    assert "TRAINING_ROLE" not in env
+
+
+def test_a_failing_trainer_fails_the_job_with_its_exit_code_and_last_lines(alice):
+    job = run_until_done(submit(alice, "bad", {"train.py": PS_WORKLOAD}, env={"FAIL_TRAINER": "1"}))
+
+    assert job.state == "Failed"
+    assert job.reason == "ReplicaFailed"
+    assert "trainer-1 exited with code 3" in job.message
+    assert "trainer 1 starting" in job.message  # the log tail
+    failed = job.replicas.get(role="trainer", index=1)
+    assert (failed.state, failed.exit_code) == ("Failed", 3)
+    assert all(r.state != ReplicaState.RUNNING for r in job.replicas.all())
+    assert job_processes(job) == []
+
+
+def test_a_missing_command_fails_the_job(alice):
+    job = run_until_done(submit(alice, "nocmd", {"train.py": ""}, entry="no-such-program --x",
+                                mode="collective", pservers=0, trainers=1))
+    assert job.state == "Failed"
+    assert "code 127" in job.message
+    assert "cannot start 'no-such-program'" in job.message
+
+
+def test_kill_stops_replicas_that_ignore_sigterm_after_the_grace_period(alice, settings):
+    stubborn = ("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "print('running', flush=True)\ntime.sleep(600)\n")
+    job = submit(alice, "stubborn", {"train.py": stubborn}, mode="collective", pservers=0, trainers=2)
+    launch_job(job.pk)
+    wait_for(lambda: all("running" in logstore.read(r).text for r in job.replicas.all()), 10, what="output")
+    sync_job(job)
+    assert Job.objects.get(pk=job.pk).state == "Running"
+
+    assert services.kill_job(job)
+    LocalBackend(job.datacenter).stop(job)  # what the stop_job task does
+    wait_for(lambda: not job_processes(job), settings.KILL_GRACE_SECONDS + 10, what="processes to go")
+    sync_job(job)
+    job.refresh_from_db()
+    assert job.state == "Killed"
+    assert [r.state for r in job.replicas.all()] == ["Terminated", "Terminated"]
+    assert {r.exit_code for r in job.replicas.all()} == {137}  # SIGKILL after the grace period
+    assert not services.kill_job(job)  # already ended: nothing to do
+
+
+def test_grandchildren_are_killed_with_their_replica(alice):
+    workload = ("import subprocess, sys, os\n"
+                "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+                "open('grandchild.pid', 'w').write(str(p.pid))\n")
+    job = run_until_done(submit(alice, "orphans", {"train.py": workload}, mode="collective", pservers=0, trainers=1))
+    work = LocalBackend(job.datacenter).replica_dir(job.replicas.get()) / "work"
+    pid = int((work / "grandchild.pid").read_text())
+    assert job.state == "Succeeded"
+    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 5,
+             what="the escaped grandchild to be killed")
+
+
+def test_replicas_outlive_the_process_that_launched_them(alice):
+    job = submit(alice, "detached", {"train.py": "import time; time.sleep(600)\n"}, mode="collective", pservers=0,
+                 trainers=1)
+    launch_job(job.pk)
+    keeper = next(p for p in job_processes(job) if "shim.py" in " ".join(p.cmdline()))
+    assert keeper.ppid() != os.getpid()  # re-parented: a dying worker takes nothing with it
+    services.kill_job(job)
+    LocalBackend(job.datacenter).stop(job)
+    wait_for(lambda: not job_processes(job), 10, what="processes to go")
+
+
+def test_launch_is_idempotent_and_reconcile_takes_over_a_stale_launch(alice, settings):
+    settings.LAUNCH_LEASE_SECONDS = 0
+    job = submit(alice, "twice", {"train.py": "import time; time.sleep(600)\n"}, mode="collective", pservers=0,
+                 trainers=2)
+    launch_job(job.pk)
+    first = sorted(p.pid for p in job_processes(job))
+    # A launcher that died mid-way leaves Starting with a heartbeat nobody refreshes.
+    Job.objects.filter(pk=job.pk).update(state="Starting", heartbeat="2000-01-01T00:00Z")
+    launch_job(job.pk)
+    launch_job(job.pk)
+    assert sorted(p.pid for p in job_processes(job)) == first  # nothing started twice
+    reconcile()  # runs sync for active jobs
+    job.refresh_from_db()
+    assert job.state == "Running"
+    services.kill_job(job)
+    LocalBackend(job.datacenter).stop(job)
+    wait_for(lambda: not job_processes(job), 10, what="processes to go")
+
+
+def test_a_job_timeout_fails_it(alice):
+    job = submit(alice, "slow", {"train.py": "import time; time.sleep(600)\n"}, mode="collective", pservers=0,
+                 trainers=1, timeout=1)
+    launch_job(job.pk)
+
+    def failed():
+        sync_job(job)
+        job.refresh_from_db()
+        return job.state == "Failed"
+
+    wait_for(failed, 15, what="the deadline")
+    assert job.reason == "DeadlineExceeded"
+    wait_for(lambda: not job_processes(job) or sync_job(job), 10, what="processes to go")
+
+
+def test_requirements_make_a_runtime_built_once_and_reused(alice):
+    from jobs import runtime
+
+    requirements = "six==1.17.0\n"
+    files = {"train.py": "import six, sys; print(six.__version__, sys.prefix)\n", "requirements.txt": requirements}
+    first = run_until_done(submit(alice, "req1", files, mode="collective", pservers=0, trainers=1), timeout=180)
+    assert first.state == "Succeeded", first.message
+    venv = runtime.env_dir(requirements)
+    assert f"1.17.0 {venv}" in logstore.read(first.replicas.get()).text
+    built = (venv / runtime.READY).stat().st_mtime_ns
+    second = run_until_done(submit(alice, "req2", files, mode="collective", pservers=0, trainers=1))
+    assert second.state == "Succeeded"
+    assert (venv / runtime.READY).stat().st_mtime_ns == built  # reused, not rebuilt
+
+
+def test_a_pip_failure_fails_the_job_with_pips_error(alice):
+    files = {"train.py": "", "requirements.txt": "paddlecloud-no-such-pkg==0.0.1\n"}
+    job = run_until_done(submit(alice, "badreq", files, mode="collective", pservers=0, trainers=1), timeout=120)
+    assert job.state == "Failed"
+    assert job.reason == "RuntimeEnvFailed"
+    assert "paddlecloud-no-such-pkg" in job.message  # pip's own error tail
+    assert job.replicas.get().state == "Terminated"
+
+
+def test_delete_removes_processes_files_and_logs(alice):
+    from jobs.tasks import delete_job_task
+
+    job = submit(alice, "gone", {"train.py": "import time; print('x', flush=True); time.sleep(600)\n"},
+                 mode="collective", pservers=0, trainers=1)
+    launch_job(job.pk)
+    replica = job.replicas.get()
+    wait_for(lambda: logstore.size(replica) > 0, 10, what="output")
+    services.delete_job(job)
+    assert not services.visible_jobs(alice).exists()
+    delete_job_task(job.pk)
+    assert not Job.objects.filter(pk=job.pk).exists()
+    assert job_processes(job) == []
+    assert not LocalBackend(job.datacenter).job_dir(job).exists()
+    assert not logstore.path(replica).exists()
