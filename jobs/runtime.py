@@ -64,13 +64,14 @@ def ensure_env(requirements: str, heartbeat: Callable[[], None] = lambda: None) 
 
 def _build(target: Path, requirements: str, heartbeat: Callable[[], None]) -> None:
     log_path = Path(f"{target}.log")
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(target)], check=True)
+    # A plain venv, with the pip and setuptools that training programs expect (paddle imports
+    # setuptools); ensurepip bundles them, so this needs no network.
+    subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
     if requirements.strip():
         req = target / "requirements.txt"
         req.write_text(requirements)
-        # pip --python installs into the new venv without bootstrapping pip there (saves ~5 s).
-        cmd = [sys.executable, "-m", "pip", "--python", str(target / "bin" / "python"), "install",
-               "--disable-pip-version-check", "--no-input", "--progress-bar", "off", "-r", str(req)]
+        cmd = [str(target / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
+               "--progress-bar", "off", "-r", str(req)]
         if settings.PIP_INDEX_URL:
             cmd += ["--index-url", settings.PIP_INDEX_URL]
         with open(log_path, "wb") as log:

@@ -11,3 +11,10 @@ os.environ.setdefault("CELERY_QUEUE", f"paddlecloud-test-{os.getpid()}")
 os.environ.setdefault("CHANNELS_PREFIX", f"paddlecloud-test-{os.getpid()}")
 
 from .settings import *  # noqa: E402,F403
+
+# A test database of this run's own, so two test runs at once (or a run beside a dev server) never
+# drop each other's tables.
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}  # noqa: F405
+else:
+    DATABASES["default"]["TEST"] = {"NAME": f"test_paddlecloud_{os.getpid()}"}  # noqa: F405

@@ -4,14 +4,15 @@ from accounts.models import Datacenter, Registry
 
 
 class RegistrySerializer(serializers.ModelSerializer):
-    password = serializers.CharField(write_only=True, style={"input_type": "password"})
+    password = serializers.CharField(write_only=True, allow_blank=True, style={"input_type": "password"})
 
     class Meta:
         model = Registry
         fields = ["name", "server", "username", "password", "created"]
         read_only_fields = ["created"]
-        # Rules (name format, uniqueness) live in accounts.services.create_registry.
-        extra_kwargs = {"name": {"validators": []}}
+        # Every rule lives in accounts.services.create_registry, which reports all errors at once.
+        extra_kwargs = {"name": {"validators": [], "allow_blank": True}, "server": {"allow_blank": True},
+                        "username": {"allow_blank": True}}
 
 
 class DatacenterSerializer(serializers.ModelSerializer):

@@ -1,0 +1,53 @@
+"""Live job updates over websockets, with Channels' WebsocketCommunicator and the real Redis layer."""
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from conftest import make_package
+from jobs import notify, services
+from paddleweb.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def job(alice):
+    pkg = make_package(alice, "fit", {"train.py": ""})
+    return services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py", "pservers": 1})
+
+
+async def connect(client, name="fit"):
+    cookie = client.cookies["sessionid"].value if "sessionid" in client.cookies else ""
+    comm = WebsocketCommunicator(application, f"/ws/jobs/{name}/",
+                                 headers=[(b"cookie", f"sessionid={cookie}".encode()), (b"origin", b"http://testserver"),
+                                          (b"host", b"testserver")])
+    connected, code = await comm.connect()
+    return comm, connected, code
+
+
+async def test_the_owner_gets_the_state_then_pushed_changes_and_logs(client, job):
+    await sync_to_async(client.login)(username="alice", password="password")
+    comm, connected, _ = await connect(client)
+    assert connected
+    assert await comm.receive_json_from(timeout=5) == {"type": "job", "state": "Queued", "reason": ""}
+
+    await sync_to_async(services.kill_job)(job)
+    msg = await comm.receive_json_from(timeout=5)
+    assert msg["type"] == "job" and msg["state"] == "Killed"
+
+    await sync_to_async(notify.log_data)(job.pk, "trainer-0", 0, "hello\n", 6)
+    assert await comm.receive_json_from(timeout=5) == {
+        "type": "log", "replica": "trainer-0", "offset": 0, "text": "hello\n", "next_offset": 6}
+    await comm.disconnect()
+
+
+async def test_another_user_cannot_subscribe(client, job, bob):
+    await sync_to_async(client.login)(username="bob", password="password")
+    comm, connected, code = await connect(client)
+    assert not connected and code == 4403
+
+
+async def test_anonymous_cannot_subscribe(client, job):
+    comm, connected, code = await connect(client)
+    assert not connected and code == 4403
