@@ -31,6 +31,8 @@ def losses(job):
 def finish(job):
     wait_state(job, ["Succeeded", "Failed", "Killed"], timeout=1500)
     wait_for(lambda: not job_processes(job), 30, what="every process of the job to be gone")
+    wait_for(lambda: not job.replicas.filter(state__in=["Pending", "Running"]).exists(), 10,
+             what="the watcher to record every replica's end")
     return job
 
 

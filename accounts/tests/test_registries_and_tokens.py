@@ -67,5 +67,7 @@ def test_bootstrap_creates_the_datacenter_and_a_first_admin(db, capsys):
     assert admin.is_superuser and admin.check_password("first-password")
     assert "username: admin" in capsys.readouterr().out
     from accounts.models import Datacenter
+    from pfs.paths import home
 
     assert Datacenter.objects.get().backend == "local"
+    assert (home(admin, "local").child("examples", "fit_a_line").disk / "train.py").exists()

@@ -1,6 +1,7 @@
 """First-run setup: the default datacenter, its default quota, and a first (admin) user."""
 
 import secrets
+import shutil
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -29,8 +30,19 @@ class Command(BaseCommand):
         if User.objects.exists():
             return
         password = password or secrets.token_urlsafe(12)
-        User.objects.create_superuser(username=username, email="", password=password)
+        user = User.objects.create_superuser(username=username, email="", password=password)
+        self._copy_examples(user, dc)
         line = "=" * 64
         self.stdout.write(self.style.SUCCESS(
             f"{line}\n  Log in at {settings.SITE_URL}/login/\n  username: {username}\n  password: {password}\n"
-            f"  (shown once; change it in the admin, or: python manage.py changepassword {username})\n{line}"))
+            f"  (shown once; change it in the admin, or: python manage.py changepassword {username})\n"
+            f"  An example package is in your storage: /pfs/{dc.name}/home/{username}/examples/fit_a_line\n{line}"))
+
+    def _copy_examples(self, user, dc) -> None:
+        from pfs.paths import home
+
+        target = home(user, dc.name).child("examples").disk
+        for example in ("fit_a_line", "collective"):
+            src = settings.BASE_DIR / "examples" / example
+            if src.is_dir() and not (target / example).exists():
+                shutil.copytree(src, target / example)

@@ -1,0 +1,41 @@
+# One command to run the service, one to run the tests. Both set up .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export PATH := $(abspath $(BIN)):$(PATH)
+
+.PHONY: run test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: requirements.txt | $(BIN)/python
+	$(BIN)/pip install --disable-pip-version-check -q -r requirements.txt
+	touch $@
+
+$(VENV)/.installed-dev: requirements.txt requirements-dev.txt $(VENV)/.installed
+	$(BIN)/pip install --disable-pip-version-check -q -r requirements-dev.txt
+	touch $@
+
+## run: web (http://127.0.0.1:8000), Celery worker, jobs watcher and Redis, stopped together by Ctrl-C
+run: $(VENV)/.installed
+	$(BIN)/python manage.py migrate --noinput -v0
+	$(BIN)/python manage.py bootstrap
+	$(BIN)/python manage.py collectstatic --noinput -v0
+	$(BIN)/honcho start
+
+## test: the whole suite, end-to-end PaddlePaddle runs included
+test: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+	$(BIN)/python manage.py makemigrations --check --dry-run -v0
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.installed-dev
+	$(BIN)/ruff check .
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python bench/launch_overhead.py
+	$(BIN)/python bench/fit_a_line_overhead.py
+
+clean:
+	rm -rf $(VENV) var
