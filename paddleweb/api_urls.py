@@ -17,6 +17,7 @@ urlpatterns = [
     path("", include(router.urls)),
     path("auth/token/", obtain_token, name="token"),
     path("quota/", quota, name="quota"),
+    path("", include("pfs.api.urls")),
     path("version/", version, name="version"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),

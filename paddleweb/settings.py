@@ -130,6 +130,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE = {
     "reconcile": {"task": "jobs.tasks.reconcile", "schedule": env.float("RECONCILE_INTERVAL", 15.0)},
 }
+# PFS: drop abandoned uploads and recount every home's usage (jobs write to homes directly).
+CELERY_BEAT_SCHEDULE["pfs-housekeeping"] = {"task": "pfs.tasks.housekeeping",
+                                           "schedule": env.float("PFS_HOUSEKEEPING_INTERVAL", 3600.0)}
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",

@@ -3,6 +3,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from pfs import views as pfs_views
+
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="jobs:list"), name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -10,4 +12,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v2/", include(("paddleweb.api_urls", "api"))),
     path("jobs/", include("jobs.urls")),
+    path("files/", include("pfs.urls")),
+    path("filepub/", pfs_views.filepub, name="filepub"),
 ]

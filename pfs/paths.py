@@ -16,6 +16,11 @@ from django.conf import settings
 
 MAX_PATH_LENGTH = 4096
 MAX_NAME_LENGTH = 255
+# Hidden bookkeeping directory at the top of every home (resumable uploads, staged packages).
+RESERVED_NAME = ".uploads"
+# Bidirectional-text controls make a name display as something it is not.
+_BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
+_SLASHES = ("/", "\\")
 
 
 class PathError(Exception):
@@ -40,6 +45,14 @@ def check_name(name: str) -> str:
     for ch in name:
         if unicodedata.category(ch) in ("Cc", "Cs"):
             raise PathError("control characters are not allowed in a path")
+        if ch in _BIDI:
+            raise PathError("bidirectional text controls are not allowed in a path")
+    if "\ufffd" in name:
+        raise PathError("the path is not valid UTF-8 (or contains U+FFFD)")
+    # Look-alikes (fullwidth dots and solidus, ...) that other systems may fold into real ones.
+    folded = unicodedata.normalize("NFKC", name)
+    if folded in (".", "..") or any(s in folded for s in _SLASHES):
+        raise PathError(f"'{name}' looks like '{folded}', which is not allowed in a path")
     return name
 
 
@@ -126,6 +139,8 @@ def resolve(user, path: str, *, write: bool = False) -> PfsPath:
             raise PathError("path must name a home: /pfs/<datacenter>/home/<user>/", 403)
         if parts[3] != user.get_username():
             raise PathError("you can only use your own home directory", 403)
+        if len(parts) > 4 and parts[4] == RESERVED_NAME:
+            raise PathError(f"'{RESERVED_NAME}' is reserved for unfinished uploads", 403)
         result = PfsPath(datacenter, "home", parts[3], tuple(parts[4:]))
     else:
         if write and not user.is_staff:

@@ -4,6 +4,7 @@ the same path checks as everything else."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tarfile
@@ -11,6 +12,7 @@ import tempfile
 import uuid
 import zipfile
 from collections.abc import Iterable
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -92,14 +94,22 @@ def staging_dir(home: PfsPath) -> PfsPath:
 
 
 def replace_dir(staged: PfsPath, dest: PfsPath) -> None:
-    """Put the staged directory at `dest`, replacing what was there."""
+    """Put the staged directory at `dest`, replacing what was there. Counts against the
+    storage quota of `dest`'s home: raises QuotaExceeded (a PathError) when it does not fit."""
+    from . import usage
+
     dest.parent.ensure_contained()
     dest.disk.parent.mkdir(parents=True, exist_ok=True)
-    old = None
-    if dest.disk.exists() or dest.disk.is_symlink():
-        old = staged.disk.with_name(staged.disk.name + ".old")
-        os.rename(dest.disk, old)
-    os.rename(staged.disk, dest.disk)
+    new_size = usage.tree_size(staged.disk)
+    with locked(dest):
+        replaced = usage.tree_size(dest.disk)
+        usage.check_room(dest, new_size, replaced_bytes=replaced)
+        old = None
+        if dest.disk.exists() or dest.disk.is_symlink():
+            old = staged.disk.with_name(staged.disk.name + ".old")
+            os.rename(dest.disk, old)
+        os.rename(staged.disk, dest.disk)
+        usage.adjust(dest, new_size - replaced)
     if old:
         remove_tree(old)
 
@@ -109,3 +119,44 @@ def remove_tree(path: Path) -> None:
         path.unlink(missing_ok=True)
     else:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def scratch_dir(p: PfsPath) -> Path:
+    """Where partial data for `p` is kept: the hidden `.uploads` of its home (or of public), on
+    the same filesystem as `p` so the final rename is atomic, and never listed."""
+    from django.conf import settings
+
+    from .paths import RESERVED_NAME
+
+    base = p.root if p.area == "home" else settings.PFS_ROOT / p.datacenter / ".public"
+    d = base / RESERVED_NAME
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+@contextmanager
+def locked(p: PfsPath):
+    """Serialize replacements within one home (or public) across processes on this host, so
+    the size a replaced file had and the usage change stay consistent."""
+    fd = os.open(scratch_dir(p) / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def write_temp(p: PfsPath, chunks: Iterable[bytes]) -> tuple[Path, int]:
+    """Stream `chunks` into a new temporary file beside `p`'s home; returns (path, size).
+    The caller renames it into place or removes it."""
+    fd, tmp = tempfile.mkstemp(dir=scratch_dir(p), prefix="put-", suffix=".part")
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+                size += len(chunk)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp), size

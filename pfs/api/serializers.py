@@ -1,0 +1,90 @@
+from datetime import timedelta
+
+from rest_framework import serializers
+
+from pfs import uploads
+from pfs.models import ShareLink, UploadSession
+
+
+class EntrySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    path = serializers.CharField(help_text="PFS path, /pfs/<datacenter>/home/<you>/...")
+    type = serializers.ChoiceField(choices=["file", "dir", "link"])
+    size = serializers.IntegerField(help_text="Bytes (0 for directories and links).")
+    mtime = serializers.DateTimeField()
+
+
+class PathSerializer(serializers.Serializer):
+    path = serializers.CharField(max_length=4096)
+
+
+class MoveSerializer(serializers.Serializer):
+    src = serializers.CharField(max_length=4096)
+    dst = serializers.CharField(max_length=4096, help_text="New path, or an existing directory to move into.")
+    overwrite = serializers.BooleanField(default=False, help_text="Replace an existing file at dst.")
+
+
+class UploadCreateSerializer(serializers.Serializer):
+    path = serializers.CharField(max_length=4096, help_text="Where the file goes; missing parents are created.")
+    size = serializers.IntegerField(min_value=0, help_text="Total bytes of the file.")
+    sha256 = serializers.RegexField(r"^[0-9a-fA-F]{64}$", required=False, allow_blank=True, default="",
+                                    help_text="Hex sha256 of the whole file, verified before it is put in place.")
+    overwrite = serializers.BooleanField(default=True, help_text="Replace an existing file at path.")
+
+
+class UploadSerializer(serializers.ModelSerializer):
+    offset = serializers.SerializerMethodField(help_text="Bytes received so far: send the next chunk from here.")
+    complete = serializers.SerializerMethodField()
+    expires = serializers.SerializerMethodField(help_text="Abandoned after this time without a chunk.")
+
+    class Meta:
+        model = UploadSession
+        fields = ["id", "path", "size", "offset", "complete", "sha256", "overwrite", "created", "updated",
+                  "completed", "expires"]
+
+    def get_offset(self, obj) -> int:
+        return uploads.part_size(obj)
+
+    def get_complete(self, obj) -> bool:
+        return obj.completed is not None
+
+    def get_expires(self, obj) -> str:
+        return serializers.DateTimeField().to_representation(obj.updated + uploads.UPLOAD_TTL)
+
+
+class UsageSerializer(serializers.Serializer):
+    datacenter = serializers.CharField()
+    used_bytes = serializers.IntegerField(help_text="Bytes of files in your home.")
+    reserved_bytes = serializers.IntegerField(help_text="Bytes still to come in your unfinished uploads.")
+    limit_bytes = serializers.IntegerField(help_text="Your storage quota.")
+    free_bytes = serializers.IntegerField()
+
+
+class ShareCreateSerializer(serializers.Serializer):
+    path = serializers.CharField(max_length=4096)
+    expires = serializers.DateTimeField(required=False, allow_null=True, default=None,
+                                        help_text="When the link stops working; never when omitted.")
+    expires_in = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=60,
+                                          help_text="Alternatively: seconds from now.")
+
+    def validate(self, attrs):
+        from django.utils import timezone
+
+        if attrs.get("expires_in"):
+            attrs["expires"] = timezone.now() + timedelta(seconds=attrs["expires_in"])
+        return attrs
+
+
+class ShareSerializer(serializers.ModelSerializer):
+    url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ShareLink
+        fields = ["uuid", "path", "url", "created", "expires", "revoked", "downloads"]
+
+    def get_url(self, obj) -> str:
+        request = self.context.get("request")
+        from django.conf import settings
+
+        base = request.build_absolute_uri("/") if request is not None else settings.SITE_URL
+        return f"{base.rstrip('/')}/filepub/?uuid={obj.uuid}"

@@ -1,0 +1,138 @@
+"""The resumable upload protocol (tus-like) and share links."""
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.response import Response
+
+from pfs import shares, uploads
+from pfs.models import UploadSession
+from pfs.paths import PathError
+
+from .serializers import ShareCreateSerializer, ShareSerializer, UploadCreateSerializer, UploadSerializer
+from .views import ERROR, ERRORS, OffsetRawParser, PfsView, RawParser, _upload_response
+
+PROTOCOL = """
+**Resumable upload protocol** (what `paddlectl cp` and the file browser use):
+
+1. `POST /api/v2/uploads/` with JSON `{"path": "/pfs/<dc>/home/<you>/data/big.bin", "size": <bytes>,
+   "sha256": "<hex, optional>", "overwrite": true}` → **201** with the upload (`id`, `offset`: 0, ...)
+   and a `Location` header. The whole size is checked against your storage quota now: **413**
+   `quota exceeded: used X of Y` refuses it before any byte is sent. A 0-byte file is complete at once.
+2. `PATCH /api/v2/uploads/<id>/` with headers `Upload-Offset: <offset>` (where this chunk starts,
+   which must equal the upload's current offset), `Content-Type: application/offset+octet-stream`
+   (or `application/octet-stream`), `Content-Length: <chunk bytes>` (at most 64 MiB; 8-32 MiB is a
+   good size) and optionally `Upload-Checksum: sha256 <base64 digest of this chunk>` (also `md5`,
+   `sha1`); the body is the chunk's bytes. → **200** with the upload and an `Upload-Offset` header
+   holding the new offset. A wrong offset → **409** with `{"detail", "offset": <current>}` and the
+   `Upload-Offset` header (nothing written); a chunk checksum mismatch → **460** (the chunk is
+   discarded); a chunk past the declared size → **413**.
+3. To resume after a dropped connection or a restart: `HEAD` (headers only) or `GET
+   /api/v2/uploads/<id>/` → `Upload-Offset` / `offset` say how many bytes arrived; send on from there.
+   `GET /api/v2/uploads/` lists your unfinished uploads.
+4. When the last byte arrives the server checks the size and the `sha256` (if given) and renames the
+   file atomically onto `path` (parents created), so readers never see a partial file and concurrent
+   uploads to one path leave one complete file. The PATCH answer then has `"complete": true`; a
+   whole-file checksum mismatch → **422** and the upload is discarded.
+5. `DELETE /api/v2/uploads/<id>/` cancels and removes the partial data. Uploads with no chunk for
+   24 hours are removed by the server.
+"""
+
+
+class UploadListView(PfsView):
+    serializer_class = UploadSerializer
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return UploadSession.objects.none()
+        return UploadSession.objects.filter(user=self.request.user, completed=None)
+
+    @extend_schema(responses={200: UploadSerializer(many=True)})
+    def get(self, request):
+        """Your unfinished uploads (to resume them)."""
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(UploadSerializer(page, many=True).data)
+
+    @extend_schema(request=UploadCreateSerializer, responses={201: UploadSerializer, **ERRORS, 413: ERROR},
+                   description=PROTOCOL)
+    def post(self, request):
+        """Start a resumable upload."""
+        data = UploadCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        session = uploads.create(request.user, **data.validated_data)
+        resp = _upload_response(session, status.HTTP_201_CREATED)
+        resp["Location"] = request.build_absolute_uri(f"{session.pk}/")
+        return resp
+
+
+class UploadDetailView(PfsView):
+    serializer_class = UploadSerializer
+    parser_classes = [OffsetRawParser, RawParser]
+
+    @extend_schema(responses={200: UploadSerializer, 404: ERROR}, description=PROTOCOL)
+    def get(self, request, upload_id):
+        """The upload's state; `offset` (and the `Upload-Offset` header) is where to resume.
+        `HEAD` answers the same headers without a body."""
+        return _upload_response(uploads.get(request.user, upload_id))
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("Upload-Offset", OpenApiTypes.INT, OpenApiParameter.HEADER, required=True,
+                             description="Where this chunk starts: the upload's current offset."),
+            OpenApiParameter("Upload-Checksum", OpenApiTypes.STR, OpenApiParameter.HEADER,
+                             description="`sha256 <base64 digest of this chunk>` (or md5, sha1)."),
+        ],
+        request={"application/offset+octet-stream": OpenApiTypes.BINARY,
+                 "application/octet-stream": OpenApiTypes.BINARY},
+        responses={200: UploadSerializer, **ERRORS, 410: ERROR, 411: ERROR, 413: ERROR, 422: ERROR, 460: ERROR},
+        description=PROTOCOL,
+    )
+    def patch(self, request, upload_id):
+        """Send the next chunk of an upload."""
+        session = uploads.get(request.user, upload_id)
+        try:
+            offset = int(request.headers["Upload-Offset"])
+        except (KeyError, ValueError):
+            raise PathError("the Upload-Offset header (a byte offset) is required") from None
+        length = self.content_length()
+        checksum = uploads.parse_checksum(request.headers.get("Upload-Checksum"))
+        stream = request.stream
+        read = stream.read if stream is not None else (lambda n: b"")
+        uploads.write_chunk(session, offset, read, length, checksum)
+        session.refresh_from_db()
+        return _upload_response(session)
+
+    @extend_schema(responses={204: None, 404: ERROR})
+    def delete(self, request, upload_id):
+        """Cancel the upload and remove what arrived of it."""
+        uploads.cancel(uploads.get(request.user, upload_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ShareListView(PfsView):
+    serializer_class = ShareSerializer
+
+    @extend_schema(responses={200: ShareSerializer(many=True)})
+    def get(self, request):
+        """Your active share links."""
+        page = self.paginate_queryset(shares.active(request.user))
+        return self.get_paginated_response(ShareSerializer(page, many=True, context={"request": request}).data)
+
+    @extend_schema(request=ShareCreateSerializer, responses={201: ShareSerializer, **ERRORS})
+    def post(self, request):
+        """Share one file: anyone with the returned `url` (`/filepub/?uuid=<uuid>`) can download it
+        until you revoke the link or it expires."""
+        data = ShareCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        link = shares.create(request.user, data.validated_data["path"], expires=data.validated_data["expires"])
+        return Response(ShareSerializer(link, context={"request": request}).data, status=status.HTTP_201_CREATED)
+
+
+class ShareDetailView(PfsView):
+    serializer_class = ShareSerializer
+
+    @extend_schema(responses={204: None, 404: ERROR})
+    def delete(self, request, share_uuid):
+        """Revoke a share link (it answers 404 from now on)."""
+        shares.revoke(request.user, share_uuid)
+        return Response(status=status.HTTP_204_NO_CONTENT)

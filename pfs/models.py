@@ -1,0 +1,62 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class StorageUsage(models.Model):
+    """Bytes in one user's home in one datacenter. Every write and delete through the storage
+    service adjusts it; `pfs.usage.recompute` (periodic task, `manage.py pfs_usage`) corrects it
+    for what jobs wrote directly."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="storage_usage")
+    datacenter = models.ForeignKey("accounts.Datacenter", on_delete=models.CASCADE, related_name="storage_usage")
+    used_bytes = models.BigIntegerField(default=0)
+    recomputed = models.DateTimeField(null=True, blank=True, help_text="Last full walk of the home.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "datacenter"], name="pfs_usage_one_per_home")]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.datacenter}: {self.used_bytes} bytes"
+
+
+class UploadSession(models.Model):
+    """A resumable upload: data goes to `<home>/.uploads/<id>.part` until `size` bytes are there,
+    then it is verified and renamed onto `path`. The part file's length is the upload offset."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="pfs_uploads")
+    datacenter = models.ForeignKey("accounts.Datacenter", on_delete=models.CASCADE, related_name="pfs_uploads")
+    path = models.CharField(max_length=4096, help_text="Destination PFS path.")
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64, blank=True, help_text="Expected hex digest of the whole file.")
+    overwrite = models.BooleanField(default=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+    completed = models.DateTimeField(null=True, blank=True, help_text="When the file was put in place.")
+
+    class Meta:
+        ordering = ["created"]
+        indexes = [models.Index(fields=["user", "datacenter"]), models.Index(fields=["updated"])]
+
+    def __str__(self) -> str:
+        return f"upload {self.id} -> {self.path}"
+
+
+class ShareLink(models.Model):
+    """Anyone with the link may download one file (the original service's `publish`)."""
+
+    uuid = models.UUIDField(unique=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="pfs_shares")
+    path = models.CharField(max_length=4096)
+    created = models.DateTimeField(auto_now_add=True)
+    expires = models.DateTimeField(null=True, blank=True)
+    revoked = models.DateTimeField(null=True, blank=True)
+    downloads = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.uuid})"

@@ -1,0 +1,66 @@
+"""Share links (the original service's `publish`): anyone with `/filepub/?uuid=<uuid>` may
+download one file, until the owner revokes the link or it expires. The path is checked again
+on every download, as the owner, so a link never reaches further than its owner could."""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from datetime import datetime
+
+from django.db.models import QuerySet
+from django.http import HttpResponse
+from django.utils import timezone
+
+from . import transfer
+from .models import ShareLink
+from .paths import PathError, resolve
+
+
+def create(user, path: str, *, expires: datetime | None = None) -> ShareLink:
+    p = resolve(user, path)
+    if not p.disk.is_file() or p.disk.is_symlink():
+        raise PathError(f"{p.virtual}: only a regular file can be shared", 409 if p.disk.exists() else 404)
+    if expires is not None and expires <= timezone.now():
+        raise PathError("the expiry must be in the future")
+    return ShareLink.objects.create(user=user, path=p.virtual, expires=expires)
+
+
+def active(user) -> QuerySet[ShareLink]:
+    now = timezone.now()
+    return ShareLink.objects.filter(user=user, revoked=None).exclude(expires__lte=now)
+
+
+def revoke(user, link_uuid) -> ShareLink:
+    link = _get(link_uuid, user=user)
+    if link.revoked is None:
+        link.revoked = timezone.now()
+        link.save(update_fields=["revoked"])
+    return link
+
+
+def _get(link_uuid, *, user=None) -> ShareLink:
+    try:
+        key = uuidlib.UUID(str(link_uuid))
+        qs = ShareLink.objects.select_related("user")
+        return qs.get(uuid=key, user=user) if user is not None else qs.get(uuid=key)
+    except (ShareLink.DoesNotExist, ValueError):
+        raise PathError("no such share link", 404) from None
+
+
+def serve(link_uuid, *, range_header: str | None = None, if_range: str | None = None) -> HttpResponse:
+    """The shared file, for anyone holding the link; 404 once revoked, 410 once expired."""
+    link = _get(link_uuid)
+    if link.revoked is not None:
+        raise PathError("this share link was revoked", 404)
+    if link.expires is not None and link.expires <= timezone.now():
+        raise PathError("this share link has expired", 410)
+    if not link.user.is_active:
+        raise PathError("no such share link", 404)
+    p = resolve(link.user, link.path)
+    resp = transfer.file_response(p, range_header=range_header, if_range=if_range)
+    ShareLink.objects.filter(pk=link.pk).update(downloads=link.downloads + 1)
+    return resp
+
+
+def url_of(link: ShareLink, base: str) -> str:
+    return f"{base.rstrip('/')}/filepub/?uuid={link.uuid}"

@@ -1,0 +1,13 @@
+from django import template
+
+from quotas.units import format_bytes
+
+register = template.Library()
+
+
+@register.filter(name="bytes")
+def bytes_filter(value) -> str:
+    try:
+        return format_bytes(int(value))
+    except (TypeError, ValueError):
+        return ""

@@ -1,0 +1,165 @@
+"""Downloads: files stream in blocks with HTTP Range support (one range: 206 + Content-Range;
+416 when unsatisfiable), directories stream as a zip built on the fly (ZIP64, so no 4 GB
+limits). Works under WSGI and ASGI alike: under ASGI each block is read in a worker thread
+instead of Django's fallback of reading the whole response into memory first."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat as statmod
+from collections.abc import Iterable, Iterator
+
+from asgiref.sync import sync_to_async
+from django.http import HttpResponse, StreamingHttpResponse
+from django.utils.http import content_disposition_header, http_date
+from zipstream import ZIP_STORED, ZipStream
+
+from .paths import PathError, PfsPath, resolve
+
+BLOCK = 1 << 20
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+class StreamingResponse(StreamingHttpResponse):
+    """A streaming response over a sync iterator that ASGI consumes one block at a time."""
+
+    async def __aiter__(self):
+        it = self._iterator
+        step = sync_to_async(next, thread_sensitive=False)
+        while True:
+            part = await step(it, None)
+            if part is None:
+                return
+            yield part
+
+
+def file_blocks(fd: int, start: int, length: int, block: int = BLOCK) -> Iterator[bytes]:
+    """`length` bytes of the open file `fd` from `start`, in blocks; closes `fd` at the end."""
+    try:
+        pos, end = start, start + length
+        while pos < end:
+            data = os.pread(fd, min(block, end - pos), pos)
+            if not data:
+                break  # the file shrank meanwhile
+            pos += len(data)
+            yield data
+    finally:
+        os.close(fd)
+
+
+def coalesce(parts: Iterable[bytes], size: int = BLOCK) -> Iterator[bytes]:
+    """Join small pieces into blocks of about `size` bytes (fewer thread hops per byte)."""
+    buf: list[bytes] = []
+    have = 0
+    for part in parts:
+        buf.append(part)
+        have += len(part)
+        if have >= size:
+            yield b"".join(buf)
+            buf, have = [], 0
+    if buf:
+        yield b"".join(buf)
+
+
+def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """(start, length) for a single satisfiable `bytes=` range; None to send the whole file.
+    Raises PathError(416) when the range cannot be satisfied."""
+    if not header:
+        return None
+    m = _RANGE.match(header.strip().replace(" ", ""))
+    if not m or (not m.group(1) and not m.group(2)):
+        return None  # several ranges or a malformed header: RFC 9110 lets us ignore it
+    first, last = m.group(1), m.group(2)
+    if first:
+        start = int(first)
+        end = min(int(last), size - 1) if last else size - 1
+        if last and int(last) < start:
+            return None
+    else:
+        suffix = int(last)
+        if suffix == 0:
+            raise PathError("range not satisfiable", 416)
+        start, end = max(0, size - suffix), size - 1
+    if start >= size:
+        raise PathError("range not satisfiable", 416)
+    return start, end - start + 1
+
+
+def etag(st: os.stat_result) -> str:
+    return f'"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"'
+
+
+def open_file(p: PfsPath) -> tuple[int, os.stat_result]:
+    """Open a checked path for reading without following a link at its last component."""
+    try:
+        fd = os.open(p.disk, os.O_RDONLY | os.O_NOFOLLOW)
+    except (FileNotFoundError, NotADirectoryError):
+        raise PathError(f"{p.virtual}: no such file or directory", 404) from None
+    except OSError as e:  # ELOOP: a symbolic link at the last component
+        raise PathError(f"{p.virtual}: {e.strerror}", 403) from None
+    st = os.fstat(fd)
+    if not statmod.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise PathError(f"{p.virtual} is not a regular file", 409)
+    return fd, st
+
+
+def file_response(p: PfsPath, *, range_header: str | None = None, if_range: str | None = None,
+                  attachment: bool = True) -> HttpResponse:
+    fd, st = open_file(p)
+    tag = etag(st)
+    try:
+        if if_range and if_range.strip() not in (tag, http_date(st.st_mtime)):
+            range_header = None  # the file changed since the client's first part
+        rng = parse_range(range_header, st.st_size)
+    except PathError:
+        os.close(fd)
+        resp = HttpResponse(status=416)
+        resp["Content-Range"] = f"bytes */{st.st_size}"
+        return resp
+    start, length = rng if rng else (0, st.st_size)
+    resp = StreamingResponse(file_blocks(fd, start, length), status=206 if rng else 200,
+                             content_type="application/octet-stream")
+    if rng:
+        resp["Content-Range"] = f"bytes {start}-{start + length - 1}/{st.st_size}"
+    resp["Content-Length"] = str(length)
+    resp["Accept-Ranges"] = "bytes"
+    resp["ETag"] = tag
+    resp["Last-Modified"] = http_date(st.st_mtime)
+    resp["Content-Disposition"] = content_disposition_header(attachment, p.name)
+    return resp
+
+
+def zip_stream(p: PfsPath) -> ZipStream:
+    """A sized, uncompressed zip of the directory `p`; links are left out, never followed."""
+    zs = ZipStream(compress_type=ZIP_STORED, sized=True)
+    base = str(p.disk)
+    for root, dirs, files in os.walk(base):
+        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(root, d)))
+        rel = os.path.relpath(root, base)
+        prefix = "" if rel == "." else rel + "/"
+        if prefix and not files and not dirs:
+            zs.mkdir(prefix)
+        for name in sorted(files):
+            full = os.path.join(root, name)
+            if os.path.islink(full) or not os.path.isfile(full):
+                continue
+            zs.add_path(full, prefix + name)
+    return zs
+
+
+def archive_response(p: PfsPath) -> HttpResponse:
+    zs = zip_stream(p)
+    resp = StreamingResponse(coalesce(zs), content_type="application/zip")
+    resp["Content-Length"] = str(len(zs))
+    resp["Content-Disposition"] = content_disposition_header(True, f"{p.name}.zip")
+    return resp
+
+
+def download(user, path: str, *, range_header: str | None = None, if_range: str | None = None) -> HttpResponse:
+    """The response for GET of a PFS path: the file (ranges allowed) or the directory as zip."""
+    p = resolve(user, path)
+    if os.path.isdir(p.disk) and not os.path.islink(p.disk):
+        return archive_response(p)
+    return file_response(p, range_header=range_header, if_range=if_range)

@@ -1,0 +1,247 @@
+"""Resumable uploads (tus-like). See pfs/api/views.py for the HTTP protocol.
+
+An upload is created with its destination path and total size (and optionally the sha256 of
+the whole file); its quota is reserved then, so an upload that would not fit is refused before
+any byte is written. Data goes to `<home>/.uploads/<id>.part`, whose length *is* the upload
+offset, so a crash or a dropped connection never loses track of what arrived. Chunks are
+appended at an explicit offset (a mismatch answers 409 with the current offset); when the last
+byte arrives the file is verified (size, sha256) and renamed atomically onto its destination.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import fcntl
+import hashlib
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+
+from accounts.models import Datacenter
+
+from . import usage
+from .models import UploadSession
+from .paths import RESERVED_NAME, PathError, PfsPath, resolve
+from .services import _refuse_root, mkdir, put_in_place
+from .storage import scratch_dir
+
+BLOCK = 1 << 20
+UPLOAD_TTL = timedelta(seconds=getattr(settings, "PFS_UPLOAD_TTL", 24 * 3600))
+MAX_CHUNK = getattr(settings, "PFS_MAX_CHUNK", 64 << 20)
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+CHECKSUM_ALGORITHMS = {"sha256": hashlib.sha256, "md5": hashlib.md5, "sha1": hashlib.sha1}
+
+
+class OffsetConflict(PathError):
+    def __init__(self, expected: int, got: int):
+        super().__init__(f"the upload is at offset {expected}, not {got}: resume from {expected}", 409)
+        self.offset = expected
+
+
+def _dest(session: UploadSession) -> PfsPath:
+    return resolve(session.user, session.path, write=True)
+
+
+def part_path(session: UploadSession) -> Path:
+    parts = session.path.split("/")
+    area_root = PfsPath(parts[2], parts[3], parts[4] if parts[3] == "home" else None, ())
+    return scratch_dir(area_root) / f"{session.id}.part"
+
+
+def part_size(session: UploadSession) -> int:
+    if session.completed:
+        return session.size
+    try:
+        return os.stat(part_path(session)).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def create(user, path: str, size: int, *, sha256: str = "", overwrite: bool = True) -> UploadSession:
+    """Start an upload of `size` bytes to `path`; refused at once if it would not fit the quota."""
+    if not isinstance(size, int) or size < 0:
+        raise PathError("size must be a whole number of bytes, 0 or more")
+    sha256 = (sha256 or "").lower()
+    if sha256 and not _HEX64.match(sha256):
+        raise PathError("sha256 must be 64 hexadecimal digits")
+    p = resolve(user, path, write=True)
+    _refuse_root(p, "replaced")
+    if os.path.isdir(p.disk):
+        raise PathError(f"{p.virtual} is a directory", 409)
+    if not overwrite and os.path.lexists(p.disk):
+        raise PathError(f"{p.virtual} already exists (overwrite=true replaces it)", 409)
+    cleanup_stale(user=user)
+    old = p.disk.stat().st_size if p.disk.is_file() else 0
+    usage.check_room(p, size, replaced_bytes=old)
+    dc = Datacenter.objects.get(name=p.datacenter)
+    session = UploadSession.objects.create(user=user, datacenter=dc, path=p.virtual, size=size,
+                                           sha256=sha256, overwrite=overwrite)
+    part_path(session).touch()
+    if size == 0:
+        _complete(session)
+    return session
+
+
+def get(user, upload_id) -> UploadSession:
+    """The user's upload (404 for anyone else's or an unknown id)."""
+    try:
+        key = uuid.UUID(str(upload_id))
+        return UploadSession.objects.select_related("user").get(pk=key, user=user)
+    except (UploadSession.DoesNotExist, ValueError):
+        raise PathError("no such upload (it may have expired or been cancelled)", 404) from None
+
+
+def parse_checksum(header: str | None) -> tuple[str, bytes] | None:
+    """tus's `Upload-Checksum: <algorithm> <base64 digest>` (sha256, sha1 or md5)."""
+    if not header:
+        return None
+    try:
+        algo, digest = header.strip().split(" ", 1)
+        raw = base64.b64decode(digest.strip(), validate=True)
+    except (ValueError, binascii.Error):
+        raise PathError("Upload-Checksum must be '<algorithm> <base64 digest>'") from None
+    if algo.lower() not in CHECKSUM_ALGORITHMS:
+        raise PathError(f"unsupported checksum algorithm '{algo}': use sha256, sha1 or md5")
+    return algo.lower(), raw
+
+
+def write_chunk(session: UploadSession, offset: int, read: Callable[[int], bytes], length: int | None,
+                checksum: tuple[str, bytes] | None = None) -> int:
+    """Append the bytes `read` yields at `offset`; returns the new offset. Completes the upload
+    when the last byte arrives. `read(n)` returns at most n bytes, b"" at the end."""
+    if session.completed:
+        raise OffsetConflict(session.size, offset)
+    _dest(session)  # the destination is checked again on every request
+    if length is not None and length > MAX_CHUNK:
+        raise PathError(f"a chunk may be at most {MAX_CHUNK} bytes; send the file in several", 413)
+    path = part_path(session)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise PathError("the upload's data is gone (expired?): start a new upload", 410) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PathError("another request is writing to this upload right now", 409) from None
+        current = os.fstat(fd).st_size
+        if offset != current:
+            raise OffsetConflict(current, offset)
+        if length is not None and offset + length > session.size:
+            raise PathError(f"the chunk goes past the upload's size ({session.size} bytes)", 413)
+        h = CHECKSUM_ALGORITHMS[checksum[0]]() if checksum else None
+        pos = offset
+        try:
+            pos = _append(fd, pos, read, session.size, length, h)
+            if h is not None and h.digest() != checksum[1]:
+                raise PathError("checksum mismatch: the chunk was discarded, send it again", 460)
+        except BaseException:
+            if h is not None:
+                os.ftruncate(fd, offset)  # a chunk with a checksum is all or nothing
+            raise
+    finally:
+        os.close(fd)
+    UploadSession.objects.filter(pk=session.pk).update(updated=timezone.now())
+    if pos == session.size:
+        _complete(session)
+    return pos
+
+
+def _append(fd: int, pos: int, read: Callable[[int], bytes], size: int, length: int | None, h) -> int:
+    remaining = length
+    while remaining is None or remaining > 0:
+        block = read(BLOCK if remaining is None else min(BLOCK, remaining))
+        if not block:
+            break
+        if pos + len(block) > size:
+            raise PathError(f"the chunk goes past the upload's size ({size} bytes)", 413)
+        if h is not None:
+            h.update(block)
+        if block.count(0) == len(block):
+            os.ftruncate(fd, pos + len(block))  # zeros at the end: leave a hole (sparse files stay sparse)
+        else:
+            view = memoryview(block)
+            while view:
+                n = os.pwrite(fd, view, pos + len(block) - len(view))
+                view = view[n:]
+        pos += len(block)
+        if remaining is not None:
+            remaining -= len(block)
+    if remaining:
+        # The connection closed early: keep what arrived (the offset says how much).
+        raise PathError(f"the request ended {remaining} bytes early; resume from offset {pos}", 400)
+    return pos
+
+
+def _complete(session: UploadSession) -> None:
+    path = part_path(session)
+    size = os.stat(path).st_size
+    if size != session.size:
+        raise PathError(f"the upload has {size} of {session.size} bytes", 409)
+    if session.sha256:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            while block := f.read(4 * BLOCK):
+                h.update(block)
+        if h.hexdigest() != session.sha256:
+            cancel(session)
+            raise PathError(f"checksum mismatch: the file's sha256 is {h.hexdigest()}, not {session.sha256}; "
+                            "the upload was discarded", 422)
+    dest = _dest(session)
+    if not dest.parent.disk.is_dir():
+        mkdir(session.user, dest.parent.virtual)
+    put_in_place(dest, path, size, overwrite=session.overwrite)
+    session.completed = timezone.now()
+    UploadSession.objects.filter(pk=session.pk).update(completed=session.completed)
+
+
+def cancel(session: UploadSession) -> None:
+    part_path(session).unlink(missing_ok=True)
+    session.delete()
+
+
+def cleanup_stale(*, user=None, max_age: timedelta = UPLOAD_TTL) -> int:
+    """Remove uploads untouched for `max_age` (and finished ones as old), with their data.
+    Without `user`, also sweep orphaned temporary files out of every `.uploads` directory."""
+    cutoff = timezone.now() - max_age
+    stale = UploadSession.objects.filter(updated__lt=cutoff)
+    if user is not None:
+        stale = stale.filter(user=user)
+    count = 0
+    for session in stale.select_related("user"):
+        cancel(session)
+        count += 1
+    if user is None:
+        count += _sweep_orphans(max_age)
+    return count
+
+
+def _sweep_orphans(max_age: timedelta) -> int:
+    from .storage import remove_tree
+
+    known = {f"{pk}.part" for pk in UploadSession.objects.values_list("pk", flat=True)}
+    limit = time.time() - max_age.total_seconds()
+    count = 0
+    root = settings.PFS_ROOT
+    if not root.is_dir():
+        return 0
+    dirs = list(root.glob(f"*/home/*/{RESERVED_NAME}")) + list(root.glob(f"*/.public/{RESERVED_NAME}"))
+    for d in dirs:
+        for entry in d.iterdir():
+            if entry.name == ".lock" or entry.name in known:
+                continue
+            try:
+                if entry.lstat().st_mtime < limit:
+                    remove_tree(entry)
+                    count += 1
+            except FileNotFoundError:
+                continue
+    return count
