@@ -1,0 +1,182 @@
+"""The HTTP layer: one httpx client per server, token auth, retries, and error mapping.
+
+Idempotent requests (GET, HEAD, PUT, DELETE) are retried with exponential backoff when the
+connection fails or the server answers 502/503/504; other requests only when the connection
+could not be made at all, so nothing is ever done twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
+
+from . import __version__
+from .config import TokenCache, normalize_endpoint
+from .errors import APIError, AuthError, ConnectionFailed, NotFound
+
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+RETRY_STATUS = frozenset({502, 503, 504})
+
+
+class _RetryableStatus(Exception):
+    def __init__(self, response: httpx.Response):
+        self.response = response
+
+
+def _retryable(method: str):
+    def check(exc: BaseException) -> bool:
+        if isinstance(exc, _RetryableStatus):
+            return True
+        if method in IDEMPOTENT:
+            return isinstance(exc, httpx.TransportError)
+        # Not idempotent: only when the request cannot have reached the server.
+        return isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+
+    return check
+
+
+def error_from(response: httpx.Response) -> APIError:
+    try:
+        detail: Any = response.json()
+    except ValueError:
+        text = response.text.strip()
+        detail = text[:500] if text and "<html" not in text[:200].lower() else None
+    status = response.status_code
+    cls = AuthError if status in (401, 403) else NotFound if status == 404 else APIError
+    if detail is None:
+        return cls(status, None, f"the server answered HTTP {status} {response.reason_phrase}")
+    return cls(status, detail)
+
+
+class API:
+    """Talks to one PaddleCloud server's /api/v2/."""
+
+    def __init__(self, endpoint: str, *, token: str | None = None, username: str | None = None,
+                 password: str | None = None, timeout: float = 30.0, retries: int = 4,
+                 token_cache: TokenCache | None = None, transport: httpx.BaseTransport | None = None):
+        self.endpoint = normalize_endpoint(endpoint)
+        self.base_url = self.endpoint + "/api/v2/"
+        self.username = username
+        self._password = password
+        self._token = token
+        self._token_from_cache = False
+        self._cache = token_cache if (password and not token) else None
+        self.retries = retries
+        self.http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=10.0),
+                                 headers={"User-Agent": f"paddlectl/{__version__}", "Accept": "application/json"},
+                                 transport=transport, follow_redirects=False)
+
+    # --- auth -----------------------------------------------------------------------------
+    @property
+    def _cache_key(self) -> str:
+        return f"{self.username}@{self.endpoint}"
+
+    def obtain_token(self, username: str, password: str) -> str:
+        """Exchange a username and password for an API token (POST auth/token/)."""
+        response = self._send("POST", "auth/token/", json={"username": username, "password": password}, auth=False)
+        return str(response.json()["token"])
+
+    def _auth_header(self) -> dict[str, str]:
+        if not self._token and self._password:
+            if not self.username:
+                raise AuthError(401, None, "the configuration has a password but no username")
+            cached = self._cache.get(self._cache_key) if self._cache else None
+            if cached:
+                self._token, self._token_from_cache = cached, True
+            else:
+                self._token = self.obtain_token(self.username, self._password)
+                if self._cache:
+                    self._cache.put(self._cache_key, self._token)
+        return {"Authorization": f"Token {self._token}"} if self._token else {}
+
+    # --- requests -------------------------------------------------------------------------
+    def _retrying(self, method: str, deadline: float | None = None) -> Retrying:
+        stop = stop_after_attempt(self.retries + 1)
+        if deadline is not None:
+            stop = stop | stop_after_delay(deadline)
+        return Retrying(stop=stop, wait=wait_exponential(multiplier=0.25, max=8), reraise=True,
+                        retry=retry_if_exception(_retryable(method)))
+
+    def _send(self, method: str, path: str, *, auth: bool = True, stream: bool = False,
+              headers: dict[str, str] | None = None, **kwargs: Any) -> httpx.Response:
+        method = method.upper()
+        try:
+            for attempt in self._retrying(method):
+                with attempt:
+                    hdrs = {**(self._auth_header() if auth else {}), **(headers or {})}
+                    request = self.http.build_request(method, path, headers=hdrs, **kwargs)
+                    response = self.http.send(request, stream=stream)
+                    if response.status_code in RETRY_STATUS:
+                        response.close()
+                        raise _RetryableStatus(response)
+        except _RetryableStatus as e:
+            response = e.response
+        except httpx.TransportError as e:
+            raise ConnectionFailed(f"cannot reach {self.endpoint}: {e or type(e).__name__}") from None
+        if response.status_code == 401 and auth and self._token_from_cache and self._password:
+            # A cached token that was revoked: get a fresh one, once.
+            response.close()
+            if self._cache:
+                self._cache.put(self._cache_key, None)
+            self._token, self._token_from_cache = None, False
+            return self._send(method, path, auth=auth, stream=stream, headers=headers, **kwargs)
+        if response.status_code >= 400:
+            if stream:
+                response.read()
+                response.close()
+            raise error_from(response)
+        return response
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """Send a request; returns the decoded JSON body (None for an empty body)."""
+        response = self._send(method, path, **kwargs)
+        if not response.content:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise APIError(response.status_code, None,
+                           f"the server sent a non-JSON answer to {method} {path}") from None
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+
+    def post(self, path: str, json: Any = None, **kwargs: Any) -> Any:
+        return self.request("POST", path, json=json, **kwargs)
+
+    def delete(self, path: str, **kwargs: Any) -> Any:
+        return self.request("DELETE", path, **kwargs)
+
+    def paginate(self, path: str, **params: Any) -> Iterator[Any]:
+        """Every item of a list endpoint, following DRF's limit/offset pages."""
+        params = {k: v for k, v in params.items() if v is not None}
+        page = self.request("GET", path, params=params)
+        while True:
+            if not isinstance(page, dict) or "results" not in page:
+                yield from page or []
+                return
+            yield from page["results"]
+            if not page.get("next"):
+                return
+            page = self.request("GET", page["next"])
+
+    @contextmanager
+    def stream(self, method: str, path: str, **kwargs: Any) -> Iterator[httpx.Response]:
+        response = self._send(method, path, stream=True, **kwargs)
+        try:
+            yield response
+        finally:
+            response.close()
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> API:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,145 @@
+"""Account commands: login, logout, registry, version, config."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+
+from .. import __version__
+from .. import config as cfgmod
+from ..api import API
+from ..errors import ConfigError, PaddlectlError
+from . import output
+from .main import Context, UsageError, command
+
+
+def _prompt(label: str, secret: bool = False) -> str:
+    if not sys.stdin or not sys.stdin.isatty():
+        raise UsageError(f"no {label} given (use -{label}, or run in a terminal to be asked)")
+    return getpass.getpass(f"{label.capitalize()}: ") if secret else input(f"{label.capitalize()}: ")
+
+
+def _login_setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-endpoint", "--endpoint", help="server URL, e.g. http://cloud.example.com (default: the entry's)")
+    p.add_argument("-username", "--username", "-u", help="your user name (default: the entry's)")
+    p.add_argument("-password", "--password", help="your password (default: $PADDLECTL_PASSWORD, the entry's, or "
+                   "asked)")
+    p.add_argument("-name", "--name", help="config entry to log in with (default: the current datacenter)")
+
+
+@command("login", "Log in and store an API token in the config instead of the password.", setup=_login_setup,
+         usage="paddlectl login [-endpoint URL] [-username NAME] [-password PASSWORD] [-name DATACENTER]")
+def login(ctx: Context, args: argparse.Namespace) -> int:
+    cfg = ctx.config()
+    name = args.name or ctx.datacenter or os.environ.get(cfgmod.ENV_DATACENTER) or cfg.current
+    if not name and len(cfg.datacenters) == 1:
+        name = cfg.datacenters[0].name
+    entry = cfg.find(name) if name else None
+    endpoint = args.endpoint or os.environ.get(cfgmod.ENV_ENDPOINT) or (entry.endpoint if entry else None)
+    if not endpoint:
+        raise ConfigError(f"which server? pass -endpoint URL (no datacenter entry '{name or ''}' in {cfg.path})")
+    username = args.username or os.environ.get(cfgmod.ENV_USERNAME) or (entry.username if entry else None)
+    username = username or _prompt("username")
+    password = (args.password or os.environ.get(cfgmod.ENV_PASSWORD)
+                or (entry.password if entry and entry.username == username else None) or _prompt("password", True))
+    with API(endpoint) as api:
+        token = api.obtain_token(username, password)
+    name = name or "default"
+    cfgmod.save_login(cfg, name, endpoint, username, token, make_current=not cfg.current or bool(args.name))
+    print(f"Logged in to {cfgmod.normalize_endpoint(endpoint)} as {username}; the token is stored in {cfg.path} "
+          f"(datacenter {name}).")
+    return 0
+
+
+def _logout_setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-name", "--name", help="config entry (default: the current datacenter)")
+
+
+@command("logout", "Forget the stored API token.", setup=_logout_setup)
+def logout(ctx: Context, args: argparse.Namespace) -> int:
+    cfg = ctx.config()
+    dc = cfgmod.select(cfg, args.name or ctx.datacenter, env={})
+    if cfgmod.save_logout(cfg, dc.name):
+        print(f"Logged out of {dc.name}: the token was removed from {cfg.path}.")
+    else:
+        print(f"No token stored for {dc.name}.")
+    return 0
+
+
+def _registry_setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", nargs="?", choices=("add",), default="add", help="add (the default)")
+    p.add_argument("-name", "--name", help="a name for the registry, used with submit -registry")
+    p.add_argument("-server", "--server", help="registry server, e.g. registry.example.com")
+    p.add_argument("-username", "--username", help="registry user name")
+    p.add_argument("-password", "--password", help="registry password (asked when missing)")
+
+
+@command("registry", "Add registry secret on paddlectl.", setup=_registry_setup,
+         usage="paddlectl registry [add] -name NAME -server SERVER -username USER -password PASSWORD")
+def registry(ctx: Context, args: argparse.Namespace) -> int:
+    missing = [flag for flag in ("name", "server", "username") if not getattr(args, flag)]
+    if missing:
+        raise UsageError("missing " + ", ".join(f"-{m}" for m in missing))
+    password = args.password or _prompt("password", True)
+    created = ctx.client.add_registry(args.name, args.server, args.username, password)
+    if ctx.output in ("table", "wide"):
+        print(f"registry {created['name']} added ({created['server']})")
+    else:
+        output.emit(created, ctx.output)
+    return 0
+
+
+@command("version", "Print the client and server versions.")
+def version(ctx: Context, args: argparse.Namespace) -> int:
+    """Works without a configuration too: then only the client's version is known."""
+    info: dict[str, str | None] = {"client": __version__, "server": None, "endpoint": None}
+    try:
+        client = ctx.client
+    except ConfigError as e:
+        client = None
+        print(f"server: not configured ({str(e).splitlines()[0]})", file=sys.stderr)
+    failure = None
+    if client is not None:
+        info["endpoint"] = client.api.endpoint
+        try:
+            info["server"] = client.version()["server"]
+        except PaddlectlError as e:
+            failure = e
+    if ctx.output in ("json", "yaml"):
+        output.emit(info, ctx.output)
+    else:
+        print(f"paddlectl client {info['client']}")
+        if info["server"]:
+            print(f"PaddleCloud server {info['server']} ({info['endpoint']})")
+    if failure is not None:
+        raise failure
+    return 0
+
+
+def _config_setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", nargs="?", choices=("view", "use"), default="view",
+                   help="view: show the settings in effect (secrets hidden); use NAME: set current-datacenter")
+    p.add_argument("target", nargs="?", help="datacenter name for `use`")
+
+
+@command("config", "Show the configuration, or switch the current datacenter.", setup=_config_setup,
+         usage="paddlectl config [view] | config use <datacenter>")
+def config(ctx: Context, args: argparse.Namespace) -> int:
+    cfg = ctx.config()
+    if args.action == "use":
+        if not args.target:
+            raise UsageError("which datacenter? paddlectl config use <name>")
+        if cfg.find(args.target) is None:
+            raise ConfigError(f"no datacenter named '{args.target}' in {cfg.path}; it has: "
+                              f"{', '.join(cfg.names()) or 'none'}")
+        cfgmod.set_current(cfg, args.target)
+        print(f"current datacenter: {args.target}")
+        return 0
+    dc = cfgmod.select(cfg, ctx.datacenter)
+    info = {"config": str(cfg.path), "exists": cfg.exists, "datacenter": dc.name, "endpoint": dc.endpoint,
+            "username": dc.username, "auth": "token" if dc.token else "password" if dc.password else "none",
+            "datacenters": cfg.names()}
+    output.emit(info, ctx.output if ctx.output in ("json", "yaml") else "yaml")
+    return 0

@@ -1,0 +1,299 @@
+"""Job commands: submit, get, logs, kill, delete."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import NotFound
+from ..job import PaddleJob, suggest_job_name
+from ..logs import replica_name
+from . import output
+from .main import Context, UsageError, command
+from .progress import transfer_progress
+
+JOB_COLUMNS: list[output.Column] = [
+    ("NAME", lambda j: j["name"]),
+    ("STATE", lambda j: j["state"]),
+    ("MODE", lambda j: j.get("mode")),
+    ("PSERVERS", lambda j: j.get("pservers")),
+    ("TRAINERS", lambda j: j.get("trainers")),
+    ("START", lambda j: output.timestamp(j.get("started"))),
+    ("COMP", lambda j: output.timestamp(j.get("finished"))),
+    ("AGE", lambda j: output.age(j.get("created"))),
+]
+JOB_WIDE: list[output.Column] = [
+    ("DATACENTER", lambda j: j.get("datacenter")),
+    ("CPU", lambda j: j.get("cpu")),
+    ("MEMORY", lambda j: j.get("memory")),
+    ("GPU", lambda j: j.get("gpu")),
+    ("IMAGE", lambda j: j.get("image")),
+    ("PACKAGE", lambda j: j.get("package")),
+    ("REASON", lambda j: j.get("reason")),
+    ("MESSAGE", lambda j: j.get("message")),
+]
+WORKER_COLUMNS: list[output.Column] = [
+    ("NAME", lambda r: r["name"]),
+    ("STATUS", lambda r: r["state"]),
+    ("START", lambda r: output.timestamp(r.get("started"))),
+    ("RESTARTS", lambda r: r.get("restarts")),
+    ("EXIT", lambda r: r.get("exit_code")),
+]
+WORKER_WIDE: list[output.Column] = [
+    ("ENDPOINT", lambda r: f"{r.get('host')}:{r.get('port')}" if r.get("port") else None),
+    ("POD", lambda r: r.get("pod")),
+    ("COMP", lambda r: output.timestamp(r.get("finished"))),
+    ("REASON", lambda r: r.get("reason")),
+    ("MESSAGE", lambda r: r.get("message")),
+]
+EVENT_COLUMNS: list[output.Column] = [
+    ("TIME", lambda e: output.timestamp(e.get("created"))),
+    ("WHO", lambda e: e.get("replica") or "job"),
+    ("STATE", lambda e: e.get("state")),
+    ("REASON", lambda e: e.get("reason")),
+    ("MESSAGE", lambda e: e.get("message")),
+]
+
+
+def get_job(ctx: Context, name: str) -> dict[str, Any]:
+    try:
+        return ctx.client.get(name)
+    except NotFound:
+        raise NotFound(404, None, f"job '{name}' not found") from None
+
+
+# --- submit ---------------------------------------------------------------------------------
+def _submit_setup(p: argparse.ArgumentParser) -> None:
+    a = p.add_argument
+    a("package", metavar="<package path>", help="local package directory (uploaded) or /pfs/<dc>/home/<you>/... path")
+    a("-jobname", "--jobname", "-name", help="job name: lowercase letters, digits and '-' (default: from the package "
+      "directory's name)")
+    a("-parallelism", "--parallelism", "-p", "-trainers", "--trainers", dest="parallelism", type=int, default=1,
+      help="number of trainers (default 1)")
+    a("-cpu", "--cpu", "-c", default="1", help="CPU per trainer, e.g. 1 or 500m (default 1)")
+    a("-gpu", "--gpu", "-g", type=int, default=0, help="GPUs per trainer (default 0)")
+    a("-memory", "--memory", "-m", default="1Gi", help="memory per trainer, e.g. 1Gi (default 1Gi)")
+    a("-pservers", "--pservers", type=int, default=None,
+      help="number of parameter servers (default: same as -parallelism in ps mode)")
+    a("-pscpu", "--pscpu", default="1", help="CPU per parameter server (default 1)")
+    a("-psmemory", "--psmemory", default="1Gi", help="memory per parameter server (default 1Gi)")
+    a("-entry", "--entry", default=None, help="command that starts each process (default: python train.py)")
+    a("-topology", "--topology", "-t", default=None, help="deprecated (PaddlePaddle v1 config file): passed as "
+      "$TOPOLOGY; the default entry becomes `python <file>`")
+    a("-passes", "--passes", type=int, default=1, help="number of passes, given to the job as "
+      "$PADDLE_INIT_NUM_PASSES (default 1)")
+    a("-image", "--image", default="", help="runtime Docker image (default: the datacenter's)")
+    a("-registry", "--registry", default="", help="name of your registry (paddlectl registry) to pull -image from")
+    a("-mode", "--mode", choices=("ps", "collective"), default="ps",
+      help="ps: parameter servers + trainers (default); collective: trainers only (gloo/nccl)")
+    a("-env", "--env", "-e", action="append", default=[], metavar="NAME=VALUE", help="environment variable for "
+      "every process (repeatable)")
+    a("-timeout", "--timeout", type=int, default=None, help="fail the job after this many seconds of running")
+    a("-wait", "--wait", action="store_true", help="wait until the job has ended; exit 1 unless it succeeded")
+
+
+def _env_pairs(items: list[str]) -> dict[str, str]:
+    env = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"-env wants NAME=VALUE, got '{item}'")
+        env[key] = value
+    return env
+
+
+@command("submit", "Submit job to PaddlePaddle Cloud.", setup=_submit_setup,
+         usage="paddlectl submit [options] <package path>")
+def submit(ctx: Context, args: argparse.Namespace) -> int:
+    package = args.package
+    name = args.jobname or suggest_job_name(Path(package.rstrip("/")).name)
+    env = _env_pairs(args.env)
+    entry = args.entry
+    if args.topology:
+        print("warning: -topology is deprecated (PaddlePaddle v1)", file=sys.stderr)
+        env.setdefault("TOPOLOGY", args.topology)
+        entry = entry or f"python {args.topology}"
+    pservers = args.pservers if args.pservers is not None else (args.parallelism if args.mode == "ps" else 0)
+    job = PaddleJob(job_name=name, entry_point=entry or "python train.py", trainer_package_path=package,
+                    trainers=args.parallelism, pservers=pservers, cpu_nums=args.cpu, gpu_nums=args.gpu,
+                    memory=args.memory, pscpu=args.pscpu, psmemory=args.psmemory, passes=args.passes,
+                    runtime_image=args.image, registry=args.registry or None, mode=args.mode, env=env,
+                    timeout=args.timeout)
+    local = not package.startswith("/pfs/")
+    with transfer_progress("Uploading package", enabled=local and ctx.output in ("table", "wide")) as progress:
+        created = ctx.client.submit(job, progress=progress)
+    if ctx.output in ("table", "wide"):
+        print(f"job {created['name']} submitted ({created['state']}): {created['pservers']} pservers, "
+              f"{created['trainers']} trainers, package {created['package']}")
+    else:
+        output.emit(created, ctx.output)
+    if args.wait:
+        final = ctx.client.wait(created["name"])
+        print(f"job {final['name']} {final['state']}" + (f": {final['message']}" if final.get("message") else ""),
+              file=sys.stderr)
+        return 0 if final["state"] == "Succeeded" else 1
+    return 0
+
+
+
+# --- get ------------------------------------------------------------------------------------
+RESOURCES = {
+    "jobs": "jobs", "job": "jobs", "workers": "workers", "worker": "workers", "quota": "quota",
+    "registry": "registry", "registries": "registry", "datacenters": "datacenters", "datacenter": "datacenters",
+    "events": "events", "event": "events",
+}
+
+
+def _get_setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("resource", metavar="<resource>", help="jobs | workers <job> | quota | registry | datacenters | "
+                   "events <job>")
+    p.add_argument("name", nargs="?", help="a job name (workers, events; optional for jobs)")
+    p.add_argument("-a", "-all", "--all", action="store_true", help="list all jobs, also those that have ended")
+
+
+@command("get", "Print resources", setup=_get_setup,
+         usage="paddlectl get [options] jobs [-a] [<job>] | workers <job> | quota | registry | datacenters | "
+         "events <job>")
+def get(ctx: Context, args: argparse.Namespace) -> int:
+    kind = RESOURCES.get(args.resource)
+    if kind is None:
+        raise UsageError(f"unknown resource '{args.resource}'; use jobs, workers, quota, registry, datacenters or "
+                         "events")
+    c, fmt = ctx.client, ctx.output
+    if kind == "jobs":
+        data = [get_job(ctx, args.name)] if args.name else c.list(all=args.all)
+        if args.name and fmt in ("json", "yaml"):
+            data = data[0]
+        output.emit(data, fmt, JOB_COLUMNS, JOB_WIDE)
+    elif kind in ("workers", "events"):
+        if not args.name:
+            raise UsageError(f"get {kind} needs a job name: paddlectl get {kind} <job>")
+        job = get_job(ctx, args.name)
+        if kind == "workers":
+            output.emit(job.get("replicas", []), fmt, WORKER_COLUMNS, WORKER_WIDE)
+        else:
+            output.emit(job.get("events", []), fmt, EVENT_COLUMNS, name=lambda e: str(e.get("reason")))
+    elif kind == "quota":
+        _print_quota(c.quota(), fmt)
+    elif kind == "registry":
+        output.emit(c.registries(), fmt, [("NAME", lambda r: r["name"]), ("SERVER", lambda r: r.get("server")),
+                                          ("USERNAME", lambda r: r.get("username"))],
+                    [("CREATED", lambda r: output.timestamp(r.get("created")))])
+    else:
+        output.emit(c.datacenters(), fmt, [("NAME", lambda d: d["name"]), ("BACKEND", lambda d: d.get("backend"))],
+                    [("DESCRIPTION", lambda d: d.get("description"))])
+    return 0
+
+
+def _cores(millis: int | None) -> str:
+    return "-" if millis is None else (f"{millis // 1000}" if millis % 1000 == 0 else f"{millis / 1000:g}")
+
+
+def _print_quota(q: dict[str, Any], fmt: str) -> None:
+    if fmt in ("json", "yaml", "name"):
+        output.emit(q, "json" if fmt == "name" else fmt)
+        return
+    limits, used = q.get("limits", {}), q.get("used", {})
+    rows = [
+        {"resource": "cpu", "used": _cores(used.get("cpu_millicores")), "limit": _cores(limits.get("cpu_millicores"))},
+        {"resource": "memory", "used": output.human_bytes(used.get("memory_bytes")),
+         "limit": output.human_bytes(limits.get("memory_bytes"))},
+        {"resource": "gpu", "used": used.get("gpus"), "limit": limits.get("gpus")},
+        {"resource": "running jobs", "used": used.get("running_jobs"), "limit": limits.get("running_jobs")},
+        {"resource": "storage", "used": "-", "limit": output.human_bytes(q.get("storage_bytes"))},
+    ]
+    print(f"datacenter {q.get('datacenter')}")
+    output.emit(rows, fmt, [("RESOURCE", lambda r: r["resource"]), ("USED", lambda r: r["used"]),
+                            ("LIMIT", lambda r: r["limit"])])
+
+
+
+# --- logs -----------------------------------------------------------------------------------
+def _logs_setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("job", metavar="<job>")
+    p.add_argument("-n", "-lines", "--lines", type=int, default=None, metavar="N",
+                   help="the last N lines of each worker (default 10; with -f: from the beginning)")
+    p.add_argument("-f", "-follow", "--follow", action="store_true",
+                   help="keep printing new lines until the job has ended")
+    p.add_argument("-w", "-worker", "--worker", default=None, metavar="WORKER",
+                   help="only this worker, e.g. trainer-0 or pserver-1")
+    p.add_argument("-prefix", "--prefix", action=argparse.BooleanOptionalAction, default=None,
+                   help="prefix lines with [worker] (default: when showing several workers)")
+
+
+@command("logs", "Print logs of the job.", setup=_logs_setup, usage="paddlectl logs [-n N] [-f] [-w worker] <job>")
+def logs(ctx: Context, args: argparse.Namespace) -> int:
+    job = get_job(ctx, args.job)
+    replicas = [r["name"] for r in job.get("replicas", [])]
+    worker = replica_name(args.job, args.worker) if args.worker else None
+    if worker and worker not in replicas:
+        raise UsageError(f"job {args.job} has no worker '{args.worker}'; it has: {', '.join(replicas)}")
+    prefix = args.prefix if args.prefix is not None else (worker is None and len(replicas) > 1)
+    lines = args.lines if args.lines is not None else (None if args.follow else 10)
+    err = output.console(stderr=True)
+
+    def on_job(state: dict[str, Any]) -> None:
+        running = sum(r["state"] == "Running" for r in state.get("replicas", []))
+        pending = sum(r["state"] == "Pending" for r in state.get("replicas", []))
+        why = f" ({state['reason']}: {state['message']})" if state.get("reason") and state.get("message") else ""
+        err.print(f"[paddlectl] job {state['name']} {state['state']}{why}: {running} running, {pending} pending",
+                  style="dim")
+
+    out = sys.stdout
+    for line in ctx.client.logs(args.job, replica=worker, lines=lines, follow=args.follow,
+                                on_job=on_job if args.follow else None):
+        out.write(f"[{line.replica}] {line.text}\n" if prefix else line.text + "\n")
+        out.flush()
+    return 0
+
+
+
+# --- kill / delete --------------------------------------------------------------------------
+def _kill_setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("jobs", nargs="+", metavar="<job name>")
+    p.add_argument("-rm", "--rm", action="store_true", help="also remove the job from history (with its logs)")
+
+
+@command("kill", "Stop the job. -rm will remove the job from history.", setup=_kill_setup,
+         usage="paddlectl kill [-rm] <job name>")
+def kill(ctx: Context, args: argparse.Namespace) -> int:
+    for name in args.jobs:
+        if args.rm:
+            try:
+                ctx.client.delete(name)
+            except NotFound:
+                raise NotFound(404, None, f"job '{name}' not found") from None
+            print(f"job {name} deleted")
+        else:
+            get_job(ctx, name)
+            ctx.client.kill(name)
+            print(f"job {name} killed")
+    return 0
+
+
+
+def _delete_setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("resource", metavar="<resource>", help="registry | job")
+    p.add_argument("names", nargs="*", metavar="<name>")
+    p.add_argument("-name", "--name", dest="flag_name", default=None, help="the name (same as the positional)")
+
+
+@command("delete", "Delete the specify resource.", setup=_delete_setup,
+         usage="paddlectl delete registry <name> | delete job <name>")
+def delete(ctx: Context, args: argparse.Namespace) -> int:
+    names = list(args.names) + ([args.flag_name] if args.flag_name else [])
+    kind = {"registry": "registry", "registries": "registry", "job": "job", "jobs": "job"}.get(args.resource)
+    if kind is None:
+        raise UsageError(f"cannot delete '{args.resource}': use registry or job")
+    if not names:
+        raise UsageError(f"which {kind}? paddlectl delete {kind} <name>")
+    for name in names:
+        try:
+            ctx.client.delete_registry(name) if kind == "registry" else ctx.client.delete(name)
+        except NotFound:
+            raise NotFound(404, None, f"{kind} '{name}' not found") from None
+        print(f"{kind} {name} deleted")
+    return 0
+

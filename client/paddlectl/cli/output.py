@@ -1,0 +1,102 @@
+"""Output: tables by default (rich), or -o wide | json | yaml | name."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import yaml
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+FORMATS = ("table", "wide", "json", "yaml", "name")
+
+
+def console(stderr: bool = False) -> Console:
+    """A console on the *current* sys.stdout/stderr (tests swap them). Off a terminal lines
+    are never wrapped, so output stays greppable."""
+    stream = sys.stderr if stderr else sys.stdout
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    return Console(file=stream, width=None if tty else 4000, soft_wrap=not tty, highlight=False,
+                   emoji=False, markup=False)
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def timestamp(value: str | None) -> str:
+    moment = parse_time(value)
+    if moment is None:
+        return "-"
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def age(value: str | None, now: datetime | None = None) -> str:
+    moment = parse_time(value)
+    if moment is None:
+        return "-"
+    seconds = int(((now or datetime.now(timezone.utc)) - moment).total_seconds())
+    seconds = max(0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(value) < 1024 or unit == "PiB":
+            return f"{int(value)}{unit}" if unit == "B" else f"{value:.1f}{unit}"
+        value /= 1024
+    return f"{n}B"
+
+
+def dash(value: Any) -> str:
+    if value is None or value == "":
+        return "-"
+    return str(value)
+
+
+Column = tuple[str, Callable[[dict[str, Any]], Any]]
+
+
+def emit(data: Any, fmt: str, columns: Sequence[Column] = (), wide: Sequence[Column] = (),
+         name: Callable[[dict[str, Any]], str] | None = None) -> None:
+    """Print a list of records (or one record) in the chosen format."""
+    out = console()
+    if fmt == "json":
+        out.out(json.dumps(data, indent=2, ensure_ascii=False, default=str), highlight=False)
+        return
+    if fmt == "yaml":
+        out.out(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip("\n"),
+                highlight=False)
+        return
+    rows = data if isinstance(data, list) else [data]
+    if fmt == "name":
+        for row in rows:
+            out.out(name(row) if name else str(row.get("name", "")), highlight=False)
+        return
+    table = Table(box=box.SIMPLE_HEAD if out.is_terminal else None, show_edge=False, pad_edge=False,
+                  header_style="bold", padding=(0, 3, 0, 0), expand=False)
+    cols = [*columns, *(wide if fmt == "wide" else ())]
+    for title, _ in cols:
+        table.add_column(title, no_wrap=title not in ("MESSAGE", "REASON"), overflow="fold")
+    for row in rows:
+        table.add_row(*(dash(get(row)) for _, get in cols))
+    if not rows:
+        console(stderr=True).print("No resources found.")
+        return
+    out.print(table)

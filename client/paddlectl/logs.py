@@ -1,0 +1,146 @@
+"""Reading and following a job's logs through GET jobs/<name>/logs/.
+
+The server keeps every replica's log as an append-only file addressed by byte offset, and each
+answer says where the next read continues (`next_offset`). Following is therefore a loop of
+"read from where I stopped" per replica: after a dropped connection, or a server restart, the
+follower asks again from the same offsets and gets exactly the lines it has not seen.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from .errors import ConnectionFailed
+
+if TYPE_CHECKING:
+    from .api import API
+
+TERMINAL_STATES = ("Succeeded", "Failed", "Killed")
+REPLICA_DONE = ("Succeeded", "Failed", "Terminated")
+FULL_READ = 1 << 19  # a read this big may have stopped at the server's size limit: read on
+
+
+@dataclass(frozen=True)
+class LogLine:
+    replica: str
+    text: str  # without the trailing newline
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def replica_name(job: str, worker: str) -> str:
+    """Accept `trainer-0`, `trainer0` and `<job>-trainer-0` for a worker."""
+    if worker.startswith(job + "-"):
+        worker = worker[len(job) + 1:]
+    for role in ("trainer", "pserver"):
+        if worker.startswith(role) and worker[len(role):].isdigit():
+            return f"{role}-{worker[len(role):]}"
+    return worker
+
+
+class LogReader:
+    """Yields LogLine objects; see Client.logs()."""
+
+    def __init__(self, api: API, job: str, *, replica: str | None = None, lines: int | None = None,
+                 follow: bool = False, poll_interval: float = 1.0, reconnect_for: float = 300.0,
+                 on_job: Callable[[dict[str, Any]], None] | None = None):
+        self.api, self.job = api, job
+        self.replica = replica_name(job, replica) if replica else None
+        self.lines, self.follow = lines, follow
+        self.poll_interval, self.reconnect_for = poll_interval, reconnect_for
+        self.on_job = on_job
+        self.path = f"jobs/{quote(job, safe='')}/logs/"
+        self.offsets: dict[str, int] = {}
+        self._partial: dict[str, str] = {}
+        self.job_state: dict[str, Any] | None = None
+
+    # --- one request, retried across outages -----------------------------------------------
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        if not self.follow:
+            return fn()
+        retrying = Retrying(stop=stop_after_delay(self.reconnect_for), reraise=True,
+                            wait=wait_exponential(multiplier=0.5, max=10),
+                            retry=retry_if_exception_type(ConnectionFailed))
+        return retrying(fn)
+
+    def _fetch(self, **params: Any) -> list[dict[str, Any]]:
+        if self.replica:
+            params["replica"] = self.replica
+        return self._call(lambda: self.api.get(self.path, **params)) or []
+
+    def _emit(self, chunk: dict[str, Any]) -> Iterator[LogLine]:
+        name = chunk["replica"]
+        self.offsets[name] = int(chunk["next_offset"])
+        text = self._partial.pop(name, "") + (chunk.get("text") or "")
+        if not text:
+            return
+        *complete, rest = text.split("\n")
+        if rest:
+            self._partial[name] = rest
+        for line in complete:
+            yield LogLine(name, line.rstrip("\r"))
+
+    def _drain(self, name: str) -> Iterator[LogLine]:
+        """Read replica `name` from its offset until nothing new is left."""
+        while True:
+            offset = self.offsets.get(name, 0)
+            chunks = self._call(lambda at=offset: self.api.get(self.path, replica=name, offset=at)) or []
+            read = 0
+            for chunk in chunks:
+                read = int(chunk["next_offset"]) - int(chunk["offset"])
+                yield from self._emit(chunk)
+            if read < FULL_READ:
+                return
+
+    def _flush(self) -> Iterator[LogLine]:
+        for name in sorted(self._partial):
+            yield LogLine(name, self._partial.pop(name))
+
+    def __iter__(self) -> Iterator[LogLine]:
+        first = self._fetch(lines=max(0, self.lines)) if self.lines is not None else self._fetch(offset=0)
+        for chunk in first:
+            yield from self._emit(chunk)
+            if self.lines is None and int(chunk["next_offset"]) - int(chunk["offset"]) >= FULL_READ:
+                yield from self._drain(chunk["replica"])
+        if not self.follow:
+            yield from self._flush()
+            return
+        yield from self._follow()
+
+    def _follow(self) -> Iterator[LogLine]:
+        job_path = f"jobs/{quote(self.job, safe='')}/"
+        last_pass = False
+        while True:
+            job = self._call(lambda: self.api.get(job_path))
+            if self.on_job and (self.job_state is None or _summary(job) != _summary(self.job_state)):
+                self.on_job(job)
+            self.job_state = job
+            for replica in job.get("replicas", []):
+                name = replica["name"]
+                if self.replica and name != self.replica:
+                    continue
+                if replica["state"] == "Pending":
+                    continue  # not started: nothing to read yet
+                yield from self._drain(name)
+            if last_pass:
+                yield from self._flush()
+                return
+            if job["state"] in TERMINAL_STATES and all(
+                    r["state"] in REPLICA_DONE or r["state"] == "Pending" for r in job.get("replicas", [])):
+                # Read once more after a moment: output written just before the end still arrives.
+                last_pass = True
+                time.sleep(min(self.poll_interval, 0.5))
+                continue
+            time.sleep(self.poll_interval)
+
+
+def _summary(job: dict[str, Any]) -> tuple[Any, ...]:
+    return (job.get("state"), job.get("reason"),
+            tuple((r.get("name"), r.get("state")) for r in job.get("replicas", [])))

@@ -1,0 +1,280 @@
+"""PFS storage over /api/v2/files, /api/v2/uploads: listing, moving, and transfers that resume.
+
+Uploads: small files go in one PUT; bigger ones use the resumable protocol (POST uploads/,
+then PATCH chunks at explicit offsets with a sha256 per chunk). After a dropped connection the
+client asks the server for the upload's offset and sends on from there; a later run of the same
+command finds the unfinished upload (same path, size and sha256) and continues it.
+Downloads stream to `<dest>.part` and resume with `Range` + `If-Range` (the ETag), so a file
+that changed meanwhile is fetched again from the start rather than spliced.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import posixpath
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from .errors import APIError, ConnectionFailed, NotFound, PaddlectlError
+
+if TYPE_CHECKING:
+    from .sdk import Client
+
+Progress = Callable[[int, int], None]
+SMALL_FILE = 4 << 20  # at most this: one PUT
+CHUNK = 8 << 20  # resumable upload chunk
+RETRY_FOR = 300.0  # seconds a transfer keeps retrying a dropped connection
+
+
+def is_remote(path: str) -> bool:
+    return path == "/pfs" or path.startswith("/pfs/")
+
+
+def join(base: str, *parts: str) -> str:
+    return posixpath.join(base.rstrip("/") or "/", *[p.strip("/") for p in parts if p])
+
+
+class _Meter:
+    """Sums bytes over many files for one progress callback."""
+
+    def __init__(self, total: int, progress: Progress | None):
+        self.total, self.done, self.progress = total, 0, progress
+        self.report()
+
+    def add(self, n: int) -> None:
+        self.done += n
+        self.report()
+
+    def report(self) -> None:
+        if self.progress:
+            self.progress(self.done, self.total)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _retry_connection(fn: Callable[[], Any], what: str, deadline: float) -> Any:
+    """Call fn until it stops failing with a connection error, backing off, until deadline."""
+    delay = 0.25
+    while True:
+        try:
+            return fn()
+        except (ConnectionFailed, httpx.TransportError) as e:
+            if time.monotonic() + delay > deadline:
+                raise ConnectionFailed(f"{what}: gave up after connection failures ({e})") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 8.0)
+
+
+class Storage:
+    def __init__(self, client: Client):
+        self.client = client
+        self.api = client.api
+
+    # --- metadata -----------------------------------------------------------------------------
+    def stat(self, path: str) -> dict[str, Any]:
+        return self.api.get("files/stat/", path=path)
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.stat(path)
+            return True
+        except NotFound:
+            return False
+
+    def is_dir(self, path: str) -> bool:
+        try:
+            return self.stat(path)["type"] == "dir"
+        except NotFound:
+            return False
+
+    def ls(self, path: str | None = None) -> list[dict[str, Any]]:
+        return list(self.api.paginate("files/", path=path or self.client.home(), limit=1000))
+
+    def walk(self, path: str) -> Iterator[dict[str, Any]]:
+        """Every file below directory `path` (depth first), with `path` set to its PFS path."""
+        for entry in self.ls(path):
+            if entry["type"] == "dir":
+                yield from self.walk(entry["path"])
+            elif entry["type"] == "file":
+                yield entry
+
+    def mkdir(self, path: str) -> dict[str, Any]:
+        return self.api.post("files/mkdir/", {"path": path})
+
+    def rm(self, path: str, recursive: bool = False) -> None:
+        self.api.delete("files/", params={"path": path, "recursive": "true" if recursive else "false"})
+
+    def mv(self, src: str, dst: str, overwrite: bool = False) -> dict[str, Any]:
+        return self.api.post("files/move/", {"src": src, "dst": dst, "overwrite": overwrite})
+
+    def copy(self, src: str, dst: str, overwrite: bool = False) -> dict[str, Any]:
+        """Server-side copy within PFS."""
+        return self.api.post("files/copy/", {"src": src, "dst": dst, "overwrite": overwrite})
+
+    def usage(self, datacenter: str | None = None) -> dict[str, Any]:
+        return self.api.get("storage/usage/", datacenter=datacenter or self.client.datacenter)
+
+    # --- upload -------------------------------------------------------------------------------
+    def upload_file(self, local: str | Path, remote: str, progress: Progress | None = None,
+                    meter: _Meter | None = None) -> dict[str, Any]:
+        local = Path(local)
+        size = local.stat().st_size
+        meter = meter or _Meter(size, progress)
+        if size <= SMALL_FILE:
+            data = local.read_bytes()
+            entry = self.api.request("PUT", "files/content/", params={"path": remote}, content=data,
+                                     headers={"Content-Type": "application/octet-stream"})
+            meter.add(len(data))
+            return entry
+        return self._resumable(local, remote, size, meter)
+
+    def _find_unfinished(self, remote: str, size: int, sha256: str) -> dict[str, Any] | None:
+        for upload in self.api.paginate("uploads/"):
+            if upload["path"] == remote and upload["size"] == size and upload.get("sha256") == sha256:
+                return upload
+        return None
+
+    def _resumable(self, local: Path, remote: str, size: int, meter: _Meter) -> dict[str, Any]:
+        sha = _sha256(local)
+        upload = self._find_unfinished(remote, size, sha) or self.api.post(
+            "uploads/", {"path": remote, "size": size, "sha256": sha, "overwrite": True})
+        path = f"uploads/{upload['id']}/"
+        offset = int(upload["offset"])
+        meter.add(offset)
+        deadline = time.monotonic() + RETRY_FOR
+        with open(local, "rb") as f:
+            while not upload.get("complete"):
+                f.seek(offset)
+                chunk = f.read(CHUNK)
+                digest = base64.b64encode(hashlib.sha256(chunk).digest()).decode()
+                try:
+                    upload = self.api.request("PATCH", path, content=chunk, headers={
+                        "Upload-Offset": str(offset), "Content-Type": "application/offset+octet-stream",
+                        "Upload-Checksum": f"sha256 {digest}"})
+                except (ConnectionFailed, APIError) as e:
+                    if isinstance(e, APIError) and e.status not in (409, 460):
+                        raise
+                    # Dropped connection, a stale offset or a damaged chunk: ask where we are.
+                    upload = _retry_connection(lambda: self.api.get(path), f"upload of {local}", deadline)
+                    new = int(upload["offset"])
+                    meter.add(new - offset)
+                    offset = new
+                    continue
+                new = int(upload["offset"])
+                meter.add(new - offset)
+                offset = new
+                deadline = time.monotonic() + RETRY_FOR
+        return self.stat(remote)
+
+    def upload_tree(self, local: str | Path, remote: str, progress: Progress | None = None) -> int:
+        """Upload directory `local` so that its contents end up in `remote`; returns files sent."""
+        local = Path(local)
+        files = [p for p in sorted(local.rglob("*")) if p.is_file() and not p.is_symlink()]
+        meter = _Meter(sum(p.stat().st_size for p in files), progress)
+        self.mkdir(remote)
+        made = {remote}
+        for p in files:
+            rel = p.relative_to(local).as_posix()
+            parent = join(remote, posixpath.dirname(rel)) if "/" in rel else remote
+            if parent not in made:
+                self.mkdir(parent)
+                made.add(parent)
+            self.upload_file(p, join(remote, rel), meter=meter)
+        return len(files)
+
+    def upload_package(self, local: str | Path, dest: str, progress: Progress | None = None) -> None:
+        """Put directory `local` at `dest` as a whole: uploaded beside it first, then swapped in,
+        so a failed upload never leaves a half-written package at `dest`."""
+        parent, name = posixpath.split(dest.rstrip("/"))
+        staging = join(parent, f".{name}.upload-{secrets.token_hex(4)}")
+        try:
+            self.upload_tree(local, staging, progress)
+            if self.exists(dest):
+                self.rm(dest, recursive=True)
+            self.mv(staging, dest)
+        except BaseException:
+            try:
+                self.rm(staging, recursive=True)
+            except PaddlectlError:
+                pass
+            raise
+
+    # --- download -----------------------------------------------------------------------------
+    def download_file(self, remote: str, local: str | Path, progress: Progress | None = None,
+                      meter: _Meter | None = None, size: int | None = None) -> Path:
+        """Stream `remote` to `local`, resuming a previous partial download of the same file."""
+        local = Path(local)
+        part = local.with_name(local.name + ".part")
+        side = local.with_name(local.name + ".part.json")
+        if size is None:
+            size = int(self.stat(remote).get("size", 0))
+        meter = meter or _Meter(size, progress)
+        etag = None
+        if part.exists() and side.exists():
+            try:
+                info = json.loads(side.read_text())
+                etag = info.get("etag") if info.get("path") == remote else None
+            except (OSError, ValueError):
+                etag = None
+        if etag is None:
+            part.unlink(missing_ok=True)
+        start_done = meter.done
+        deadline = time.monotonic() + RETRY_FOR
+        while True:
+            have = part.stat().st_size if part.exists() else 0
+            headers = {"Range": f"bytes={have}-", "If-Range": etag} if have and etag else {}
+            try:
+                with self.api.stream("GET", "files/content/", params={"path": remote}, headers=headers) as r:
+                    resumed = r.status_code == 206
+                    etag = r.headers.get("ETag") or etag
+                    if etag:
+                        side.write_text(json.dumps({"path": remote, "etag": etag}))
+                    mode = "ab" if resumed else "wb"
+                    meter.done = start_done + (have if resumed else 0)
+                    meter.report()
+                    with open(part, mode) as f:
+                        for block in r.iter_bytes(1 << 20):
+                            f.write(block)
+                            meter.add(len(block))
+                break
+            except APIError as e:
+                if e.status == 416 and have:  # our partial copy is already complete (or stale)
+                    part.unlink(missing_ok=True)
+                    etag = None
+                    continue
+                raise
+            except (ConnectionFailed, httpx.TransportError) as e:
+                if time.monotonic() > deadline:
+                    raise ConnectionFailed(f"download of {remote}: gave up after connection failures ({e})") from None
+                time.sleep(0.5)
+        os.replace(part, local)
+        side.unlink(missing_ok=True)
+        return local
+
+    def download_tree(self, remote: str, local: str | Path, progress: Progress | None = None) -> int:
+        """Download directory `remote` so that its contents end up in `local`; returns files."""
+        local = Path(local)
+        files = list(self.walk(remote))
+        meter = _Meter(sum(int(e.get("size", 0)) for e in files), progress)
+        local.mkdir(parents=True, exist_ok=True)
+        base = remote.rstrip("/") + "/"
+        for entry in files:
+            rel = entry["path"][len(base):]
+            target = local.joinpath(*rel.split("/"))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self.download_file(entry["path"], target, meter=meter, size=int(entry.get("size", 0)))
+        return len(files)

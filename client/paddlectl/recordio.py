@@ -1,0 +1,360 @@
+"""RecordIO files, as PaddlePaddle writes and reads them, in pure Python.
+
+A file is a sequence of chunks. Each chunk is a 20-byte header of little-endian uint32s and
+then the chunk's (optionally compressed) data: for every record its length (uint32 LE) and its
+bytes. The header's checksum is the CRC-32 (IEEE) of the chunk data as stored.
+
+- layout "go" (github.com/PaddlePaddle/recordio, the `recordio` module of seed 004):
+  magic 0x01020304, checksum, compressor, compressed size, number of records
+- layout "fluid" (paddle.fluid.recordio, Paddle 1.x): magic, number of records, checksum,
+  compressor, compressed size
+
+Compressors: 0 none, 1 snappy (framing format), 2 gzip (go layout only). The reader detects
+the layout of every chunk and checks its checksum; a damaged file raises CorruptRecordIO with
+the file and byte offset, never returns garbage.
+
+    w = recordio.writer("train-00000")      # or Writer(path, compressor=recordio.GZIP)
+    w.write(pickle.dumps(sample)); w.close()
+    r = recordio.reader("train-*")          # a glob: the files in sorted order
+    while (data := r.read()) is not None: ...
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import gzip
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import BinaryIO, Union
+
+from . import snappy
+
+MAGIC = 0x01020304
+HEADER = struct.Struct("<5I")
+NO_COMPRESSION, SNAPPY, GZIP = 0, 1, 2
+COMPRESSORS = {NO_COMPRESSION: "none", SNAPPY: "snappy", GZIP: "gzip"}
+LAYOUTS = ("go", "fluid")
+DEFAULT_MAX_CHUNK_SIZE = 32 * 1024 * 1024  # record bytes per chunk, before compression
+
+PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
+
+
+class RecordIOError(ValueError):
+    pass
+
+
+class CorruptRecordIO(RecordIOError):
+    """A chunk failed its checks (magic number, checksum, sizes, decompression)."""
+
+    def __init__(self, name: str, offset: int, reason: str):
+        self.name, self.offset, self.reason = name, offset, reason
+        super().__init__(f"{name}: corrupt RecordIO chunk at byte {offset}: {reason}")
+
+
+@dataclass(frozen=True)
+class ChunkHeader:
+    checksum: int
+    compressor: int
+    compressed_size: int
+    num_records: int
+    layout: str
+
+    def pack(self) -> bytes:
+        if self.layout == "go":
+            return HEADER.pack(MAGIC, self.checksum, self.compressor, self.compressed_size, self.num_records)
+        return HEADER.pack(MAGIC, self.num_records, self.checksum, self.compressor, self.compressed_size)
+
+
+def _compress(data: bytes, compressor: int) -> bytes:
+    if compressor == NO_COMPRESSION:
+        return data
+    if compressor == SNAPPY:
+        return snappy.compress(data)
+    if compressor == GZIP:
+        return gzip.compress(data, mtime=0)
+    raise RecordIOError(f"unknown compressor {compressor}")
+
+
+def _decompress(data: bytes, compressor: int) -> bytes:
+    if compressor == NO_COMPRESSION:
+        return data
+    if compressor == SNAPPY:
+        return snappy.decompress(data)
+    return gzip.decompress(data)
+
+
+def _open(target: PathOrFile, mode: str) -> tuple[BinaryIO, str, bool]:
+    if hasattr(target, "read") or hasattr(target, "write"):
+        return target, getattr(target, "name", "<stream>"), False  # type: ignore[return-value]
+    path = os.fspath(target)  # type: ignore[arg-type]
+    return open(path, mode), path, True  # noqa: SIM115
+
+
+class Writer:
+    """Writes records into chunks of at most `max_chunk_size` bytes (before compression)."""
+
+    def __init__(self, target: PathOrFile, max_chunk_size: int = DEFAULT_MAX_CHUNK_SIZE,
+                 compressor: int = SNAPPY, layout: str = "go"):
+        if compressor not in COMPRESSORS:
+            raise RecordIOError(f"unknown compressor {compressor}; use NO_COMPRESSION, SNAPPY or GZIP")
+        if layout not in LAYOUTS:
+            raise RecordIOError(f"layout must be one of {LAYOUTS}")
+        if layout == "fluid" and compressor == GZIP:
+            raise RecordIOError("Paddle's fluid RecordIO has no gzip: use SNAPPY or NO_COMPRESSION")
+        if max_chunk_size <= 0:
+            raise RecordIOError("max_chunk_size must be positive")
+        self._file, self.name, self._owned = _open(target, "wb")
+        self.max_chunk_size, self.compressor, self.layout = max_chunk_size, compressor, layout
+        self._records: list[bytes] = []
+        self._bytes = 0
+        self.closed = False
+        self.count = 0
+
+    def write(self, record: bytes | bytearray | memoryview) -> int:
+        if self.closed:
+            raise RecordIOError("cannot write: the writer is closed")
+        if not isinstance(record, (bytes, bytearray, memoryview)):
+            raise TypeError(f"a record must be bytes, got {type(record).__name__} (pickle.dumps it first)")
+        record = bytes(record)
+        if len(record) >= self.max_chunk_size:
+            raise RecordIOError(f"a record of {len(record)} bytes does not fit in a chunk of {self.max_chunk_size}")
+        if self._bytes + len(record) > self.max_chunk_size:
+            self.flush()
+        self._records.append(record)
+        self._bytes += len(record)
+        self.count += 1
+        return len(record)
+
+    def flush(self) -> None:
+        """Write the pending records as one chunk."""
+        if not self._records:
+            return
+        raw = b"".join(struct.pack("<I", len(r)) + r for r in self._records)
+        data = _compress(raw, self.compressor)
+        header = ChunkHeader(zlib.crc32(data) & 0xFFFFFFFF, self.compressor, len(data), len(self._records),
+                             self.layout)
+        self._file.write(header.pack())
+        self._file.write(data)
+        self._records, self._bytes = [], 0
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self.flush()
+            if self._owned:
+                self._file.close()
+            else:
+                self._file.flush()
+        finally:
+            self.closed = True
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _plausible(fields: tuple[int, int, int, int], remaining: int) -> bool:
+    _, compressor, size, _ = fields
+    return compressor in COMPRESSORS and size <= remaining
+
+
+def read_chunk(f: BinaryIO, name: str = "<stream>", layout: str | None = None,
+               remaining: int | None = None) -> tuple[ChunkHeader, list[bytes]] | None:
+    """Read the chunk at the file's position: (header, records), or None at the end."""
+    offset = f.tell()
+    head = f.read(HEADER.size)
+    if not head:
+        return None
+    if len(head) < HEADER.size:
+        raise CorruptRecordIO(name, offset, f"truncated header ({len(head)} of {HEADER.size} bytes)")
+    magic, a, b, c, d = HEADER.unpack(head)
+    if magic != MAGIC:
+        raise CorruptRecordIO(name, offset, f"bad magic number {magic:#010x} (not a RecordIO file?)")
+    if remaining is None:
+        here = f.tell()
+        remaining = f.seek(0, os.SEEK_END) - here
+        f.seek(here)
+    else:
+        remaining -= HEADER.size
+    candidates = {"go": (a, b, c, d), "fluid": (b, c, d, a)}  # (checksum, compressor, size, records)
+    order = [layout] if layout else [n for n in LAYOUTS if _plausible(candidates[n], remaining)]
+    if not order:
+        raise CorruptRecordIO(name, offset, "the header's compressor or size makes no sense")
+    sizes = {candidates[n][2] for n in order}
+    data = f.read(max(sizes))
+    chosen = None
+    for n in order:
+        checksum, compressor, size, _ = candidates[n]
+        if len(data) >= size and zlib.crc32(data[:size]) & 0xFFFFFFFF == checksum:
+            chosen = n
+            break
+    if chosen is None:
+        size = candidates[order[0]][2]
+        if len(data) < size:
+            raise CorruptRecordIO(name, offset, f"truncated chunk ({len(data)} of {size} data bytes)")
+        raise CorruptRecordIO(name, offset, "checksum mismatch")
+    checksum, compressor, size, count = candidates[chosen]
+    f.seek(offset + HEADER.size + size)
+    if compressor == GZIP and chosen == "fluid":
+        raise CorruptRecordIO(name, offset, "gzip compression in a fluid-layout chunk")
+    try:
+        raw = _decompress(data[:size], compressor)
+    except (snappy.SnappyError, OSError, EOFError, zlib.error) as e:
+        raise CorruptRecordIO(name, offset, f"cannot decompress ({COMPRESSORS[compressor]}): {e}") from None
+    records, pos = [], 0
+    for i in range(count):
+        if pos + 4 > len(raw):
+            raise CorruptRecordIO(name, offset, f"record {i} of {count} is missing")
+        (length,) = struct.unpack_from("<I", raw, pos)
+        pos += 4
+        if pos + length > len(raw):
+            raise CorruptRecordIO(name, offset, f"record {i} claims {length} bytes past the chunk's end")
+        records.append(raw[pos:pos + length])
+        pos += length
+    if pos != len(raw):
+        raise CorruptRecordIO(name, offset, f"{len(raw) - pos} stray bytes after {count} records")
+    return ChunkHeader(checksum, compressor, size, count, chosen), records
+
+
+class Scanner:
+    """Reads the records of one file in order (optionally only records [start, start+length))."""
+
+    def __init__(self, target: PathOrFile, start: int = 0, length: int = -1):
+        self._file, self.name, self._owned = _open(target, "rb")
+        self._start = max(0, start)
+        self._end = None if length < 0 else self._start + length
+        self._chunk: list[bytes] = []
+        self._i = 0  # next record within the chunk
+        self._next = 0  # index in the file of the record read() returns next
+        self._layout: str | None = None
+
+    def _load(self) -> bool:
+        while True:
+            chunk = read_chunk(self._file, self.name, self._layout)
+            if chunk is None:
+                return False
+            header, records = chunk
+            self._layout = header.layout
+            if self._next + len(records) <= self._start:
+                self._next += len(records)  # wholly before the range
+                continue
+            self._chunk = records
+            self._i = max(0, self._start - self._next)
+            self._next += self._i
+            return True
+
+    def read(self) -> bytes | None:
+        """The next record, or None at the end (b"" is a valid, empty record)."""
+        if self._end is not None and self._next >= self._end:
+            return None
+        if self._i >= len(self._chunk) and not self._load():
+            return None
+        record = self._chunk[self._i]
+        self._i += 1
+        self._next += 1
+        return record
+
+    def __iter__(self) -> Iterator[bytes]:
+        while (record := self.read()) is not None:
+            yield record
+
+    def close(self) -> None:
+        if self._owned:
+            self._file.close()
+
+    def __enter__(self) -> Scanner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Reader:
+    """Reads every record of every file matching a glob (or a list of paths), sorted by name."""
+
+    def __init__(self, paths: str | os.PathLike[str] | list[str]):
+        if isinstance(paths, (str, os.PathLike)):
+            pattern = os.fspath(paths)
+            self.paths = sorted(_glob.glob(pattern)) if _glob.has_magic(pattern) else [pattern]
+        else:
+            self.paths = list(paths)
+        self._next = 0
+        self._scanner: Scanner | None = None
+
+    def read(self) -> bytes | None:
+        while True:
+            if self._scanner is None:
+                if self._next >= len(self.paths):
+                    return None
+                self._scanner = Scanner(self.paths[self._next])
+                self._next += 1
+            record = self._scanner.read()
+            if record is not None:
+                return record
+            self._scanner.close()
+            self._scanner = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        while (record := self.read()) is not None:
+            yield record
+
+    def close(self) -> None:
+        if self._scanner is not None:
+            self._scanner.close()
+            self._scanner = None
+        self._next = len(self.paths)
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class Index:
+    """Where the chunks of a file are, without decompressing them (like Go's LoadIndex)."""
+
+    chunk_offsets: list[int]
+    chunk_records: list[int]
+
+    @property
+    def num_records(self) -> int:
+        return sum(self.chunk_records)
+
+    @property
+    def num_chunks(self) -> int:
+        return len(self.chunk_offsets)
+
+
+def load_index(target: PathOrFile) -> Index:
+    f, name, owned = _open(target, "rb")
+    try:
+        offsets, counts = [], []
+        while True:
+            offset = f.tell()
+            chunk = read_chunk(f, name)
+            if chunk is None:
+                return Index(offsets, counts)
+            offsets.append(offset)
+            counts.append(chunk[0].num_records)
+    finally:
+        if owned:
+            f.close()
+
+
+def writer(path: PathOrFile, max_chunk_size: int = DEFAULT_MAX_CHUNK_SIZE, compressor: int = SNAPPY,
+           layout: str = "go") -> Writer:
+    """`recordio.writer(path)` as in PaddlePaddle's Python binding."""
+    return Writer(path, max_chunk_size, compressor, layout)
+
+
+def reader(paths: str | os.PathLike[str] | list[str]) -> Reader:
+    """`recordio.reader(glob)` as in PaddlePaddle's Python binding: read() returns None at the end."""
+    return Reader(paths)

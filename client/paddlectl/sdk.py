@@ -1,0 +1,222 @@
+"""`Client`: the Python SDK over /api/v2. The CLI is a thin layer over it.
+
+    client = Client.from_config()                      # or Client(endpoint, token=...)
+    job = client.submit(PaddleJob(job_name="fit", trainer_package_path="./fit_a_line",
+                                  entry_point="python train.py", pservers=2, trainers=2))
+    for line in client.logs("fit", follow=True):
+        print(line.replica, line.text)
+    client.wait("fit", timeout=600)
+
+Every method returns the server's JSON (dicts and lists) and raises a PaddlectlError subclass
+(APIError with the server's message, NotFound, ConnectionFailed, ConfigError) on failure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from . import __version__
+from . import config as cfgmod
+from .api import API
+from .errors import APIError, ConfigError, NotFound, PaddlectlError
+from .job import PaddleJob, check_job_name
+from .logs import TERMINAL_STATES, LogLine, LogReader
+
+ACTIVE_STATES = ("Queued", "Building", "Starting", "Running")
+JobDict = dict[str, Any]
+
+
+def _q(name: str) -> str:
+    return quote(str(name), safe="")
+
+
+class Client:
+    def __init__(self, endpoint: str, *, token: str | None = None, username: str | None = None,
+                 password: str | None = None, datacenter: str | None = None, timeout: float = 30.0,
+                 token_cache: cfgmod.TokenCache | None = None, transport: httpx.BaseTransport | None = None):
+        """`datacenter` is the server's datacenter name (found out when not given)."""
+        self.api = API(endpoint, token=token, username=username, password=password, timeout=timeout,
+                       token_cache=token_cache, transport=transport)
+        self.username = username
+        self._explicit_dc = datacenter
+        self._dc_hint: str | None = None  # the config entry's own name, used if the server knows it
+        self._datacenter: str | None = None
+        self.config_name: str | None = None  # the config entry used, for messages
+        self._storage: Any = None
+
+    @classmethod
+    def from_config(cls, datacenter: str | None = None, path: str | Path | None = None, **kwargs: Any) -> Client:
+        """Configured like the CLI: ~/.paddle/config (or $PADDLE_CONFIG) and $PADDLECTL_* overrides."""
+        cfg = cfgmod.load(path)
+        dc = cfgmod.select(cfg, datacenter)
+        cache = cfgmod.TokenCache(cfg.path.parent / "tokens")
+        client = cls(dc.endpoint, token=dc.token, username=dc.username, password=dc.password,
+                     datacenter=dc.server_name, token_cache=cache, **kwargs)
+        client._dc_hint = dc.name
+        client.config_name = dc.name
+        return client
+
+    def close(self) -> None:
+        self.api.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- account ------------------------------------------------------------------------------
+    def login(self, username: str, password: str) -> str:
+        """Exchange credentials for an API token; later requests use it."""
+        token = self.api.obtain_token(username, password)
+        self.api._token, self.api._password, self.username = token, None, username
+        self.api.username = username
+        return token
+
+    def version(self) -> dict[str, str]:
+        server = self.api.request("GET", "version/", auth=False) or {}
+        return {"client": __version__, "server": str(server.get("version", "unknown"))}
+
+    def datacenters(self) -> list[dict[str, Any]]:
+        return list(self.api.paginate("datacenters/"))
+
+    @property
+    def datacenter(self) -> str:
+        """The server's name of the datacenter this client works in: the one given, else the
+        config entry's name when the server has it, else the server's only datacenter."""
+        if self._datacenter is None:
+            names = [d["name"] for d in self.datacenters()]
+            if self._explicit_dc:
+                if self._explicit_dc not in names:
+                    raise ConfigError(f"the server has no datacenter named '{self._explicit_dc}' (it has: "
+                                      f"{', '.join(names) or 'none'})")
+                self._datacenter = self._explicit_dc
+            elif self._dc_hint in names:
+                self._datacenter = self._dc_hint
+            elif len(names) == 1:
+                self._datacenter = names[0]
+            else:
+                raise ConfigError(f"the server has several datacenters ({', '.join(names)}) and none is named "
+                                  f"'{self._dc_hint}': add `datacenter: <name>` to your config entry")
+        return self._datacenter
+
+    def home(self) -> str:
+        """Your PFS home: /pfs/<datacenter>/home/<username>."""
+        if not self.username:
+            raise ConfigError("the configuration has no username, which storage paths need")
+        return f"/pfs/{self.datacenter}/home/{self.username}"
+
+    def quota(self, datacenter: str | None = None) -> dict[str, Any]:
+        return self.api.get("quota/", datacenter=datacenter or self.datacenter)
+
+    def registries(self) -> list[dict[str, Any]]:
+        return list(self.api.paginate("registries/"))
+
+    def add_registry(self, name: str, server: str, username: str, password: str) -> dict[str, Any]:
+        return self.api.post("registries/", {"name": name, "server": server, "username": username,
+                                             "password": password})
+
+    def delete_registry(self, name: str) -> None:
+        self.api.delete(f"registries/{_q(name)}/")
+
+    # --- jobs ---------------------------------------------------------------------------------
+    def list(self, all: bool = True, state: str | Iterable[str] | None = None) -> list[JobDict]:  # noqa: A002
+        """Your jobs, newest first; `all=False` keeps the ones that have not ended."""
+        params: dict[str, Any] = {}
+        if not all:
+            params["active"] = "true"
+        if state:
+            params["state"] = [state] if isinstance(state, str) else list(state)
+        return list(self.api.paginate("jobs/", **params))
+
+    def get(self, name: str) -> JobDict:
+        """One job with its replicas and events."""
+        return self.api.get(f"jobs/{_q(name)}/")
+
+    def workers(self, name: str) -> list[dict[str, Any]]:
+        return list(self.get(name).get("replicas", []))
+
+    def exists(self, name: str) -> bool:
+        try:
+            self.get(name)
+            return True
+        except NotFound:
+            return False
+
+    def submit(self, job: PaddleJob | None = None, *, package: str | Path | None = None,
+               progress: Callable[[int, int], None] | None = None, **fields: Any) -> JobDict:
+        """Submit `job` (a PaddleJob, or its fields as keyword arguments). The package is a /pfs
+        path already in storage, or a local directory: it is uploaded first to
+        /pfs/<dc>/home/<you>/jobs/<name>/ (`progress(done_bytes, total_bytes)` is called as it goes)."""
+        if job is None:
+            job = PaddleJob(**fields)
+        elif fields:
+            raise TypeError("pass either a PaddleJob or its fields, not both")
+        source = package if package is not None else job.package
+        if not source:
+            raise ValueError("a package is required: a local directory or a /pfs/... path")
+        source = str(source)
+        if source.startswith("/pfs/"):
+            return self.api.post("jobs/", job.to_request(source.rstrip("/")))
+        local = Path(source).expanduser()
+        if not local.is_dir():
+            raise PaddlectlError(f"{source}: not a directory (give a local package directory or a /pfs/... path)")
+        check_job_name(job.job_name)
+        if self.exists(job.job_name):
+            raise APIError(400, {"name": [f"you already have a job named '{job.job_name}'; pick another name or "
+                                          "delete that job"]})
+        if job.datacenter is None:
+            job.datacenter = self.datacenter
+        dest = f"/pfs/{job.datacenter}/home/{self.username}/jobs/{job.job_name}"
+        self.storage.upload_package(local, dest, progress=progress)
+        return self.api.post("jobs/", job.to_request(dest))
+
+    def kill(self, name: str) -> JobDict:
+        """Stop every replica; the job becomes Killed (its history and logs stay)."""
+        return self.api.post(f"jobs/{_q(name)}/kill/")
+
+    def delete(self, name: str) -> None:
+        """Kill the job if it runs and remove it with its history and logs."""
+        self.api.delete(f"jobs/{_q(name)}/")
+
+    def wait(self, name: str, states: str | Iterable[str] = TERMINAL_STATES, timeout: float | None = None,
+             interval: float = 1.0) -> JobDict:
+        """Poll until the job is in one of `states` (default: ended); TimeoutError after `timeout` s."""
+        wanted = {states} if isinstance(states, str) else set(states)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            job = self.get(name)
+            if job["state"] in wanted:
+                return job
+            if job["state"] in TERMINAL_STATES and not wanted & set(TERMINAL_STATES):
+                raise PaddlectlError(f"job {name} ended ({job['state']}: {job.get('message') or job.get('reason')}) "
+                                     f"before reaching {', '.join(sorted(wanted))}")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {name} is still {job['state']} after {timeout:g}s")
+            time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
+
+    def logs(self, name: str, replica: str | None = None, lines: int | None = None, follow: bool = False,
+             poll_interval: float = 1.0, reconnect_for: float = 300.0,
+             on_job: Callable[[JobDict], None] | None = None) -> Iterator[LogLine]:
+        """The job's log lines (all replicas, or one: "trainer-0"). `lines=N` starts with the last
+        N lines of each replica, else from the beginning. With `follow=True` it keeps going until
+        the job has ended, waits while replicas are pending, and rides out dropped connections
+        for up to `reconnect_for` seconds without losing or repeating a line."""
+        return iter(LogReader(self.api, name, replica=replica, lines=lines, follow=follow,
+                              poll_interval=poll_interval, reconnect_for=reconnect_for, on_job=on_job))
+
+    # --- storage ------------------------------------------------------------------------------
+    @property
+    def storage(self) -> Any:
+        """PFS operations (ls, mkdir, rm, mv, upload, download): see paddlectl.pfs.Storage."""
+        if self._storage is None:
+            from .pfs import Storage
+
+            self._storage = Storage(self)
+        return self._storage

@@ -1,0 +1,243 @@
+"""Snappy in pure Python: the raw block format and the framing (stream) format.
+
+RecordIO's "snappy" compressor is the snappy *framing* format (what Go's `snappy.NewWriter`
+and C++ snappystream write): a stream identifier chunk, then chunks of type 0x00 (compressed
+block) or 0x01 (uncompressed), each carrying a masked CRC-32C of its uncompressed data.
+Specifications: github.com/google/snappy format_description.txt and framing_format.txt.
+"""
+
+from __future__ import annotations
+
+import struct
+
+STREAM_IDENTIFIER = b"\xff\x06\x00\x00sNaPpY"
+MAX_BLOCK = 65536  # uncompressed bytes per framed chunk
+
+
+class SnappyError(ValueError):
+    pass
+
+
+# --- CRC-32C (Castagnoli), table driven, 8 bytes per step -----------------------------------
+def _tables() -> list[list[int]]:
+    poly = 0x82F63B78
+    first = []
+    for i in range(256):
+        crc = i
+        for _ in range(8):
+            crc = (crc >> 1) ^ poly if crc & 1 else crc >> 1
+        first.append(crc)
+    tables = [first]
+    for _ in range(7):
+        prev = tables[-1]
+        tables.append([(prev[i] >> 8) ^ first[prev[i] & 0xFF] for i in range(256)])
+    return tables
+
+
+_T = _tables()
+
+
+def crc32c(data: bytes, crc: int = 0) -> int:
+    t0, t1, t2, t3, t4, t5, t6, t7 = _T
+    crc ^= 0xFFFFFFFF
+    n = len(data) - len(data) % 8
+    view = memoryview(data)
+    for (lo, hi) in struct.iter_unpack("<II", view[:n]):
+        lo ^= crc
+        crc = (t7[lo & 0xFF] ^ t6[(lo >> 8) & 0xFF] ^ t5[(lo >> 16) & 0xFF] ^ t4[lo >> 24]
+               ^ t3[hi & 0xFF] ^ t2[(hi >> 8) & 0xFF] ^ t1[(hi >> 16) & 0xFF] ^ t0[hi >> 24])
+    for b in view[n:]:
+        crc = t0[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc(data: bytes) -> int:
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+# --- raw block format --------------------------------------------------------------------
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _literal(out: bytearray, data: bytes | memoryview) -> None:
+    n = len(data) - 1
+    if n < 60:
+        out.append(n << 2)
+    elif n < 1 << 8:
+        out += bytes((60 << 2, n))
+    elif n < 1 << 16:
+        out.append(61 << 2)
+        out += n.to_bytes(2, "little")
+    elif n < 1 << 24:
+        out.append(62 << 2)
+        out += n.to_bytes(3, "little")
+    else:
+        out.append(63 << 2)
+        out += n.to_bytes(4, "little")
+    out += data
+
+
+def _copy(out: bytearray, offset: int, length: int) -> None:
+    """Emit copy ops for a match; every piece stays >= 4 bytes (as the reference encoder)."""
+    while length >= 68:
+        out.append(2 | (63 << 2))
+        out += offset.to_bytes(2, "little")
+        length -= 64
+    if length > 64:
+        out.append(2 | (59 << 2))
+        out += offset.to_bytes(2, "little")
+        length -= 60
+    if length >= 12 or offset >= 2048:
+        out.append(2 | ((length - 1) << 2))
+        out += offset.to_bytes(2, "little")
+    else:
+        out.append(1 | ((length - 4) << 2) | ((offset >> 8) << 5))
+        out.append(offset & 0xFF)
+
+
+def compress_block(data: bytes) -> bytes:
+    """Greedy LZ77 over 4-byte matches, within one block (<= 64 KiB, so 2-byte offsets)."""
+    if len(data) > MAX_BLOCK:
+        raise ValueError("compress_block takes at most 64 KiB; use compress() for more")
+    out = bytearray(_varint(len(data)))
+    view = memoryview(data)
+    table: dict[bytes, int] = {}
+    n = len(data)
+    i = lit = 0
+    while i + 4 <= n:
+        key = data[i:i + 4]
+        cand = table.get(key)
+        table[key] = i
+        if cand is None:
+            i += 1
+            continue
+        length = 4
+        while i + length + 16 <= n and data[cand + length:cand + length + 16] == data[i + length:i + length + 16]:
+            length += 16
+        while i + length < n and data[cand + length] == data[i + length]:
+            length += 1
+        if lit < i:
+            _literal(out, view[lit:i])
+        _copy(out, i - cand, length)
+        i += length
+        lit = i
+    if lit < n:
+        _literal(out, view[lit:])
+    return bytes(out)
+
+
+def decompress_block(data: bytes) -> bytes:
+    view = memoryview(data)
+    size = shift = pos = 0
+    while True:
+        if pos >= len(data) or shift > 28:
+            raise SnappyError("bad snappy block: truncated length")
+        b = data[pos]
+        pos += 1
+        size |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            break
+    out = bytearray()
+    end = len(data)
+    try:
+        while pos < end:
+            tag = data[pos]
+            kind = tag & 3
+            if kind == 0:
+                n = tag >> 2
+                pos += 1
+                if n >= 60:
+                    width = n - 59
+                    n = int.from_bytes(data[pos:pos + width], "little")
+                    pos += width
+                n += 1
+                if pos + n > end:
+                    raise SnappyError("bad snappy block: literal runs past the end")
+                out += view[pos:pos + n]
+                pos += n
+                continue
+            if kind == 1:
+                length = 4 + ((tag >> 2) & 7)
+                offset = ((tag >> 5) << 8) | data[pos + 1]
+                pos += 2
+            elif kind == 2:
+                length = 1 + (tag >> 2)
+                offset = int.from_bytes(data[pos + 1:pos + 3], "little")
+                pos += 3
+            else:
+                length = 1 + (tag >> 2)
+                offset = int.from_bytes(data[pos + 1:pos + 5], "little")
+                pos += 5
+            if offset == 0 or offset > len(out) or pos > end:
+                raise SnappyError("bad snappy block: copy from before the start")
+            start = len(out) - offset
+            if offset >= length:
+                out += out[start:start + length]
+            else:  # overlapping copy repeats the last `offset` bytes
+                chunk = bytes(out[start:])
+                out += (chunk * (length // offset + 1))[:length]
+    except IndexError:
+        raise SnappyError("bad snappy block: truncated") from None
+    if len(out) != size:
+        raise SnappyError(f"bad snappy block: {len(out)} bytes instead of {size}")
+    return bytes(out)
+
+
+# --- framing format -------------------------------------------------------------------------
+def _frame(kind: int, body: bytes) -> bytes:
+    return bytes((kind,)) + len(body).to_bytes(3, "little") + body
+
+
+def compress(data: bytes) -> bytes:
+    """The framing format, one chunk per 64 KiB; stored uncompressed when that is smaller."""
+    parts = [STREAM_IDENTIFIER]
+    for start in range(0, len(data), MAX_BLOCK):
+        block = data[start:start + MAX_BLOCK]
+        crc = struct.pack("<I", masked_crc(block))
+        packed = compress_block(block)
+        if len(packed) < len(block) - len(block) // 8:
+            parts.append(_frame(0x00, crc + packed))
+        else:
+            parts.append(_frame(0x01, crc + block))
+    return b"".join(parts)
+
+
+def decompress(data: bytes, verify: bool = True) -> bytes:
+    out = bytearray()
+    pos, end = 0, len(data)
+    seen_identifier = False
+    while pos < end:
+        if pos + 4 > end:
+            raise SnappyError("bad snappy stream: truncated chunk header")
+        kind = data[pos]
+        length = int.from_bytes(data[pos + 1:pos + 4], "little")
+        body = data[pos + 4:pos + 4 + length]
+        if len(body) != length:
+            raise SnappyError("bad snappy stream: truncated chunk")
+        pos += 4 + length
+        if kind == 0xFF:
+            if body != STREAM_IDENTIFIER[4:]:
+                raise SnappyError("bad snappy stream: wrong stream identifier")
+            seen_identifier = True
+            continue
+        if not seen_identifier:
+            raise SnappyError("bad snappy stream: no stream identifier")
+        if kind in (0x00, 0x01):
+            if length < 4:
+                raise SnappyError("bad snappy stream: chunk too short")
+            block = decompress_block(body[4:]) if kind == 0x00 else body[4:]
+            if verify and struct.unpack("<I", body[:4])[0] != masked_crc(block):
+                raise SnappyError("bad snappy stream: CRC-32C mismatch")
+            out += block
+        elif kind <= 0x7F:
+            raise SnappyError(f"bad snappy stream: unknown chunk type {kind:#x}")
+        # 0x80-0xfe: padding and skippable chunks
+    return bytes(out)
