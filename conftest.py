@@ -95,7 +95,7 @@ def make_package(user, name: str, files: dict[str, str], datacenter: str = "loca
 
 
 @contextmanager
-def running_system():
+def running_system(worker: bool = True):
     """A real Celery worker and the jobs watcher, in threads of this process (they share the
     test database; use with transactional_db / live_server)."""
     from celery.contrib.testing.worker import start_worker
@@ -118,11 +118,26 @@ def running_system():
     thread = threading.Thread(target=watch, name="watcher", daemon=True)
     thread.start()
     try:
-        with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=30):
+        if worker:
+            with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=30):
+                yield
+        else:
             yield
     finally:
         stop.set()
         thread.join(10)
+        _drop_other_sessions()
+
+
+def _drop_other_sessions():
+    """The worker's pool threads keep their database connections; on PostgreSQL they would
+    stop the test database from being dropped."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid()")
 
 
 @pytest.fixture
