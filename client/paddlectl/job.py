@@ -13,11 +13,11 @@ NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 def check_job_name(name: str) -> str:
     """DNS-1123 label, as the server requires (checked early so nothing is uploaded for nothing)."""
     if not name:
-        raise ValueError("a job name is required")
+        raise ValueError("name: a job name is required")
     if len(name) > 40:
-        raise ValueError(f"job name '{name}' is longer than 40 characters")
+        raise ValueError(f"name: job name '{name}' is longer than 40 characters")
     if not NAME_RE.match(name):
-        raise ValueError(f"job name '{name}' may only contain lowercase letters, digits and '-', and must start "
+        raise ValueError(f"name: job name '{name}' may only contain lowercase letters, digits and '-', and must start "
                          "and end with a letter or digit (no '_')")
     return name
 

@@ -63,9 +63,14 @@ class Context:
         self.datacenter: str | None = getattr(args, "datacenter", None)
         self.config_path: str | None = getattr(args, "config", None)
         self._client: Any = None
+        self._warned = False
 
     def config(self) -> cfgmod.Config:
-        return cfgmod.load(self.config_path)
+        cfg = cfgmod.load(self.config_path)
+        if not self._warned:
+            cfgmod.warn_if_readable(cfg)
+            self._warned = True
+        return cfg
 
     @property
     def client(self) -> Any:
@@ -73,7 +78,6 @@ class Context:
             from ..sdk import Client
 
             cfg = self.config()
-            cfgmod.warn_if_readable(cfg)
             self._client = Client.from_config(self.datacenter, cfg.path)
         return self._client
 
