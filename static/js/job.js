@@ -37,4 +37,8 @@
     if (box.dataset.active === "1") setTimeout(loop, 3000);
   }
   window.addEventListener("load", loop);
+  // Logs show their newest lines: keep the log panel scrolled to the end after each refresh.
+  document.body.addEventListener("htmx:afterSwap", () => {
+    document.querySelectorAll("pre.log").forEach((pre) => { pre.scrollTop = pre.scrollHeight; });
+  });
 })();

@@ -1,0 +1,85 @@
+"""In a real browser (Debian's Chromium driven by Playwright): log in, submit examples/fit_a_line
+from the form with 2 pservers + 2 trainers, watch it reach Succeeded, read the logs and see the
+loss curve. `.ci/run` installs Chromium; without it these tests are skipped."""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from jobs.models import Job
+from jobs.tests.helpers import job_processes, wait_for
+from pfs.paths import home
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fit_a_line"
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Chromium is not installed (apt-get install chromium)"),
+]
+
+
+@pytest.fixture
+def page(live_server, alice, monkeypatch):
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread; the ORM calls the test makes
+    # beside it are still plain synchronous calls (Django documents this switch for such tools).
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1280, "height": 1600})
+        page.set_default_timeout(20_000)
+        page.goto(f"{live_server.url}/login/")
+        page.fill("input[name=username]", "alice")
+        page.fill("input[name=password]", "password")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/jobs/")
+        yield page
+        browser.close()
+
+
+def fill_job(page, name):
+    page.fill("#id_name", name)
+    page.fill("#id_trainers", "2")
+    page.fill("#id_pservers", "2")
+    page.fill("#id_passes", "10")
+    page.set_input_files("#id_files", [str(EXAMPLE / "train.py"), str(EXAMPLE / "requirements.txt")])
+
+
+def test_submit_fit_a_line_from_the_form_and_watch_it_succeed(system, page, live_server, alice, settings):
+    page.goto(f"{live_server.url}/jobs/new/")
+    fill_job(page, "fit-a-line")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/jobs/fit-a-line/")
+
+    page.locator(".jobstate .state", has_text="Succeeded").wait_for(timeout=600_000)
+    rows = page.locator("#status table.grid tbody tr")
+    states = {rows.nth(i).locator("td").nth(0).inner_text(): rows.nth(i).locator("td").nth(1).inner_text()
+              for i in range(rows.count())}
+    assert states == {"pserver-0": "Terminated", "pserver-1": "Terminated",
+                      "trainer-0": "Succeeded", "trainer-1": "Succeeded"}
+    page.click(".tabs a:has-text('trainer-1')")
+    page.locator("pre.log", has_text="pass 10 loss").wait_for()
+    page.locator("#chart canvas").first.wait_for()  # the loss curve drew
+    shots = settings.VAR_DIR / "screenshots"
+    shots.mkdir(exist_ok=True)
+    page.screenshot(path=str(shots / "job-detail.png"), full_page=True)
+
+    job = Job.objects.get(name="fit-a-line")
+    assert any(home(alice, "local").child("models", "fit-a-line").disk.rglob("*.pdiparams"))
+    wait_for(lambda: not job_processes(job), 30, what="no process left")
+
+
+def test_a_bad_submission_shows_the_error_beside_the_field(page, live_server):
+    page.goto(f"{live_server.url}/jobs/new/")
+    fill_job(page, "fit_a_line")
+    page.fill("#id_memory", "lots")
+    page.click("button[type=submit]")
+    assert "lowercase letters" in page.locator("#field-name .error").inner_text()
+    assert "not a memory amount" in page.locator("#field-memory .error").inner_text()
+    assert not Job.objects.exists()
