@@ -20,7 +20,7 @@ MAX_NAME_LENGTH = 255
 RESERVED_NAME = ".uploads"
 # Bidirectional-text controls make a name display as something it is not.
 _BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
-_SLASHES = ("/", "\\")
+_SLASHES = ("/", "\\", "\u2215", "\u2044", "\u29f8", "\u29f9")
 
 
 class PathError(Exception):

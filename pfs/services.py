@@ -149,7 +149,7 @@ def _dest(user, src: PfsPath, dst: str, overwrite: bool) -> PfsPath:
         if d.disk.is_dir() and not d.disk.is_symlink():
             raise PathError(f"{d.virtual} is an existing directory: remove it first", 409)
     if not d.parent.disk.is_dir():
-        raise PathError(f"{d.parent.virtual}: no such directory", 404)
+        mkdir(user, d.parent.virtual)
     return d
 
 

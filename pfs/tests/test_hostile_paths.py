@@ -1,0 +1,226 @@
+"""Every hostile path is refused on every endpoint, with a 4xx saying why, and nothing outside
+the caller's own home (or public, read-only) is read or touched."""
+
+import json
+import os
+from urllib.parse import quote
+
+import pytest
+
+from pfs import chunks
+from pfs.paths import PathError
+
+from .conftest import write
+
+A = "/pfs/local/home/alice"
+
+# Values exactly as they appear in a URL query string (so the server does the decoding).
+ENCODED = [
+    f"{A}/../bob/secret.txt",
+    f"{A}/../../../../../../etc/passwd",
+    f"{A}/%2e%2e/bob/secret.txt",
+    f"{A}/%2E%2E%2Fbob%2Fsecret.txt",
+    f"{A}/.%2e/bob",
+    f"{A}/%2e./bob",
+    "%2Fpfs%2Flocal%2Fhome%2Fbob%2Fsecret.txt",
+    f"{A}/..%5C..%5Cbob",
+    f"{A}/..\\..\\bob",
+    f"{A}/%E2%80%A4%E2%80%A4/bob",  # one dot leader x2 (NFKC: "..")
+    f"{A}/%EF%BC%8E%EF%BC%8E/bob",  # fullwidth full stops
+    f"{A}/..%EF%BC%8Fbob",  # fullwidth solidus
+    f"{A}/..%E2%88%95bob",  # division slash
+    f"{A}/x%00/../../bob",
+    f"{A}/a%0Ab",
+    f"{A}/a%1Bb",
+    f"{A}/a%7Fb",
+    f"{A}/%C0%AE%C0%AE/bob",  # overlong UTF-8 for ".."
+    f"{A}/%E0%80%AE%E0%80%AE/bob",
+    f"{A}/%C0%AF..",  # overlong "/"
+    f"{A}/%E2%80%AEtxt.exe",  # right-to-left override
+    "/etc/passwd",
+    "etc/passwd",
+    "pfs/local/home/alice/x",
+    "/pfs/../etc/passwd",
+    "/pfs/local/home/bob/secret.txt",
+    "/pfs/local/home/bob",
+    "/pfs/local/home/",
+    "/pfs/local/",
+    "/pfs/",
+    "/pfs/nodc/home/alice/x",
+    "/pfs/local/public/../home/bob/secret.txt",
+    "/pfs/local/home/alice/.uploads/x",
+    f"{A}/" + "a" * 300,
+    f"{A}/" + "a/" * 2100,
+]
+
+# Links alice's jobs could have planted in her home, and what may be reached through them.
+LINKED = [f"{A}/etc/passwd", f"{A}/etc", f"{A}/bobhome/secret.txt", f"{A}/bobhome", f"{A}/pub/dataset.txt",
+          f"{A}/outside/sentinel.txt", f"{A}/dir/up/sentinel.txt"]
+
+WRITE_ONLY = ["/pfs/local/public/new.txt", "/pfs/local/public/dataset.txt", "/pfs/local/public"]
+
+
+@pytest.fixture
+def world(settings, alice, bob, home_dir, public_dir, tmp_path):
+    bob_home = settings.PFS_ROOT / "local" / "home" / "bob"
+    write(bob_home / "secret.txt", b"bob's secret")
+    outside = tmp_path / "outside"
+    write(outside / "sentinel.txt", b"outside")
+    write(home_dir / "mine.txt", b"alice's file")
+    (home_dir / "dir").mkdir()
+    os.symlink("/etc", home_dir / "etc")
+    os.symlink(bob_home, home_dir / "bobhome")
+    os.symlink(public_dir, home_dir / "pub")
+    os.symlink(outside, home_dir / "outside")
+    os.symlink("../../../..", home_dir / "dir" / "up")
+    return {"bob": bob_home, "outside": outside, "public": public_dir}
+
+
+def snapshot(*dirs):
+    out = {}
+    for d in dirs:
+        for root, subdirs, files in os.walk(d):
+            for name in files + subdirs:
+                full = os.path.join(root, name)
+                st = os.lstat(full)
+                out[full] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def api_calls(client, raw):
+    """Every /api/v2 storage endpoint, with the hostile path in each place a path goes."""
+    dec = _decoded(raw)  # JSON bodies carry what the query string decodes to
+    ok = f"{A}/mine.txt"
+    yield "list", client.get(f"/api/v2/files/?path={raw}")
+    yield "stat", client.get(f"/api/v2/files/stat/?path={raw}")
+    yield "download", client.get(f"/api/v2/files/content/?path={raw}")
+    yield "delete", client.delete(f"/api/v2/files/?path={raw}&recursive=true")
+    yield "put", client.put(f"/api/v2/files/content/?path={raw}", data=b"x", content_type="application/octet-stream")
+    yield "mkdir", client.post("/api/v2/files/mkdir/", {"path": dec}, format="json")
+    yield "move-src", client.post("/api/v2/files/move/", {"src": dec, "dst": f"{A}/moved"}, format="json")
+    yield "move-dst", client.post("/api/v2/files/move/", {"src": ok, "dst": dec}, format="json")
+    yield "copy-src", client.post("/api/v2/files/copy/", {"src": dec, "dst": f"{A}/copied"}, format="json")
+    yield "copy-dst", client.post("/api/v2/files/copy/", {"src": ok, "dst": dec}, format="json")
+    yield "upload", client.post("/api/v2/uploads/", {"path": dec, "size": 1}, format="json")
+    yield "share", client.post("/api/v2/shares/", {"path": dec}, format="json")
+
+
+def page_calls(client, raw):
+    vpath = raw.removeprefix("/pfs/") if raw.startswith("/pfs/") else raw
+    yield "browse", client.get(f"/files/{vpath}")
+    yield "listing", client.get(f"/files/-/listing/?path={raw}")
+    raw = _decoded(raw)  # form bodies carry what the query string decodes to
+    for name, url, data in [("mkdir", "/files/-/mkdir/", {"dir": raw, "name": "x"}),
+                            ("rename", "/files/-/rename/", {"dir": A, "path": raw, "name": "renamed"}),
+                            ("delete", "/files/-/delete/", {"dir": A, "path": raw}),
+                            ("share", "/files/-/share/", {"dir": A, "path": raw})]:
+        yield name, client.post(url, data)
+
+
+def _decoded(raw):
+    from urllib.parse import unquote
+
+    return unquote(raw, errors="replace")
+
+
+def assert_refused(name, resp, raw):
+    assert 400 <= resp.status_code < 500, f"{name} {raw!r}: {resp.status_code} {resp.content[:200]!r}"
+    if resp.status_code != 404 or name != "browse":
+        body = resp.content.decode(errors="replace")
+        assert body.strip(), f"{name}: a refusal must say why"
+
+
+@pytest.mark.parametrize("raw", ENCODED + LINKED)
+def test_api_refuses_hostile_paths(alice_api, world, raw):
+    before = snapshot(world["bob"], world["outside"], world["public"])
+    for name, resp in api_calls(alice_api, raw):
+        assert_refused(name, resp, raw)
+        assert "detail" in resp.json() or resp.status_code == 400, (name, resp.content)
+    for name, resp in api_calls(alice_api, quote(_decoded(raw), safe="/")):
+        assert_refused(name, resp, raw)
+    assert snapshot(world["bob"], world["outside"], world["public"]) == before
+    assert (world["bob"] / "secret.txt").read_bytes() == b"bob's secret"
+    assert not (world["public"] / "new.txt").exists()
+
+
+@pytest.mark.parametrize("raw", ENCODED[:12] + LINKED + ["/pfs/local/home/bob/secret.txt"])
+def test_pages_refuse_hostile_paths(client, alice, world, raw):
+    client.force_login(alice)
+    before = snapshot(world["bob"], world["outside"], world["public"])
+    for name, resp in page_calls(client, raw):
+        if name in ("mkdir", "rename", "delete", "share"):
+            # htmx actions answer the refreshed listing carrying the error
+            assert resp.status_code < 500
+            body = resp.content.decode()
+            assert 'class="flash error"' in body or 'class="banner"' in body, (name, raw, body[:300])
+        else:
+            assert 400 <= resp.status_code < 500, (name, raw, resp.status_code)
+    assert snapshot(world["bob"], world["outside"], world["public"]) == before
+
+
+@pytest.mark.parametrize("raw", WRITE_ONLY)
+def test_public_is_read_only_for_users(alice_api, world, raw):
+    before = snapshot(world["public"])
+    for name, resp in api_calls(alice_api, raw):
+        if name in ("list", "stat", "download", "copy-src", "share"):
+            continue  # reading public is allowed
+        assert resp.status_code == 403 or resp.status_code == 400, (name, resp.status_code, resp.content)
+    assert snapshot(world["public"]) == before
+
+
+def test_public_readable_and_staff_writable(alice_api, staff, world):
+    from conftest import token_client
+
+    r = alice_api.get("/api/v2/files/content/?path=/pfs/local/public/dataset.txt")
+    assert r.status_code == 200 and b"".join(r.streaming_content) == b"public data\n"
+    staff_api = token_client(staff)
+    r = staff_api.put("/api/v2/files/content/?path=/pfs/local/public/new/data.bin", data=b"abc",
+                      content_type="application/octet-stream")
+    assert r.status_code == 201, r.content
+    assert (world["public"] / "new" / "data.bin").read_bytes() == b"abc"
+
+
+def test_double_encoding_stays_literal_inside_home(alice_api, world, home_dir):
+    r = alice_api.post("/api/v2/files/mkdir/", {"path": f"{A}/%2e%2e/x"}, format="json")
+    assert r.status_code == 201
+    assert (home_dir / "%2e%2e" / "x").is_dir()
+    r = alice_api.get(f"/api/v2/files/stat/?path={A}/%252e%252e/x")
+    assert r.status_code == 200 and r.json()["path"] == f"{A}/%2e%2e/x"
+
+
+def test_links_listed_not_followed(alice_api, world):
+    r = alice_api.get(f"/api/v2/files/?path={A}&limit=100")
+    types = {e["name"]: e["type"] for e in r.json()["results"]}
+    assert types["etc"] == "link" and types["bobhome"] == "link" and types["mine.txt"] == "file"
+    assert ".uploads" not in types
+    r = alice_api.get(f"/api/v2/files/content/?path={A}")  # the home as a zip: links left out
+    data = b"".join(r.streaming_content)
+    assert b"bob's secret" not in data and b"outside" not in data and b"alice's file" in data
+
+
+def test_symlink_swapped_in_at_last_component_is_not_followed(alice_api, world, home_dir):
+    os.symlink(world["bob"] / "secret.txt", home_dir / "innocent.txt")
+    r = alice_api.get(f"/api/v2/files/content/?path={A}/innocent.txt")
+    assert r.status_code == 403
+
+
+@pytest.mark.parametrize("raw", [_decoded(x) for x in ENCODED[:14]] + LINKED)
+def test_legacy_chunk_operations_refuse(alice, world, raw):
+    for call in (lambda: chunks.chunk_meta(alice, raw, 0, 4096), lambda: chunks.touch(alice, raw, 10),
+                 lambda: chunks.write_range(alice, raw, 0, lambda n: b"x", 1),
+                 lambda: list(chunks.read_range(alice, raw, 0, 4096))):
+        with pytest.raises(PathError) as e:
+            call()
+        assert 400 <= e.value.status < 500 and e.value.message
+
+
+def test_refusals_say_why(alice_api, world):
+    r = alice_api.get("/api/v2/files/?path=/pfs/local/home/bob")
+    assert r.status_code == 403 and "own home" in r.json()["detail"]
+    r = alice_api.get(f"/api/v2/files/?path={A}/../x")
+    assert r.status_code == 400 and "'..'" in r.json()["detail"]
+    r = alice_api.get(f"/api/v2/files/?path={A}/etc")
+    assert r.status_code == 403 and "symbolic link" in r.json()["detail"]
+    r = alice_api.post("/api/v2/files/mkdir/", {"path": "/pfs/local/public/x"}, format="json")
+    assert r.status_code == 403 and "read-only" in r.json()["detail"]
+    assert json.loads(alice_api.get(f"/api/v2/files/?path={A}/%00").content)["detail"]

@@ -1,0 +1,217 @@
+"""The resumable upload protocol: offsets, checksums, interruption and resume over a real
+socket, quota refusal with cleanup, concurrent uploads to one path, abandoned uploads."""
+
+import base64
+import hashlib
+import os
+import socket
+import threading
+from datetime import timedelta
+from urllib.parse import urlparse
+
+import pytest
+import requests
+from django.utils import timezone
+
+from pfs import services, uploads
+from pfs.models import UploadSession
+from pfs.usage import QuotaExceeded
+
+from .conftest import sha256_file, write
+
+A = "/pfs/local/home/alice"
+OCTETS = "application/offset+octet-stream"
+
+
+def leftovers(home_dir):
+    return [n for n in os.listdir(home_dir / ".uploads") if n != ".lock"]
+
+
+def patch(api, upload_id, offset, data, **headers):
+    return api.generic("PATCH", f"/api/v2/uploads/{upload_id}/", data, content_type=OCTETS,
+                       HTTP_UPLOAD_OFFSET=str(offset), **headers)
+
+
+def create(api, path, size, **extra):
+    return api.post("/api/v2/uploads/", {"path": path, "size": size, **extra}, format="json")
+
+
+def test_chunked_upload_with_checksums(alice_api, home_dir):
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    digest = hashlib.sha256(data).hexdigest()
+    r = create(alice_api, f"{A}/sub/dir/file.bin", len(data), sha256=digest)
+    assert r.status_code == 201 and r["Upload-Offset"] == "0" and r["Location"].endswith(f"{r.json()['id']}/")
+    uid = r.json()["id"]
+    offset = 0
+    while offset < len(data):
+        chunk = data[offset:offset + 1024 * 1024]
+        b64 = base64.b64encode(hashlib.sha256(chunk).digest()).decode()
+        r = patch(alice_api, uid, offset, chunk, HTTP_UPLOAD_CHECKSUM=f"sha256 {b64}")
+        assert r.status_code == 200, r.content
+        offset = int(r["Upload-Offset"])
+        assert r.json()["offset"] == offset
+        assert not (home_dir / "sub/dir/file.bin").exists() or offset == len(data)  # never partial
+    assert r.json()["complete"] is True
+    assert sha256_file(home_dir / "sub/dir/file.bin") == digest
+    assert leftovers(home_dir) == []  # nothing left behind
+    r = alice_api.head(f"/api/v2/uploads/{uid}/")
+    assert r.status_code == 200 and r["Upload-Offset"] == str(len(data))  # a lost final answer is recoverable
+
+
+def test_offset_conflicts_and_bad_chunks(alice_api, home_dir):
+    uid = create(alice_api, f"{A}/f.bin", 10).json()["id"]
+    assert patch(alice_api, uid, 0, b"01234").status_code == 200
+    r = patch(alice_api, uid, 3, b"34567")
+    assert r.status_code == 409 and r.json()["offset"] == 5 and r["Upload-Offset"] == "5"
+    r = patch(alice_api, uid, 5, b"56789", HTTP_UPLOAD_CHECKSUM="sha256 " + base64.b64encode(b"x" * 32).decode())
+    assert r.status_code == 460
+    assert alice_api.get(f"/api/v2/uploads/{uid}/").json()["offset"] == 5  # discarded
+    assert patch(alice_api, uid, 5, b"56789abc").status_code == 413
+    r = patch(alice_api, uid, 5, b"56789", HTTP_UPLOAD_CHECKSUM="md5 " +
+              base64.b64encode(hashlib.md5(b"56789").digest()).decode())
+    assert r.status_code == 200 and r.json()["complete"]
+    assert (home_dir / "f.bin").read_bytes() == b"0123456789"
+    assert patch(alice_api, uid, 10, b"x").status_code == 409
+
+
+def test_whole_file_checksum_mismatch_discards(alice_api, home_dir):
+    uid = create(alice_api, f"{A}/f.bin", 4, sha256="0" * 64).json()["id"]
+    r = patch(alice_api, uid, 0, b"abcd")
+    assert r.status_code == 422 and "checksum" in r.json()["detail"]
+    assert not (home_dir / "f.bin").exists()
+    assert alice_api.get(f"/api/v2/uploads/{uid}/").status_code == 404
+    assert leftovers(home_dir) == []
+
+
+def test_empty_file_and_cancel(alice_api, home_dir):
+    r = create(alice_api, f"{A}/empty", 0)
+    assert r.status_code == 201 and r.json()["complete"] and (home_dir / "empty").read_bytes() == b""
+    uid = create(alice_api, f"{A}/c.bin", 100).json()["id"]
+    patch(alice_api, uid, 0, b"x" * 50)
+    assert alice_api.get("/api/v2/uploads/").json()["count"] == 1
+    assert alice_api.delete(f"/api/v2/uploads/{uid}/").status_code == 204
+    assert not (home_dir / ".uploads" / f"{uid}.part").exists() and not (home_dir / "c.bin").exists()
+
+
+def test_quota_refuses_before_writing(alice_api, alice, datacenter, home_dir):
+    from quotas.models import Quota
+
+    Quota.objects.create(datacenter=datacenter, user=alice, storage_bytes=1000)
+    r = create(alice_api, f"{A}/big.bin", 2000)
+    assert r.status_code == 413 and r.json()["detail"] == "quota exceeded: used 0 B of 1000.0 B".replace(
+        "1000.0 B", "1000 B")
+    assert UploadSession.objects.count() == 0 and not list((home_dir / ".uploads").glob("*.part"))
+    # unfinished uploads reserve their size
+    assert create(alice_api, f"{A}/a.bin", 600).status_code == 201
+    r = create(alice_api, f"{A}/b.bin", 600)
+    assert r.status_code == 413 and r.json()["detail"].startswith("quota exceeded: used 600 B of 1000 B")
+    # one-shot uploads too, and nothing of them is left
+    r = alice_api.put(f"/api/v2/files/content/?path={A}/c.bin", data=b"x" * 500,
+                      content_type="application/octet-stream")
+    assert r.status_code == 413 and "quota exceeded" in r.json()["detail"]
+    assert not (home_dir / "c.bin").exists() and not list((home_dir / ".uploads").glob("put-*"))
+    # replacing a file only needs room for the difference
+    write(home_dir / "r.bin", b"x" * 300)
+    services.usage.recompute(alice, datacenter)
+    assert create(alice_api, f"{A}/r.bin", 400).status_code == 201
+
+
+def test_quota_refuses_while_writing_unknown_length(alice, datacenter, home_dir):
+    from quotas.models import Quota
+
+    Quota.objects.create(datacenter=datacenter, user=alice, storage_bytes=5 * 2**20)
+    chunks = (b"x" * 2**20 for _ in range(8))
+    with pytest.raises(QuotaExceeded) as e:
+        services.write_file(alice, f"{A}/stream.bin", chunks, length=None)
+    assert e.value.status == 413 and e.value.message.startswith("quota exceeded: used")
+    assert not (home_dir / "stream.bin").exists() and not list((home_dir / ".uploads").glob("put-*"))
+
+
+def test_abandoned_uploads_are_removed(alice_api, alice, home_dir):
+    uid = create(alice_api, f"{A}/old.bin", 100).json()["id"]
+    patch(alice_api, uid, 0, b"x" * 10)
+    UploadSession.objects.filter(pk=uid).update(updated=timezone.now() - timedelta(days=2))
+    orphan = write(home_dir / ".uploads" / "put-orphan.part", b"junk")
+    os.utime(orphan, (0, 0))
+    assert uploads.cleanup_stale() == 2
+    assert leftovers(home_dir) == []
+    assert alice_api.get(f"/api/v2/uploads/{uid}/").status_code == 404
+
+
+# --- over a real socket ---------------------------------------------------------------------
+
+@pytest.fixture
+def http(transactional_db, live_server, alice, home_dir):
+    from accounts.services import issue_token
+
+    s = requests.Session()
+    s.headers["Authorization"] = f"Token {issue_token(alice)}"
+    s.base = live_server.url
+    return s
+
+
+def _raw_patch_then_drop(base: str, token: str, upload_id: str, offset: int, data: bytes, claimed: int) -> None:
+    """Send a PATCH claiming `claimed` bytes, send only `data`, and cut the connection."""
+    u = urlparse(base)
+    with socket.create_connection((u.hostname, u.port)) as s:
+        head = (f"PATCH /api/v2/uploads/{upload_id}/ HTTP/1.1\r\nHost: {u.netloc}\r\n"
+                f"Authorization: Token {token}\r\nContent-Type: {OCTETS}\r\nUpload-Offset: {offset}\r\n"
+                f"Content-Length: {claimed}\r\n\r\n")
+        s.sendall(head.encode() + data)
+        s.shutdown(socket.SHUT_WR)
+        s.recv(65536)  # the server answers (or closes) once it sees the body end early
+
+
+def test_interrupted_upload_resumes(http, home_dir, tmp_path):
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(6 * 2**20 + 123))
+    size, digest = src.stat().st_size, sha256_file(src)
+    r = http.post(f"{http.base}/api/v2/uploads/", json={"path": f"{A}/data/src.bin", "size": size, "sha256": digest})
+    uid = r.json()["id"]
+    token = http.headers["Authorization"].split()[1]
+    with open(src, "rb") as f:
+        first = f.read(2 * 2**20 + 5)
+    # The connection dies 2 MiB into a 4 MiB chunk.
+    _raw_patch_then_drop(http.base, token, uid, 0, first, 4 * 2**20)
+    offset = int(http.head(f"{http.base}/api/v2/uploads/{uid}/").headers["Upload-Offset"])
+    assert 0 < offset <= len(first)
+    assert not (home_dir / "data" / "src.bin").exists()
+    # Resume from where the server says, in one streamed request.
+    with open(src, "rb") as f:
+        f.seek(offset)
+        r = http.patch(f"{http.base}/api/v2/uploads/{uid}/", data=f,
+                       headers={"Upload-Offset": str(offset), "Content-Type": OCTETS,
+                                "Content-Length": str(size - offset)})
+    assert r.status_code == 200, r.text
+    assert r.json()["complete"] and r.headers["Upload-Offset"] == str(size)
+    assert sha256_file(home_dir / "data" / "src.bin") == digest
+
+
+def test_concurrent_uploads_to_one_path_leave_one_complete_file(http, alice, home_dir):
+    size = 3 * 2**20
+    contents = {i: bytes([i]) * size for i in range(1, 6)}
+    errors = []
+
+    def upload(i):
+        try:
+            s = requests.Session()
+            s.headers.update(http.headers)
+            r = s.post(f"{http.base}/api/v2/uploads/", json={"path": f"{A}/same.bin", "size": size})
+            uid = r.json()["id"]
+            for off in range(0, size, 2**20):
+                r = s.patch(f"{http.base}/api/v2/uploads/{uid}/", data=contents[i][off:off + 2**20],
+                            headers={"Upload-Offset": str(off), "Content-Type": OCTETS})
+                assert r.status_code == 200, r.text
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=upload, args=(i,)) for i in contents]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    final = (home_dir / "same.bin").read_bytes()
+    assert final in contents.values()
+    assert not list((home_dir / ".uploads").glob("*.part"))
+    assert http.get(f"{http.base}/api/v2/storage/usage/").json()["used_bytes"] == size
