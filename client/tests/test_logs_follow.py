@@ -1,0 +1,163 @@
+"""`logs -f` and Client.logs(follow=True): waits while replicas are pending, stops when the job
+has ended, and resumes after dropped connections without losing or repeating a line."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from conftest import make_package
+from django.db import connection
+
+from .conftest import run_cli
+from .proxy import CuttableProxy
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _set_states(job, job_state, replica_state):
+    from jobs.models import Job, Replica
+
+    Replica.objects.filter(job=job).update(state=replica_state)
+    Job.objects.filter(pk=job.pk).update(state=job_state)
+
+
+def _job(alice, name="fol", trainers=2):
+    from jobs import services
+
+    pkg = make_package(alice, name, {"train.py": "print(1)\n"})
+    job = services.submit_job(alice, {"name": name, "package": pkg, "entry": "python train.py",
+                                      "mode": "collective", "trainers": trainers})
+    return job, list(job.replicas.order_by("index"))
+
+
+def _wait(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+def test_follow_resumes_after_cut_connections_without_loss_or_repeats(live_server, alice):
+    from accounts.services import issue_token
+    from jobs import logstore
+    from paddlectl import Client
+
+    job, (t0, t1) = _job(alice)
+    _set_states(job, "Running", "Running")
+    proxy = CuttableProxy(live_server.url)
+    got: list[tuple[str, str]] = []
+    errors: list[BaseException] = []
+    client = Client(proxy.url, token=issue_token(alice), username="alice")
+
+    def follow():
+        try:
+            for line in client.logs("fol", follow=True, poll_interval=0.05, reconnect_for=60):
+                got.append((line.replica, line.text))
+        except BaseException as e:  # surfaced by the assertion below
+            errors.append(e)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    expected = {"trainer-0": [], "trainer-1": []}
+
+    def write(replica, n, tag):
+        lines = [f"{tag} {i} " + "x" * (i % 50) for i in range(n)]
+        logstore.append(replica, "".join(line + "\n" for line in lines).encode())
+        expected[replica.name].extend(lines)
+
+    for round_no in range(6):
+        write(t0, 200, f"r{round_no}a")
+        write(t1, 50, f"r{round_no}b")
+        if round_no == 2:
+            proxy.cut(refuse_for=5.0)  # longer than the HTTP layer's own retries
+        elif round_no % 2:
+            proxy.cut()
+        _wait(lambda: len(got) == sum(map(len, expected.values())) or errors)
+    # a line written in two pieces arrives once, whole
+    logstore.append(t0, b"half a ")
+    _wait(lambda: proxy.bytes_down > 0)
+    time.sleep(0.2)
+    logstore.append(t0, b"line\n")
+    expected["trainer-0"].append("half a line")
+    logstore.append(t1, b"last words\n")
+    expected["trainer-1"].append("last words")
+    _set_states(job, "Succeeded", "Succeeded")
+    thread.join(60)
+    proxy.close()
+    client.close()
+    assert not thread.is_alive(), "the follower did not stop when the job ended"
+    assert not errors, errors
+    for name, lines in expected.items():
+        assert [text for who, text in got if who == name] == lines
+    assert proxy.cuts >= 4
+
+
+def test_cli_follow_waits_while_pending_and_stops_at_the_end(config, alice):
+    from jobs import logstore
+
+    job, (t0, t1) = _job(alice, "pend")
+
+    def lifecycle():
+        try:
+            time.sleep(1.5)
+            _set_states(job, "Running", "Running")
+            logstore.append(t0, b"started 0\n")
+            logstore.append(t1, b"started 1\n")
+            time.sleep(1.5)
+            logstore.append(t0, b"done 0\n")
+            _set_states(job, "Succeeded", "Succeeded")
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=lifecycle, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    res = run_cli("logs", "-f", "pend")
+    thread.join(10)
+    assert res.code == 0, res.err
+    assert time.monotonic() - started >= 3.0
+    assert sorted(res.lines) == ["[trainer-0] done 0", "[trainer-0] started 0", "[trainer-1] started 1"]
+    assert res.lines.index("[trainer-0] started 0") < res.lines.index("[trainer-0] done 0")
+    assert "Queued" in res.err and "Succeeded" in res.err  # state changes go to stderr
+
+
+def test_follow_of_an_ended_job_prints_everything_and_returns(config, alice):
+    from jobs import logstore
+
+    job, (t0,) = _job(alice, "ended", trainers=1)
+    logstore.append(t0, b"".join(b"line %d\n" % i for i in range(3000)))
+    _set_states(job, "Failed", "Failed")
+    res = run_cli("logs", "-f", "ended")
+    assert res.code == 0
+    assert res.lines == [f"line {i}" for i in range(3000)]
+    res = run_cli("logs", "-n", "2", "-f", "ended")
+    assert res.lines == ["line 2998", "line 2999"]
+
+
+def test_sdk_wait_kill_delete_list(client, alice):
+    from jobs.models import Job
+
+    job, _ = _job(alice, "sdk")
+    assert [j["name"] for j in client.list()] == ["sdk"]
+    assert [j["name"] for j in client.list(all=False)] == ["sdk"]
+    assert client.get("sdk")["state"] == "Queued"
+    assert [w["name"] for w in client.workers("sdk")] == ["trainer-0", "trainer-1"]
+    with pytest.raises(TimeoutError):
+        client.wait("sdk", timeout=0.3, interval=0.1)
+    threading.Timer(0.3, lambda: (Job.objects.filter(pk=job.pk).update(state="Running"), connection.close())).start()
+    assert client.wait("sdk", "Running", timeout=10, interval=0.1)["state"] == "Running"
+    assert client.kill("sdk")["state"] == "Killed"
+    assert client.wait("sdk", timeout=5)["state"] == "Killed"
+    assert client.list(all=False) == []
+    client.delete("sdk")
+    assert client.list() == []
+    from paddlectl import NotFound
+
+    with pytest.raises(NotFound):
+        client.get("sdk")
