@@ -142,8 +142,9 @@ class API:
             raise APIError(response.status_code, None,
                            f"the server sent a non-JSON answer to {method} {path}") from None
 
-    def get(self, path: str, **params: Any) -> Any:
-        return self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+    def get(self, url: str, /, **params: Any) -> Any:
+        """GET `url` (relative to /api/v2/) with query parameters; None values are left out."""
+        return self.request("GET", url, params={k: v for k, v in params.items() if v is not None})
 
     def post(self, path: str, json: Any = None, **kwargs: Any) -> Any:
         return self.request("POST", path, json=json, **kwargs)
@@ -151,10 +152,10 @@ class API:
     def delete(self, path: str, **kwargs: Any) -> Any:
         return self.request("DELETE", path, **kwargs)
 
-    def paginate(self, path: str, **params: Any) -> Iterator[Any]:
+    def paginate(self, url: str, /, **params: Any) -> Iterator[Any]:
         """Every item of a list endpoint, following DRF's limit/offset pages."""
         params = {k: v for k, v in params.items() if v is not None}
-        page = self.request("GET", path, params=params)
+        page = self.request("GET", url, params=params)
         while True:
             if not isinstance(page, dict) or "results" not in page:
                 yield from page or []

@@ -83,6 +83,14 @@ class Storage:
     def __init__(self, client: Client):
         self.client = client
         self.api = client.api
+        self._home_ready = False
+
+    def _ensure_home(self) -> None:
+        """The server creates a home when it is listed but (as of now) not on a nested mkdir:
+        list it once before the first write."""
+        if not self._home_ready:
+            self.api.get("files/", path=self.client.home(), limit=1)
+            self._home_ready = True
 
     # --- metadata -----------------------------------------------------------------------------
     def stat(self, path: str) -> dict[str, Any]:
@@ -113,6 +121,7 @@ class Storage:
                 yield entry
 
     def mkdir(self, path: str) -> dict[str, Any]:
+        self._ensure_home()
         return self.api.post("files/mkdir/", {"path": path})
 
     def rm(self, path: str, recursive: bool = False) -> None:
@@ -134,6 +143,7 @@ class Storage:
         local = Path(local)
         size = local.stat().st_size
         meter = meter or _Meter(size, progress)
+        self._ensure_home()
         if size <= SMALL_FILE:
             data = local.read_bytes()
             entry = self.api.request("PUT", "files/content/", params={"path": remote}, content=data,

@@ -79,12 +79,12 @@ class CuttableProxy:
                 self.conns.discard(src)
                 self.conns.discard(dst)
 
-    def cut(self, refuse_for: float = 0.0) -> None:
+    def cut(self, refuse_for: float = 0.0, count: bool = True) -> None:
         """Drop every open connection; refuse new ones for `refuse_for` seconds."""
         self.refuse_until = time.monotonic() + refuse_for
         with self.lock:
             conns = list(self.conns)
-            self.cuts += 1
+            self.cuts += count
         for s in conns:
             try:
                 s.shutdown(socket.SHUT_RDWR)
@@ -93,5 +93,5 @@ class CuttableProxy:
 
     def close(self) -> None:
         self.closed = True
-        self.cut()
+        self.cut(count=False)
         self.listener.close()

@@ -1,0 +1,181 @@
+"""Storage commands (cp, ls, mkdir, rm, mv, file) and resumable transfers, against the live
+server's /api/v2 storage endpoints."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import httpx
+import pytest
+
+from paddlectl import pfs
+
+from .conftest import put_files, run_cli
+from .proxy import CuttableProxy
+
+pytestmark = pytest.mark.django_db(transaction=True)
+HOME = "/pfs/local/home/alice"
+
+
+def disk(settings, rel: str = ""):
+    return settings.PFS_ROOT / "local" / "home" / "alice" / rel
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Make the resumable path kick in for small test files."""
+    monkeypatch.setattr(pfs, "SMALL_FILE", 64 << 10)
+    monkeypatch.setattr(pfs, "CHUNK", 128 << 10)
+
+
+def test_mkdir_ls_mv_rm(config, settings):
+    assert run_cli("mkdir", f"{HOME}/a/b").code == 0
+    put_files_res = run_cli("ls")
+    assert put_files_res.code == 0 and "a/" in put_files_res.out
+    assert run_cli("ls", "-o", "name", f"{HOME}/a").lines == ["b"]
+    assert run_cli("mv", f"{HOME}/a/b", f"{HOME}/c").code == 0
+    assert disk(settings, "c").is_dir()
+    res = run_cli("rm", f"{HOME}/a")
+    assert res.code == 1 and "recursive" in res.err
+    assert run_cli("rm", "-r", f"{HOME}/a").code == 0
+    assert run_cli("rm", f"{HOME}/missing").code == 1
+    (disk(settings, "c") / "f.txt").write_text("x")
+    res = run_cli("rm", f"{HOME}/c")
+    assert res.code == 1 and "recursive" in res.err
+    assert run_cli("rm", "-r", f"{HOME}/c").code == 0
+    assert not disk(settings, "c").exists()
+    res = run_cli("ls", "/pfs/local/home/bob")
+    assert res.code == 1 and "own home" in res.err
+    assert run_cli("ls", "relative/path").code == 2
+
+
+def test_cp_up_and_down_files_and_trees(config, settings, tmp_path, small_chunks):
+    src = tmp_path / "data"
+    (src / "sub").mkdir(parents=True)
+    (src / "a.txt").write_text("alpha\n")
+    big = os.urandom(300_000)
+    (src / "sub" / "big.bin").write_bytes(big)
+    res = run_cli("cp", "-r", str(src), f"{HOME}/")
+    assert res.code == 0, res.err
+    assert disk(settings, "data/a.txt").read_text() == "alpha\n"
+    assert disk(settings, "data/sub/big.bin").read_bytes() == big
+    assert run_cli("cp", str(src), f"{HOME}/x").code == 2  # a directory without -r
+    res = run_cli("cp", str(src / "a.txt"), f"{HOME}/renamed.txt")
+    assert res.code == 0 and disk(settings, "renamed.txt").read_text() == "alpha\n"
+    out = tmp_path / "out"
+    assert run_cli("cp", "-r", f"{HOME}/data", str(out)).code == 0
+    assert (out / "sub" / "big.bin").read_bytes() == big
+    assert run_cli("cp", f"{HOME}/renamed.txt", str(tmp_path / "r.txt")).code == 0
+    assert (tmp_path / "r.txt").read_text() == "alpha\n"
+    assert run_cli("cp", f"{HOME}/renamed.txt", f"{HOME}/copy.txt").code == 0  # server-side copy
+    assert disk(settings, "copy.txt").read_text() == "alpha\n"
+    assert run_cli("cp", str(src), str(tmp_path / "y")).code == 2
+
+
+def test_seed_003_example_upload_and_download(config, alice, settings, tmp_path, monkeypatch):
+    job = tmp_path / "job_word_emb"
+    for part in ("train", "test"):
+        (job / "data" / part).mkdir(parents=True)
+        for i in range(2):
+            (job / "data" / part / f"{part}.txt-{i:05d}").write_text(f"{part} {i}\n")
+    monkeypatch.chdir(tmp_path)
+    # like cp -r: a new destination receives the directory's contents
+    assert run_cli("pfs", "cp", "-r", "./job_word_emb/data", f"{HOME}/job_word_emb").code == 0
+    assert disk(settings, "job_word_emb/test/test.txt-00001").read_text() == "test 1\n"
+    # into an existing directory it goes as a subdirectory
+    assert run_cli("cp", "-r", "./job_word_emb/data", f"{HOME}/job_word_emb").code == 0
+    assert disk(settings, "job_word_emb/data/train/train.txt-00000").read_text() == "train 0\n"
+    put_files(alice, {"job_word_emb/output/model.bin": b"weights"})
+    assert run_cli("pfs", "cp", f"{HOME}/job_word_emb/output", "./output").code == 2  # a directory needs -r
+    assert run_cli("cp", "-r", f"{HOME}/job_word_emb/output", "./output").code == 0
+    assert (tmp_path / "output" / "model.bin").read_bytes() == b"weights"
+
+
+def test_file_command_follows_seed_004_rules(config, settings, tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    (work / "ds" / "inner").mkdir(parents=True)
+    (work / "ds" / "one.txt").write_text("1")
+    (work / "ds" / "inner" / "two.txt").write_text("2")
+    monkeypatch.chdir(work)
+    assert run_cli("file", "ds", f"{HOME}/up").code == 0  # the directory itself goes inside dest
+    assert disk(settings, "up/ds/inner/two.txt").read_text() == "2"
+    assert run_cli("file", "ds/", f"{HOME}/flat").code == 0  # only what is inside src
+    assert disk(settings, "flat/one.txt").read_text() == "1" and not disk(settings, "flat/ds").exists()
+    for bad in ("../work/ds", str(work / "ds"), "ds/../../x"):
+        res = run_cli("file", bad, f"{HOME}/up")
+        assert res.code == 2, bad
+    res = run_cli("file", "ds", "/pfs/local/public/x")
+    assert res.code == 2 and "your home" in res.err
+    assert run_cli("file", "nothing", f"{HOME}/up").code == 1
+
+
+def test_upload_resumes_after_a_dropped_connection(live_server, alice, settings, tmp_path, small_chunks):
+    from accounts.services import issue_token
+    from paddlectl import Client
+
+    data = os.urandom(1_000_000)
+    (tmp_path / "big.bin").write_bytes(data)
+    proxy = CuttableProxy(live_server.url)
+    proxy.cut_up_at = 450_000  # drop everything once ~45% has been sent
+    with Client(proxy.url, token=issue_token(alice), username="alice") as client:
+        seen = []
+        client.storage.upload_file(tmp_path / "big.bin", f"{HOME}/big.bin", progress=lambda d, t: seen.append(d))
+    proxy.close()
+    assert disk(settings, "big.bin").read_bytes() == data
+    assert proxy.cuts == 1
+    assert proxy.bytes_up < 1.5 * len(data)  # resumed, not started over
+    assert seen[-1] == len(data)
+
+
+def test_upload_continues_an_unfinished_upload_from_an_earlier_run(config, alice, settings, tmp_path, small_chunks,
+                                                                   live_server):
+    from accounts.services import issue_token
+
+    data = os.urandom(600_000)
+    (tmp_path / "big.bin").write_bytes(data)
+    token = issue_token(alice)
+    with httpx.Client(base_url=live_server.url + "/api/v2/", headers={"Authorization": f"Token {token}"}) as h:
+        up = h.post("uploads/", json={"path": f"{HOME}/resumed.bin", "size": len(data),
+                                      "sha256": hashlib.sha256(data).hexdigest()}).json()
+        h.patch(f"uploads/{up['id']}/", content=data[:400_000],
+                headers={"Upload-Offset": "0", "Content-Type": "application/offset+octet-stream"})
+    proxy = CuttableProxy(live_server.url)
+    from paddlectl import Client
+
+    with Client(proxy.url, token=token, username="alice") as client:
+        client.storage.upload_file(tmp_path / "big.bin", f"{HOME}/resumed.bin")
+    proxy.close()
+    assert disk(settings, "resumed.bin").read_bytes() == data
+    assert proxy.bytes_up < 300_000  # only the missing part (plus headers) was sent
+
+
+def test_download_resumes_after_a_dropped_connection_and_across_runs(live_server, alice, settings, tmp_path):
+    from accounts.services import issue_token
+    from paddlectl import Client
+
+    data = os.urandom(3_000_000)
+    put_files(alice, {"model.bin": data})
+    token = issue_token(alice)
+    proxy = CuttableProxy(live_server.url)
+    proxy.cut_down_at = 1_200_000
+    with Client(proxy.url, token=token, username="alice") as client:
+        client.storage.download_file(f"{HOME}/model.bin", tmp_path / "model.bin")
+    assert (tmp_path / "model.bin").read_bytes() == data
+    assert proxy.cuts == 1 and proxy.bytes_down < 1.5 * len(data)
+    assert not (tmp_path / "model.bin.part").exists()
+    # an earlier run left half the file: only the rest is fetched
+    etag = httpx.head(f"{live_server.url}/api/v2/files/content/", params={"path": f"{HOME}/model.bin"},
+                      headers={"Authorization": f"Token {token}"}).headers.get("ETag")
+    if etag is None:
+        etag = httpx.get(f"{live_server.url}/api/v2/files/content/", params={"path": f"{HOME}/model.bin"},
+                         headers={"Authorization": f"Token {token}", "Range": "bytes=0-0"}).headers["ETag"]
+    (tmp_path / "again.bin.part").write_bytes(data[:2_000_000])
+    (tmp_path / "again.bin.part.json").write_text(json.dumps({"path": f"{HOME}/model.bin", "etag": etag}))
+    before = proxy.bytes_down
+    with Client(proxy.url, token=token, username="alice") as client:
+        client.storage.download_file(f"{HOME}/model.bin", tmp_path / "again.bin")
+    proxy.close()
+    assert (tmp_path / "again.bin").read_bytes() == data
+    assert proxy.bytes_down - before < 1_100_000
