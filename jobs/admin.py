@@ -54,3 +54,13 @@ class JobEventAdmin(admin.ModelAdmin):
     list_filter = ["state", "reason"]
     search_fields = ["job__name", "reason", "message"]
     list_select_related = ["job", "replica"]
+
+
+@admin.register(Replica)
+class ReplicaAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "job", "role", "index", "state", "exit_code", "host", "port", "pod", "started",
+                    "finished"]
+    list_filter = ["state", "role"]
+    search_fields = ["job__name", "pod", "host"]
+    list_select_related = ["job"]
+    readonly_fields = [f.name for f in Replica._meta.fields]

@@ -1,0 +1,49 @@
+"""The operators' console: every model listed with its columns and filters; actions go through
+the services."""
+
+import pytest
+
+from conftest import make_package
+from jobs import services
+from jobs.models import Job
+
+pytestmark = pytest.mark.django_db
+
+PAGES = ["/admin/jobs/job/", "/admin/jobs/replica/", "/admin/jobs/jobevent/", "/admin/accounts/datacenter/",
+         "/admin/accounts/registry/", "/admin/quotas/quota/", "/admin/accounts/registry/add/"]
+
+
+@pytest.fixture
+def admin_client(client, django_user_model, datacenter):
+    django_user_model.objects.create_superuser("root", "root@example.com", "password")
+    client.login(username="root", password="password")
+    return client
+
+
+@pytest.fixture
+def job(alice):
+    pkg = make_package(alice, "fit", {"train.py": ""})
+    return services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py", "pservers": 1})
+
+
+@pytest.mark.parametrize("url", PAGES)
+def test_admin_pages_render(admin_client, job, url):
+    assert admin_client.get(url).status_code == 200
+
+
+def test_job_detail_in_admin_shows_replicas_and_events(admin_client, job):
+    page = admin_client.get(f"/admin/jobs/job/{job.pk}/change/").content.decode()
+    assert "pserver" in page and "Submitted" in page
+
+
+def test_the_kill_action_uses_the_service(admin_client, job):
+    res = admin_client.post("/admin/jobs/job/", {"action": "kill_jobs", "_selected_action": [job.pk]})
+    assert res.status_code == 302
+    job.refresh_from_db()
+    assert job.state == "Killed"
+    assert job.events.filter(state="Killed").exists()
+
+
+def test_deleting_in_admin_goes_through_the_service(admin_client, job):
+    admin_client.post(f"/admin/jobs/job/{job.pk}/delete/", {"post": "yes"})
+    assert Job.objects.get(pk=job.pk).deleting  # cleanup continues in the background task
