@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import NotFound
+from ..errors import NotFound, PaddlectlError
 from ..job import PaddleJob, suggest_job_name
 from ..logs import replica_name
 from . import output
@@ -176,7 +176,12 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
         else:
             output.emit(job.get("events", []), fmt, EVENT_COLUMNS, name=lambda e: str(e.get("reason")))
     elif kind == "quota":
-        _print_quota(c.quota(), fmt)
+        quota = c.quota()
+        try:
+            quota["storage"] = c.storage.usage()
+        except PaddlectlError:  # storage accounting is optional for the quota view
+            pass
+        _print_quota(quota, fmt)
     elif kind == "registry":
         output.emit(c.registries(), fmt, [("NAME", lambda r: r["name"]), ("SERVER", lambda r: r.get("server")),
                                           ("USERNAME", lambda r: r.get("username"))],
@@ -202,7 +207,8 @@ def _print_quota(q: dict[str, Any], fmt: str) -> None:
          "limit": output.human_bytes(limits.get("memory_bytes"))},
         {"resource": "gpu", "used": used.get("gpus"), "limit": limits.get("gpus")},
         {"resource": "running jobs", "used": used.get("running_jobs"), "limit": limits.get("running_jobs")},
-        {"resource": "storage", "used": "-", "limit": output.human_bytes(q.get("storage_bytes"))},
+        {"resource": "storage", "used": output.human_bytes(q.get("storage", {}).get("used_bytes")),
+         "limit": output.human_bytes(q.get("storage_bytes"))},
     ]
     print(f"datacenter {q.get('datacenter')}")
     output.emit(rows, fmt, [("RESOURCE", lambda r: r["resource"]), ("USED", lambda r: r["used"]),

@@ -99,4 +99,9 @@ def emit(data: Any, fmt: str, columns: Sequence[Column] = (), wide: Sequence[Col
     if not rows:
         console(stderr=True).print("No resources found.")
         return
-    out.print(table)
+    if out.is_terminal:
+        out.print(table)
+        return
+    with out.capture() as captured:
+        out.print(table)
+    out.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
