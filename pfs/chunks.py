@@ -52,6 +52,8 @@ def touch(user, path: str, size: int) -> PfsPath:
     if os.path.lexists(p.disk):
         with locked(p):
             fd, st = open_file(p)
+            os.close(fd)
+            fd = os.open(p.disk, os.O_WRONLY | os.O_NOFOLLOW)
             try:
                 os.ftruncate(fd, size)
             finally:
