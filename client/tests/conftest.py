@@ -4,6 +4,7 @@ in-process or as a subprocess. Run from the repo root: `pytest client/tests`."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import subprocess
@@ -18,11 +19,12 @@ CLIENT_DIR = Path(__file__).resolve().parent.parent
 if str(CLIENT_DIR) not in sys.path:  # test the source even when the package is not installed
     sys.path.insert(0, str(CLIENT_DIR))
 
-pytest.importorskip("httpx", reason="paddlectl's dependencies are missing: pip install -e ./client")
-pytest.importorskip("rich", reason="paddlectl's dependencies are missing: pip install -e ./client")
-pytest.importorskip("tenacity", reason="paddlectl's dependencies are missing: pip install -e ./client")
-
-from paddlectl.cli.main import main  # noqa: E402
+SDK_LIBRARIES = ("httpx", "rich", "tenacity", "yaml")
+DEPS_MISSING = [name for name in SDK_LIBRARIES if importlib.util.find_spec(name) is None]
+if DEPS_MISSING:
+    # The in-job helpers (stdlib only) still run; the SDK and CLI tests are left out, and
+    # test_client_deps.py reports that as a skip in the run's summary.
+    collect_ignore_glob = ["test_cli_*.py", "test_config.py", "test_logs_follow.py", "test_real_job.py"]
 
 ENV_VARS = ("PADDLE_CONFIG", "PADDLECTL_DATACENTER", "PADDLECTL_ENDPOINT", "PADDLECTL_TOKEN", "PADDLECTL_USERNAME",
             "PADDLECTL_PASSWORD", "PADDLECTL_DEBUG")
@@ -41,6 +43,8 @@ class Result:
 
 def run_cli(*argv: str) -> Result:
     """paddlectl in-process: main(argv) with stdout and stderr captured."""
+    from paddlectl.cli.main import main
+
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         code = main([str(a) for a in argv])
