@@ -175,7 +175,15 @@ class Client:
             job.datacenter = self.datacenter
         dest = f"/pfs/{job.datacenter}/home/{self.username}/jobs/{job.job_name}"
         self.storage.upload_package(local, dest, progress=progress)
-        return self.api.post("jobs/", job.to_request(dest))
+        try:
+            return self.api.post("jobs/", job.to_request(dest))
+        except APIError:
+            # Refused (a bad field, the quota): leave nothing behind.
+            try:
+                self.storage.rm(dest, recursive=True)
+            except PaddlectlError:
+                pass
+            raise
 
     def kill(self, name: str) -> JobDict:
         """Stop every replica; the job becomes Killed (its history and logs stay)."""

@@ -254,3 +254,22 @@ def test_unreachable_server_is_a_clean_error(clean_env):
                  "datacenters:\n- {name: x, username: a, token: t, endpoint: 'http://127.0.0.1:9'}\n")
     res = run_cli("get", "jobs")
     assert res.code == 1 and "cannot reach http://127.0.0.1:9" in res.err and "Traceback" not in res.err
+
+
+def test_seed_003_short_flags_and_a_refused_upload_leaves_nothing(config, settings, tmp_path, monkeypatch):
+    pkg = tmp_path / "job_word_emb"
+    (pkg / "modules").mkdir(parents=True)
+    (pkg / "modules" / "train.py").write_text("print('v1')\n")
+    monkeypatch.chdir(tmp_path)
+    res = run_cli("submit", "./job_word_emb", "-p", "2", "-c", "2", "-m", "2Gi", "-t", "modules/train.py")
+    assert res.code == 0, res.err
+    assert "-topology is deprecated" in res.err
+    from jobs.models import Job
+
+    job = Job.objects.get(name="job-word-emb")  # named after the directory
+    assert (job.trainers, job.pservers, job.cpu, job.memory, job.entry, job.env) == (
+        2, 2, "2", "2Gi", "python modules/train.py", {"TOPOLOGY": "modules/train.py"})
+    res = run_cli("submit", "-jobname", "too-big", "-memory", "1000Gi", "./job_word_emb")
+    assert res.code == 1 and "memory" in res.err.lower()
+    jobs_dir = settings.PFS_ROOT / "local" / "home" / "alice" / "jobs"
+    assert sorted(p.name for p in jobs_dir.iterdir()) == ["job-word-emb"]
