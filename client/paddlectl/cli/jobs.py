@@ -248,10 +248,14 @@ def logs(ctx: Context, args: argparse.Namespace) -> int:
                   style="dim")
 
     out = sys.stdout
-    for line in ctx.client.logs(args.job, replica=worker, lines=lines, follow=args.follow,
-                                on_job=on_job if args.follow else None):
-        out.write(f"[{line.replica}] {line.text}\n" if prefix else line.text + "\n")
-        out.flush()
+    lines_iter = ctx.client.logs(args.job, replica=worker, lines=lines, follow=args.follow,
+                                on_job=on_job if args.follow else None)
+    try:
+        for line in lines_iter:
+            out.write(f"[{line.replica}] {line.text}\n" if prefix else line.text + "\n")
+            out.flush()
+    except NotFound:
+        raise NotFound(404, None, f"job '{args.job}' not found (deleted while its logs were read?)") from None
     return 0
 
 
