@@ -81,7 +81,7 @@ def create(user, path: str, size: int, *, sha256: str = "", overwrite: bool = Tr
     cleanup_stale(user=user)
     old = p.disk.stat().st_size if p.disk.is_file() else 0
     usage.check_room(p, size, replaced_bytes=old)
-    dc = Datacenter.objects.get(name=p.datacenter)
+    dc = Datacenter.objects.only("id", "name").get(name=p.datacenter)
     session = UploadSession.objects.create(user=user, datacenter=dc, path=p.virtual, size=size,
                                            sha256=sha256, overwrite=overwrite)
     part_path(session).touch()

@@ -81,7 +81,7 @@ def home_size(home_dir: Path) -> int:
 
 
 def _datacenter(name: str) -> Datacenter:
-    return Datacenter.objects.get(name=name)
+    return Datacenter.objects.only("id", "name").get(name=name)
 
 
 def _home_dir(user, datacenter: Datacenter) -> Path:
