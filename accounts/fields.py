@@ -40,7 +40,7 @@ class EncryptedTextField(models.TextField):
     """Stores ciphertext; Python code only ever sees the plain value."""
 
     def from_db_value(self, value, expression, connection):
-        return value if value is None else decrypt(value)
+        return value if value in (None, "") else decrypt(value)
 
     def get_prep_value(self, value):
         value = super().get_prep_value(value)
