@@ -18,4 +18,4 @@ def housekeeping() -> dict:
 @shared_task
 def recompute_usage(user_id: int, datacenter_id: int) -> int:
     user = get_user_model().objects.get(pk=user_id)
-    return usage.recompute(user, Datacenter.objects.get(pk=datacenter_id))
+    return usage.recompute(user, Datacenter.objects.only("id", "name").get(pk=datacenter_id))

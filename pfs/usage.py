@@ -158,7 +158,7 @@ def recompute_all() -> int:
 
     User = get_user_model()
     count = 0
-    for dc in Datacenter.objects.all():
+    for dc in Datacenter.objects.only("id", "name"):
         homes = settings.PFS_ROOT / dc.name / "home"
         names = {p.name for p in homes.iterdir() if p.is_dir()} if homes.is_dir() else set()
         names |= set(StorageUsage.objects.filter(datacenter=dc).values_list("user__username", flat=True))
