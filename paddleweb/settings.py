@@ -36,7 +36,6 @@ SITE_URL = env.str("SITE_URL", "http://127.0.0.1:8000")
 PADDLECLOUD_VERSION = "0.1.0"
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -96,6 +96,7 @@ def listdir(user, path: str) -> list[Entry]:
 def mkdir(user, path: str) -> Entry:
     """Create the directory and its parents (`mkdir -p`); fine if it already exists."""
     p = _resolve(user, path, write=True)
+    p.root.mkdir(parents=True, exist_ok=True)  # a new user's home exists from their first write
     # Create one level at a time, re-checking containment so a symlink met on the way is refused.
     cur = PfsPath(p.datacenter, p.area, p.owner, ())
     for part in p.parts:

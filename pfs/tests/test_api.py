@@ -153,3 +153,10 @@ def test_bob_sees_only_his_home(bob_api, alice_api, home_dir):
     r = bob_api.post("/api/v2/files/copy/", {"src": f"{A}/private.txt", "dst": f"{B}/stolen.txt"}, format="json")
     assert r.status_code == 403
     assert names(bob_api.get("/api/v2/files/")) == []
+
+
+def test_mkdir_for_a_user_whose_home_does_not_exist_yet(bob_api, settings):
+    assert not (settings.PFS_ROOT / "local" / "home" / "bob").exists()
+    r = bob_api.post("/api/v2/files/mkdir/", {"path": f"{B}/jobs/fit"}, format="json")
+    assert r.status_code == 201, r.content
+    assert (settings.PFS_ROOT / "local" / "home" / "bob" / "jobs" / "fit").is_dir()

@@ -51,7 +51,11 @@ class Command(BaseCommand):
         try:
             while not stopping:
                 close_old_connections()
-                watcher.tick()
+                try:
+                    watcher.tick()
+                except Exception:  # e.g. the database restarting: keep watching, say so
+                    log.exception("watch pass failed; retrying")
+                    time.sleep(5)
                 time.sleep(settings.WATCH_INTERVAL)
         except KeyboardInterrupt:
             pass
