@@ -4,8 +4,50 @@ from django.contrib import admin
 from .models import Datacenter, Registry
 
 
+class DatacenterForm(forms.ModelForm):
+    kubeconfig = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 6, "placeholder": "(unchanged)"}), required=False,
+        help_text="Kubernetes only: paste a kubeconfig (YAML) to replace the stored one; leave empty to keep it. "
+                  "Never shown again. With none stored, the service account of the pod the service runs in is used.")
+    clear_kubeconfig = forms.BooleanField(required=False, help_text="Forget the stored kubeconfig (use in-cluster).")
+
+    class Meta:
+        model = Datacenter
+        fields = ["name", "backend", "description", "config", "kubeconfig"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.initial["kubeconfig"] = ""  # write-only: the stored one is never sent to a browser
+
+    def clean_kubeconfig(self):
+        value = self.cleaned_data["kubeconfig"].strip()
+        if not value:
+            return "" if self.data.get("clear_kubeconfig") else (self.instance.kubeconfig if self.instance.pk else "")
+        import yaml
+
+        try:
+            data = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise forms.ValidationError(f"not YAML: {e}") from e
+        if not isinstance(data, dict) or not data.get("clusters"):
+            raise forms.ValidationError("not a kubeconfig: it has no clusters")
+        return value
+
+    def clean(self):
+        cleaned = super().clean()
+        if cleaned.get("backend") == Datacenter.Backend.KUBERNETES:
+            from jobs.backends.k8s_settings import SettingsError, parse
+
+            try:
+                parse(cleaned.get("name") or "", cleaned.get("config") or {})
+            except SettingsError as e:
+                self.add_error("config", str(e))
+        return cleaned
+
+
 @admin.register(Datacenter)
 class DatacenterAdmin(admin.ModelAdmin):
+    form = DatacenterForm
     list_display = ["name", "backend", "description", "created"]
     list_filter = ["backend"]
     search_fields = ["name", "description"]

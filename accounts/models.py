@@ -18,8 +18,14 @@ class Datacenter(models.Model):
     name = models.CharField(max_length=40, unique=True, validators=[dns_label])
     backend = models.CharField(max_length=20, choices=Backend.choices, default=Backend.LOCAL)
     description = models.CharField(max_length=200, blank=True)
-    # Backend settings (e.g. Kubernetes namespace prefix, images); shape owned by the backend.
+    # Backend settings (e.g. Kubernetes namespace prefix, images); shape owned by the backend
+    # (jobs/backends/k8s_settings.py documents the Kubernetes keys).
     config = models.JSONField(default=dict, blank=True)
+    # A kubeconfig for the kubernetes backend (it holds cluster credentials, so it is encrypted
+    # at rest); empty means the in-cluster service account of the pod the service runs in.
+    kubeconfig = EncryptedTextField(blank=True, default="",
+                                    help_text="Kubernetes only: a kubeconfig (YAML); empty uses the in-cluster "
+                                              "service account. Stored encrypted; never shown again.")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -59,4 +59,8 @@ def get_backend(datacenter) -> Backend:
         from .local import LocalBackend
 
         return LocalBackend(datacenter)
+    if datacenter.backend == "kubernetes":
+        from .kubernetes import KubernetesBackend
+
+        return KubernetesBackend(datacenter)
     raise LaunchError("NoBackend", f"datacenter {datacenter.name}: the {datacenter.backend} backend is not available")

@@ -1,5 +1,6 @@
 """The status watcher: observes local replicas, moves jobs on, and streams new log output to
-each job's Channels group (one reader per replica, any number of viewers)."""
+each job's Channels group (one reader per replica, any number of viewers). Kubernetes
+datacenters are watched by jobs/backends/k8s_sync.py from the same loop."""
 
 import logging
 import signal
@@ -10,6 +11,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
 from jobs import logstore, notify
+from jobs.backends.k8s_sync import KubernetesPart
 from jobs.lifecycle import sync_job
 from jobs.tasks import jobs_to_watch
 
@@ -19,6 +21,7 @@ log = logging.getLogger(__name__)
 class Watcher:
     def __init__(self):
         self.offsets: dict[int, int] = {}  # replica id -> log offset already pushed
+        self.kubernetes = KubernetesPart()
 
     def tick(self) -> None:
         for job in jobs_to_watch().filter(datacenter__backend="local"):
@@ -27,6 +30,10 @@ class Watcher:
                 self.push_logs(job)
             except Exception:
                 log.exception("job %s: watch failed", job.pk)
+        self.kubernetes.tick(self.push_logs)
+
+    def stop(self) -> None:
+        self.kubernetes.stop()
 
     def push_logs(self, job) -> None:
         for replica in job.replicas.all():
@@ -59,3 +66,5 @@ class Command(BaseCommand):
                 time.sleep(settings.WATCH_INTERVAL)
         except KeyboardInterrupt:
             pass
+        finally:
+            watcher.stop()

@@ -1,0 +1,147 @@
+"""Talking to a datacenter's API server with the official client: configuration from the
+datacenter's (encrypted) kubeconfig or the pod's service account, and one place that decides
+what is retried.
+
+Transient failures (5xx, 429, timeouts, dropped connections) are retried with exponential
+backoff and jitter (tenacity); 409 AlreadyExists on create and 404 NotFound on delete are
+successes where that is the meaning, so every operation can run twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import urllib3
+import yaml
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+from kubernetes.utils.keepalive import tcp_keepalive_socket_options
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
+
+from .base import LaunchError
+from .k8s_settings import K8sSettings, SettingsError, for_datacenter
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+_clients: dict[tuple[int, str], client.ApiClient] = {}
+_lock = threading.Lock()
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, ApiException):
+        return exc.status in (0, 429) or (exc.status or 0) >= 500
+    return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
+
+
+def status_of(exc: BaseException) -> int | None:
+    return exc.status if isinstance(exc, ApiException) else None
+
+
+def configuration(datacenter, settings: K8sSettings) -> client.Configuration:
+    cfg = client.Configuration()
+    try:
+        if datacenter.kubeconfig.strip():
+            data = yaml.safe_load(datacenter.kubeconfig)
+            config.load_kube_config_from_dict(data, context=settings.context or None, client_configuration=cfg,
+                                              persist_config=False)
+        else:
+            config.load_incluster_config(client_configuration=cfg)
+    except (config.ConfigException, yaml.YAMLError, TypeError, ValueError) as e:
+        raise LaunchError("ClusterConfig", f"datacenter {datacenter.name}: cannot configure the Kubernetes "
+                                           f"client: {e}") from e
+    # Watches and log follows are long-lived: keepalive notices a dead peer without a read
+    # timeout that would cut an idle but healthy stream; a larger pool serves the followers.
+    cfg.socket_options = tcp_keepalive_socket_options()
+    cfg.connection_pool_maxsize = 64
+    return cfg
+
+
+def api_client(datacenter) -> client.ApiClient:
+    """One client per datacenter and configuration, shared by the threads of a process."""
+    key = (datacenter.pk, hashlib.sha256(f"{datacenter.kubeconfig}\0{datacenter.config}".encode()).hexdigest())
+    with _lock:
+        api = _clients.get(key)
+        if api is None:
+            try:
+                settings = for_datacenter(datacenter)
+            except SettingsError as e:
+                raise LaunchError("DatacenterMisconfigured", f"datacenter {datacenter.name}: {e}") from e
+            api = client.ApiClient(configuration(datacenter, settings))
+            for old in [k for k in _clients if k[0] == datacenter.pk]:
+                _clients.pop(old).close()
+            _clients[key] = api
+        return api
+
+
+class Api:
+    """The typed APIs for one datacenter, each call retried per the policy above."""
+
+    def __init__(self, api: client.ApiClient, settings: K8sSettings):
+        self.client = api
+        self.settings = settings
+        self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
+        self.batch = client.BatchV1Api(api)
+        self.custom = client.CustomObjectsApi(api)
+        self.timeout = settings.api_timeout
+
+    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        kwargs.setdefault("_request_timeout", (10, self.timeout))
+        retrying = Retrying(
+            retry=retry_if_exception(is_transient),
+            wait=wait_random_exponential(multiplier=0.2, max=10),
+            stop=stop_after_attempt(self.settings.api_retries) | stop_after_delay(max(30, 2 * self.timeout)),
+            reraise=True,
+            before_sleep=lambda rs: log.warning("kubernetes %s failed (%s), retrying", getattr(fn, "__name__", fn),
+                                                rs.outcome.exception() if rs.outcome else ""),
+        )
+        return retrying(fn, *args, **kwargs)
+
+    def create(self, fn: Callable[..., T], *args: Any, body: dict, **kwargs: Any) -> T | None:
+        """Create; None if it already exists (409), so a repeated launch is harmless."""
+        try:
+            return self.call(fn, *args, body=body, **kwargs)
+        except ApiException as e:
+            if e.status == 409:
+                return None
+            raise
+
+    def delete(self, fn: Callable[..., Any], *args: Any, propagation: str = "Background", **kwargs: Any) -> bool:
+        """Delete with propagation to dependents; False if it was already gone (404)."""
+        try:
+            self.call(fn, *args, body=client.V1DeleteOptions(propagation_policy=propagation), **kwargs)
+            return True
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+
+    def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+        """Read; None if it does not exist."""
+        try:
+            return self.call(fn, *args, **kwargs)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def raw(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict | None:
+        """Read as a plain dict (the manifests' form), None if absent."""
+        resp = self.read(fn, *args, _preload_content=False, **kwargs)
+        if resp is None:
+            return None
+        import json
+
+        return json.loads(resp.data)
+
+
+def api_for(datacenter) -> Api:
+    try:
+        settings = for_datacenter(datacenter)
+    except SettingsError as e:
+        raise LaunchError("DatacenterMisconfigured", f"datacenter {datacenter.name}: {e}") from e
+    return Api(api_client(datacenter), settings)

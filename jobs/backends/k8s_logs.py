@@ -1,0 +1,268 @@
+"""Pod logs into the durable per-replica log files (jobs/logstore.py), so they outlive the pods
+and followers read them exactly as for local jobs.
+
+One follower thread per pod streams `GET .../pods/<pod>/log?follow&timestamps`. Every line
+carries the kubelet's RFC3339Nano timestamp, which is stripped before the line is stored and
+kept in a cursor file beside the log: {offset, pods: {uid: {ts, n, done}}} where `n` counts the
+lines already stored that carry exactly `ts`. A reconnect asks for `sinceTime` (whole seconds)
+and skips what the cursor says is stored, so no line is lost or doubled across dropped streams
+or a restart of the watcher; bytes written after the last cursor update (a crash between the
+two writes) are cut back to the cursor's offset and fetched again, so they are never doubled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from kubernetes.client.rest import ApiException
+
+from .. import logstore
+from ..manifests import CONTAINER
+from .k8s_client import Api
+from .k8s_status import meta, replica_key
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+_file_locks: dict[str, threading.Lock] = {}
+_file_locks_guard = threading.Lock()
+
+
+def _lock_for(path: Path) -> threading.Lock:
+    with _file_locks_guard:
+        return _file_locks.setdefault(str(path), threading.Lock())
+
+
+def parse_ts(text: str) -> tuple[datetime, int] | None:
+    """(seconds, nanoseconds) of an RFC3339Nano stamp; Go trims trailing zeros, so string
+    order is not time order."""
+    try:
+        head, _, frac = text.rstrip("Z").partition(".")
+        secs = datetime.fromisoformat(head).replace(tzinfo=UTC)
+        return secs, int((frac + "000000000")[:9]) if frac else 0
+    except ValueError:
+        return None
+
+
+def cursor_path(replica) -> Path:
+    return logstore.path(replica).with_suffix(".cursor.json")
+
+
+class Cursor:
+    """Where a replica's log stands; read and written under the replica file's lock."""
+
+    def __init__(self, replica):
+        self.replica = replica
+        self.path = cursor_path(replica)
+        try:
+            data = json.loads(self.path.read_text())
+        except (FileNotFoundError, ValueError):
+            data = {}
+        self.offset: int = data.get("offset", logstore.size(replica))
+        self.pods: dict[str, dict[str, Any]] = data.get("pods", {})
+
+    def repair(self) -> None:
+        """Cut bytes that were appended but never recorded (a crash between the two writes)."""
+        log_path = logstore.path(self.replica)
+        if log_path.exists() and log_path.stat().st_size > self.offset:
+            os.truncate(log_path, self.offset)
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"offset": self.offset, "pods": self.pods}))
+        os.replace(tmp, self.path)
+
+
+def container_started(pod: Obj) -> bool:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == CONTAINER:
+            state, last = cs.get("state") or {}, cs.get("lastState") or {}
+            return bool(state.get("running") or state.get("terminated") or last.get("terminated"))
+    return False
+
+
+def container_done(pod: Obj) -> bool:
+    st = pod.get("status") or {}
+    return st.get("phase") in ("Succeeded", "Failed")
+
+
+class Follower(threading.Thread):
+    """Streams one pod's log into its replica's file until the container is done."""
+
+    def __init__(self, collector: LogCollector, pod: Obj, replica):
+        md = meta(pod)
+        super().__init__(name=f"k8s-log-{md.get('name')}", daemon=True)
+        self.collector, self.replica = collector, replica
+        self.uid, self.pod_name, self.namespace = md.get("uid", ""), md.get("name", ""), md.get("namespace", "")
+        self.lock = _lock_for(logstore.path(replica))
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        failures = 0
+        try:
+            while not self.collector.stop_event.is_set():
+                try:
+                    if self.follow_once():
+                        return
+                    failures = 0
+                except ApiException as e:
+                    if e.status == 404:
+                        return  # the pod is gone: what was not read by then is lost
+                    failures += 1
+                except Exception as e:  # noqa: BLE001 - reconnect on any stream failure
+                    log.debug("log stream %s/%s dropped: %s", self.namespace, self.pod_name, e)
+                    failures += 1
+                self.collector.stop_event.wait(min(10.0, 0.2 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0))
+        finally:
+            self.finished.set()
+
+    def _state(self) -> dict[str, Any]:
+        with self.lock:
+            cur = Cursor(self.replica)
+            return dict(cur.pods.get(self.uid) or {"ts": "", "n": 0, "done": False})
+
+    def follow_once(self) -> bool:
+        """One log request; True when the container is done and everything is stored."""
+        state = self._state()
+        if state.get("done"):
+            return True
+        since = state["ts"].split(".")[0].rstrip("Z") + "Z" if state["ts"] else None
+        resp = self.collector.open_log(self.namespace, self.pod_name, since)
+        pos = Position(state["ts"], state["n"])
+        buffer = b""
+        try:
+            for chunk in resp.stream(64 * 1024, decode_content=True):
+                buffer += chunk
+                lines, _, buffer = buffer.rpartition(b"\n")
+                if lines:
+                    self._store(pos.take(lines.split(b"\n")), pos)
+            if buffer:  # a last line without a newline: the stream ended, so it is complete
+                self._store(pos.take([buffer]), pos)
+        finally:
+            resp.release_conn()
+        pod = self.collector.pod(self.uid)
+        if pod is None or container_done(pod):
+            with self.lock:
+                cur = Cursor(self.replica)
+                cur.pods.setdefault(self.uid, {"ts": "", "n": 0})["done"] = True
+                cur.save()
+            return True
+        return False
+
+    def _store(self, lines: list[bytes], pos: Position) -> None:
+        if not lines:
+            return
+        with self.lock:
+            cur = Cursor(self.replica)
+            cur.repair()
+            cur.offset = logstore.append(self.replica, b"".join(lines))
+            cur.pods[self.uid] = {"ts": pos.stamp, "n": pos.count, "done": False}
+            cur.save()
+
+
+class Position:
+    """The last stored timestamp, how many stored lines carry it, and how many of those a
+    resumed stream (which starts at the whole second) will repeat and must be skipped."""
+
+    def __init__(self, stamp: str, count: int):
+        self.stamp, self.count = stamp, count
+        self.last = parse_ts(stamp) if stamp else None
+        self.skip = count if self.last else 0
+
+    def take(self, raw_lines: list[bytes]) -> list[bytes]:
+        """The lines to store (timestamps stripped, newline added) out of a stream's lines."""
+        out: list[bytes] = []
+        for raw in raw_lines:
+            stamp, _, text = raw.partition(b" ")
+            ts = parse_ts(stamp.decode("ascii", "replace"))
+            if ts is None:  # an unstamped line (should not happen): keep it
+                out.append(raw + b"\n")
+                continue
+            if self.last is not None and ts < self.last:
+                continue
+            if self.last is not None and ts == self.last:
+                if self.skip:
+                    self.skip -= 1
+                    continue
+                self.count += 1
+            else:
+                self.last, self.count, self.skip = ts, 1, 0
+            self.stamp = stamp.decode("ascii")
+            out.append(text + b"\n")
+        return out
+
+
+class LogCollector:
+    """Starts a follower for every started container of our pods; one per pod at a time."""
+
+    def __init__(self, api: Api, stop_event: threading.Event):
+        self.api = api
+        self.stop_event = stop_event
+        self.followers: dict[str, Follower] = {}
+        self.pods: dict[str, Obj] = {}
+        self.lock = threading.Lock()
+
+    def pod(self, uid: str) -> Obj | None:
+        with self.lock:
+            return self.pods.get(uid)
+
+    def consider(self, kind: str, event: str, pod: Obj) -> None:
+        """A ClusterState listener."""
+        if kind != "Pod":
+            return
+        uid = meta(pod).get("uid", "")
+        key = replica_key(pod)
+        if not uid or key is None:
+            return
+        with self.lock:
+            if event == "DELETED":
+                self.pods.pop(uid, None)
+                return
+            self.pods[uid] = pod
+            current = self.followers.get(uid)
+            if (current and current.is_alive()) or not container_started(pod):
+                return
+            replica = SimpleNamespace(job_id=key[0], role=key[1], index=key[2])
+            follower = Follower(self, pod, replica)
+            if current is not None and follower._state().get("done"):
+                return
+            self.followers[uid] = follower
+        follower.start()
+
+    def drain(self, job_id: int, timeout: float = 3.0) -> None:
+        """Wait a little for the followers of a job's finished pods to store their last lines,
+        so a failure message quotes the real end of the log."""
+        with self.lock:
+            waiting = [f for f in self.followers.values()
+                       if f.replica.job_id == job_id and f.is_alive() and container_done(self.pods.get(f.uid) or {})]
+        for f in waiting:
+            f.finished.wait(timeout)
+
+    def forget(self, job_id: int) -> None:
+        with self.lock:
+            for uid in [u for u, f in self.followers.items() if f.replica.job_id == job_id and not f.is_alive()]:
+                del self.followers[uid]
+
+    def open_log(self, namespace: str, name: str, since: str | None):
+        """GET the log stream with sinceTime, which the typed method does not take."""
+        query: list[tuple[str, str]] = [("container", CONTAINER), ("follow", "true"), ("timestamps", "true")]
+        if since:
+            query.append(("sinceTime", since))
+        request = self.api.client.param_serialize(
+            "GET", "/api/v1/namespaces/{namespace}/pods/{name}/log",
+            path_params={"namespace": namespace, "name": name}, query_params=query,
+            header_params={"Accept": "*/*"}, auth_settings=["BearerToken"])
+        # No read timeout: a quiet training program is not a dead stream (TCP keepalive is on).
+        resp = self.api.client.call_api(*request, _request_timeout=(10, None))
+        if not 200 <= resp.status <= 299:
+            resp.read()
+            raise ApiException.from_response(http_resp=resp, body=None, data=None)
+        return resp.response

@@ -1,0 +1,216 @@
+"""A Kubernetes datacenter's settings: `Datacenter.config` parsed, checked and defaulted.
+
+Operators edit `config` (JSON) in the admin; `parse()` turns it into a frozen `K8sSettings` or
+raises `SettingsError` with a message naming the bad key, so a typo is caught when the
+datacenter is saved rather than when a user's job starts. Every key is optional:
+
+    namespace_prefix   "paddle-"        user namespaces are <prefix><user>-<hash>
+    context            ""               kubeconfig context to use (default: its current one)
+    image / gpu_image  paddle 2.6.2     default images for CPU and GPU jobs
+    image_pull_policy  "IfNotPresent"
+    storage            {"kind": "hostPath", "path": "/mnt/paddlecloud-pfs"}; kinds: hostPath
+                       (path), pvc (claim_name), cephfs (monitors_addr, user, secret_name, path;
+                       seed 002), nfs (server, path); all take sub_path (the PFS root inside the
+                       volume) and mount_path (where /pfs is in the pod, default "/pfs")
+    secrets_namespace  ""               copy storage.secret_name / build.push_secret from here
+                                        into user namespaces (the service's own namespace)
+    node_selector, tolerations, gpu_node_selector, gpu_tolerations, priority_class_name
+    pending_timeout    600              seconds a replica may stay Pending before the job fails
+    pserver_port 7164, trainer_port 8500, cluster_domain "" (e.g. "cluster.local" for FQDNs)
+    build              {"enabled": false, "registry": "", "kaniko_image": ..., "push_secret": "",
+                        "cpu": "1", "memory": "2Gi"} runtime images from requirements.txt
+    kubeflow           false            emit a kubeflow.org/v1 PaddleJob instead of raw objects
+    watch_timeout 300, resync_seconds 600, api_timeout 30, api_retries 5
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_IMAGE = "paddlepaddle/paddle:2.6.2"
+DEFAULT_GPU_IMAGE = "paddlepaddle/paddle:2.6.2-gpu-cuda12.0-cudnn8.9-trt8.6"
+DEFAULT_KANIKO = "gcr.io/kaniko-project/executor:v1.23.2"
+STORAGE_KINDS = ("hostPath", "pvc", "cephfs", "nfs")
+_PREFIX = re.compile(r"^[a-z]([-a-z0-9]{0,18})$")
+_SUB_PATH = re.compile(r"^[A-Za-z0-9._/-]*$")
+
+
+class SettingsError(ValueError):
+    """A bad `Datacenter.config` for the kubernetes backend; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Storage:
+    kind: str = "hostPath"
+    path: str = "/mnt/paddlecloud-pfs"  # hostPath dir, CephFS path, or NFS export
+    claim_name: str = "paddlecloud-pfs"
+    server: str = ""
+    monitors_addr: str = ""
+    user: str = "admin"
+    secret_name: str = "cephfs-secret"
+    sub_path: str = ""
+    mount_path: str = "/pfs"
+
+
+@dataclass(frozen=True)
+class Build:
+    enabled: bool = False
+    registry: str = ""  # e.g. registry.example.com/paddlecloud: runtime images are pushed here
+    kaniko_image: str = DEFAULT_KANIKO
+    push_secret: str = ""  # a kubernetes.io/dockerconfigjson Secret in secrets_namespace
+    cpu: str = "1"
+    memory: str = "2Gi"
+
+
+@dataclass(frozen=True)
+class K8sSettings:
+    datacenter: str
+    namespace_prefix: str = "paddle-"
+    context: str = ""
+    image: str = DEFAULT_IMAGE
+    gpu_image: str = DEFAULT_GPU_IMAGE
+    image_pull_policy: str = "IfNotPresent"
+    storage: Storage = field(default_factory=Storage)
+    secrets_namespace: str = ""
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    gpu_node_selector: dict[str, str] = field(default_factory=dict)
+    gpu_tolerations: list[dict[str, Any]] = field(default_factory=list)
+    priority_class_name: str = ""
+    pending_timeout: int = 600
+    pserver_port: int = 7164
+    trainer_port: int = 8500
+    cluster_domain: str = ""
+    build: Build = field(default_factory=Build)
+    kubeflow: bool = False
+    watch_timeout: int = 300
+    resync_seconds: int = 600
+    api_timeout: int = 30
+    api_retries: int = 5
+
+    def namespace(self, username: str) -> str:
+        return user_namespace(self.namespace_prefix, username)
+
+    def service_domain(self, namespace: str) -> str:
+        """The DNS suffix of a Service in `namespace` (short form unless cluster_domain is set)."""
+        return f"{namespace}.svc.{self.cluster_domain}" if self.cluster_domain else f"{namespace}.svc"
+
+
+def sanitize(text: str, limit: int) -> str:
+    """Lowercase DNS-label characters only, no leading/trailing '-', at most `limit` long."""
+    out = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return out[:limit].rstrip("-")
+
+
+def user_namespace(prefix: str, username: str) -> str:
+    """`<prefix><sanitized user>-<hash>`: readable, DNS-safe, and collision-proof because the
+    hash is of the exact username (so "a.b" and "a-b" differ even though both sanitize alike)."""
+    digest = hashlib.sha256(username.encode()).hexdigest()[:8]
+    room = 63 - len(prefix) - len(digest) - 1
+    name = sanitize(username, room)
+    return f"{prefix}{name}-{digest}" if name else f"{prefix}{digest}"
+
+
+def _check(cond: bool, message: str) -> None:
+    if not cond:
+        raise SettingsError(message)
+
+
+def _dict_of_str(value: Any, key: str) -> dict[str, str]:
+    _check(isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()),
+           f"{key}: a mapping of label names to string values")
+    return dict(value)
+
+
+def _list_of_dict(value: Any, key: str) -> list[dict[str, Any]]:
+    _check(isinstance(value, list) and all(isinstance(v, dict) for v in value), f"{key}: a list of objects")
+    return list(value)
+
+
+def _int(value: Any, key: str, low: int, high: int) -> int:
+    _check(isinstance(value, int) and not isinstance(value, bool) and low <= value <= high,
+           f"{key}: a whole number from {low} to {high}")
+    return value
+
+
+def _str(value: Any, key: str) -> str:
+    _check(isinstance(value, str), f"{key}: text")
+    return value.strip()
+
+
+def _parse_storage(raw: Any) -> Storage:
+    _check(isinstance(raw, dict), "storage: an object with a 'kind'")
+    known = set(Storage.__dataclass_fields__)
+    unknown = sorted(set(raw) - known)
+    _check(not unknown, f"storage: unknown keys {unknown}; known: {sorted(known)}")
+    values = {k: _str(v, f"storage.{k}") for k, v in raw.items()}
+    st = Storage(**values)
+    _check(st.kind in STORAGE_KINDS, f"storage.kind: one of {', '.join(STORAGE_KINDS)}")
+    _check(_SUB_PATH.match(st.sub_path) is not None and ".." not in st.sub_path.split("/"),
+           "storage.sub_path: a relative path without '..'")
+    _check(st.mount_path.startswith("/") and ".." not in st.mount_path.split("/"),
+           "storage.mount_path: an absolute path")
+    if st.kind == "hostPath":
+        _check(st.path.startswith("/"), "storage.path: the absolute host directory of the PFS root")
+    elif st.kind == "pvc":
+        _check(bool(st.claim_name), "storage.claim_name: the PersistentVolumeClaim in each user namespace")
+    elif st.kind == "cephfs":
+        _check(bool(st.monitors_addr), "storage.monitors_addr: the Ceph monitors, e.g. 10.0.0.1:6789,10.0.0.2:6789")
+        _check(bool(st.secret_name), "storage.secret_name: the Secret holding the Ceph key")
+    elif st.kind == "nfs":
+        _check(bool(st.server) and st.path.startswith("/"), "storage: nfs needs server and an absolute path")
+    return st
+
+
+def _parse_build(raw: Any) -> Build:
+    _check(isinstance(raw, dict), "build: an object")
+    known = set(Build.__dataclass_fields__)
+    unknown = sorted(set(raw) - known)
+    _check(not unknown, f"build: unknown keys {unknown}; known: {sorted(known)}")
+    values = {k: (bool(v) if k == "enabled" else _str(v, f"build.{k}")) for k, v in raw.items()}
+    b = Build(**values)
+    if b.enabled:
+        _check(bool(b.registry), "build.registry: where runtime images go, e.g. registry.example.com/paddlecloud")
+    return b
+
+
+def parse(datacenter_name: str, config: dict[str, Any] | None) -> K8sSettings:
+    config = dict(config or {})
+    known = set(K8sSettings.__dataclass_fields__) - {"datacenter"}
+    unknown = sorted(set(config) - known)
+    _check(not unknown, f"unknown keys {unknown}; known: {sorted(known)}")
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if key == "storage":
+            out[key] = _parse_storage(value)
+        elif key == "build":
+            out[key] = _parse_build(value)
+        elif key in ("node_selector", "gpu_node_selector"):
+            out[key] = _dict_of_str(value, key)
+        elif key in ("tolerations", "gpu_tolerations"):
+            out[key] = _list_of_dict(value, key)
+        elif key == "kubeflow":
+            _check(isinstance(value, bool), "kubeflow: true or false")
+            out[key] = value
+        elif key in ("pserver_port", "trainer_port"):
+            out[key] = _int(value, key, 1, 65535)
+        elif key in ("pending_timeout", "watch_timeout", "resync_seconds", "api_timeout"):
+            out[key] = _int(value, key, 1, 7 * 24 * 3600)
+        elif key == "api_retries":
+            out[key] = _int(value, key, 1, 20)
+        else:
+            out[key] = _str(value, key)
+    settings = K8sSettings(datacenter=datacenter_name, **out)
+    _check(_PREFIX.match(settings.namespace_prefix.rstrip("-")) is not None and settings.namespace_prefix.endswith("-"),
+           "namespace_prefix: up to 20 lowercase letters, digits and '-', starting with a letter and ending with '-'")
+    _check(settings.image_pull_policy in ("Always", "IfNotPresent", "Never"),
+           "image_pull_policy: Always, IfNotPresent or Never")
+    _check(settings.pserver_port != settings.trainer_port, "pserver_port and trainer_port must differ")
+    return settings
+
+
+def for_datacenter(datacenter) -> K8sSettings:
+    return parse(datacenter.name, datacenter.config)

@@ -1,0 +1,288 @@
+"""Long-running watches of one datacenter: pods, Jobs and StatefulSets with our labels across
+all namespaces, and Warning events (failed mounts and failed pod creation only show there).
+
+Each kind is listed once and then watched from the list's resourceVersion; every event moves
+the resourceVersion on, so a dropped stream resumes where it stopped, and a 410 Gone (the
+server no longer has that version) makes it list again and diff. Requests are per kind, not per
+job: the cost of following 10 or 1000 jobs is the same. The state lives in memory in the
+watcher process; `observe()` of the backend reads it there and nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes.client.rest import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+
+from ..manifests import LABEL_DATACENTER, LABEL_JOB, LABEL_JOB_ID
+from .k8s_client import Api, is_transient
+from .k8s_status import Warning, meta
+
+log = logging.getLogger(__name__)
+Obj = dict[str, Any]
+POD, JOB, STATEFULSET, EVENT, PADDLEJOB = "Pod", "Job", "StatefulSet", "Event", "PaddleJob"
+
+
+class Gone(Exception):
+    """The watch's resourceVersion is too old (HTTP 410): list again."""
+
+
+class ClusterState:
+    """What the watches have seen, indexed by job id; thread-safe."""
+
+    def __init__(self, namespace_prefix: str):
+        self.prefix = namespace_prefix
+        self.lock = threading.RLock()
+        self.objects: dict[str, dict[str, Obj]] = {POD: {}, JOB: {}, STATEFULSET: {}, PADDLEJOB: {}}
+        self.gone_pods: dict[str, Obj] = {}  # uid -> last state of a deleted pod
+        self.warnings: dict[tuple[str, str, str], Warning] = {}  # (ns, kind, name) -> latest
+        self.synced: set[str] = set()
+        self.dirty: set[int] = set()
+        self.listeners: list[Callable[[str, str, Obj], None]] = []
+
+    @staticmethod
+    def key(obj: Obj) -> str:
+        md = meta(obj)
+        return md.get("uid") or f"{md.get('namespace')}/{md.get('name')}"
+
+    @staticmethod
+    def job_id(obj: Obj) -> int | None:
+        try:
+            return int((meta(obj).get("labels") or {})[LABEL_JOB_ID])
+        except (KeyError, ValueError):
+            return None
+
+    def apply(self, kind: str, event: str, obj: Obj) -> None:
+        if kind == EVENT:
+            self._apply_event(obj)
+            return
+        key = self.key(obj)
+        with self.lock:
+            if event == "DELETED":
+                self.objects[kind].pop(key, None)
+                if kind == POD:
+                    self.gone_pods[key] = obj
+            else:
+                self.objects[kind][key] = obj
+                if kind == POD:
+                    self.gone_pods.pop(key, None)
+            self._touch(obj)
+        for listener in self.listeners:
+            listener(kind, event, obj)
+
+    def replace(self, kind: str, items: list[Obj]) -> None:
+        """A fresh list: whatever vanished meanwhile counts as deleted."""
+        fresh = {self.key(o): o for o in items}
+        with self.lock:
+            if kind == EVENT:
+                self.warnings.clear()
+            else:
+                for key, old in list(self.objects[kind].items()):
+                    if key not in fresh:
+                        self.apply(kind, "DELETED", old)
+            self.synced.add(kind)
+        for obj in items:
+            self.apply(kind, "ADDED", obj)
+
+    def _touch(self, obj: Obj) -> None:
+        job_id = self.job_id(obj)
+        if job_id is not None:
+            self.dirty.add(job_id)
+
+    def _apply_event(self, ev: Obj) -> None:
+        inv = ev.get("involvedObject") or ev.get("regarding") or {}
+        ns = inv.get("namespace") or ""
+        kind = inv.get("kind")
+        if ev.get("type") != "Warning" or not ns.startswith(self.prefix) or kind not in (POD, JOB, STATEFULSET):
+            return
+        with self.lock:
+            self.warnings[(ns, kind, inv.get("name", ""))] = Warning(ev.get("reason") or "", ev.get("message") or "")
+            for kind in (POD, JOB, STATEFULSET):
+                for obj in self.objects[kind].values():
+                    md = meta(obj)
+                    if kind == inv["kind"] and md.get("namespace") == ns and md.get("name") == inv.get("name"):
+                        self._touch(obj)
+
+    # --- reads (the backend's observe) ------------------------------------------------------
+    def ready(self) -> bool:
+        with self.lock:
+            return {POD, JOB, STATEFULSET} <= self.synced
+
+    def pods_of(self, job_id: int) -> tuple[list[Obj], list[Obj]]:
+        """(live pods, deleted pods) of a job."""
+        with self.lock:
+            live = [p for p in self.objects[POD].values() if self.job_id(p) == job_id]
+            gone = [p for p in self.gone_pods.values() if self.job_id(p) == job_id]
+        return live, gone
+
+    def workload(self, kind: str, namespace: str, name: str) -> Obj | None:
+        with self.lock:
+            for obj in self.objects[kind].values():
+                md = meta(obj)
+                if md.get("namespace") == namespace and md.get("name") == name:
+                    return obj
+        return None
+
+    def warning(self, namespace: str, kind: str, name: str) -> Warning | None:
+        with self.lock:
+            return self.warnings.get((namespace, kind, name))
+
+    def job_ids(self) -> set[int]:
+        with self.lock:
+            return {i for objs in self.objects.values() for o in objs.values() if (i := self.job_id(o)) is not None}
+
+    def take_dirty(self) -> set[int]:
+        with self.lock:
+            out, self.dirty = self.dirty, set()
+        return out
+
+    def forget(self, job_id: int) -> None:
+        """Drop what is kept of a job's deleted pods once the job is settled."""
+        with self.lock:
+            for key in [k for k, p in self.gone_pods.items() if self.job_id(p) == job_id]:
+                del self.gone_pods[key]
+            live = {(meta(p).get("namespace"), meta(p).get("name")) for p in self.objects[POD].values()}
+            for k in [k for k in self.warnings if k[1] == POD and (k[0], k[2]) not in live]:
+                del self.warnings[k]
+
+
+class ResourceWatch(threading.Thread):
+    """List, then watch from the list's resourceVersion, forever; relist on 410 Gone."""
+
+    def __init__(self, state: ClusterState, kind: str, list_fn: Callable[..., Any], *, stop: threading.Event,
+                 timeout: int, **selectors: Any):
+        super().__init__(name=f"k8s-watch-{kind}", daemon=True)
+        self.state, self.kind, self.list_fn, self.stop_event = state, kind, list_fn, stop
+        self.timeout, self.selectors = timeout, selectors
+        self.resource_version: str | None = None
+        self.relists = 0
+
+    def run(self) -> None:
+        failures = 0
+        while not self.stop_event.is_set():
+            try:
+                if self.resource_version is None:
+                    self.relist()
+                self.watch_once()
+                failures = 0
+            except Gone:
+                log.info("watch %s: resourceVersion %s expired, listing again", self.kind, self.resource_version)
+                self.resource_version = None
+            except Exception as e:  # noqa: BLE001 - a watch must outlive any failure
+                failures += 1
+                if not is_transient(e):
+                    log.warning("watch %s failed: %s", self.kind, e)
+                    if isinstance(e, ApiException) and e.status in (401, 403):
+                        self.resource_version = None  # maybe fixed by the operator: start over
+                delay = min(30.0, 0.5 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0)
+                self.stop_event.wait(delay)
+
+    def _request(self, **params: Any):
+        return self.list_fn(**self.selectors, **params, _preload_content=False,
+                            _request_timeout=(10, self.timeout + 30))
+
+    def relist(self) -> None:
+        resp = self._request()
+        try:
+            data = json.loads(resp.data)
+        finally:
+            resp.release_conn()
+        self.state.replace(self.kind, data.get("items") or [])
+        self.resource_version = (data.get("metadata") or {}).get("resourceVersion")
+        self.relists += 1
+
+    def watch_once(self) -> None:
+        resp = self._request(watch=True, resource_version=self.resource_version, allow_watch_bookmarks=True,
+                             timeout_seconds=self.timeout)
+        try:
+            for line in iter_resp_lines(resp):
+                if self.stop_event.is_set():
+                    return
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    if obj.get("code") == 410:
+                        raise Gone()
+                    raise ApiException(status=obj.get("code") or 500, reason=obj.get("message") or "watch error")
+                rv = meta(obj).get("resourceVersion")
+                if event.get("type") != "BOOKMARK":
+                    self.state.apply(self.kind, event.get("type") or "MODIFIED", obj)
+                if rv:
+                    self.resource_version = rv
+        finally:
+            resp.close()
+            resp.release_conn()
+
+
+class ClusterWatcher:
+    """The watches of one datacenter and the state they fill."""
+
+    def __init__(self, api: Api):
+        self.api = api
+        self.settings = api.settings
+        self.state = ClusterState(self.settings.namespace_prefix)
+        self.stop_event = threading.Event()
+        self.logs: Any = None  # the LogCollector, set by whoever starts the watcher
+        selector = f"{LABEL_JOB},{LABEL_DATACENTER}={self.settings.datacenter}"
+        t = self.settings.watch_timeout
+        self.threads = [
+            ResourceWatch(self.state, POD, api.core.list_pod_for_all_namespaces, stop=self.stop_event,
+                          timeout=t, label_selector=selector),
+            ResourceWatch(self.state, JOB, api.batch.list_job_for_all_namespaces, stop=self.stop_event,
+                          timeout=t, label_selector=selector),
+            ResourceWatch(self.state, STATEFULSET, api.apps.list_stateful_set_for_all_namespaces,
+                          stop=self.stop_event, timeout=t, label_selector=selector),
+            ResourceWatch(self.state, EVENT, api.core.list_event_for_all_namespaces, stop=self.stop_event,
+                          timeout=t, field_selector="type=Warning"),
+        ]
+
+    def start(self) -> None:
+        for t in self.threads:
+            t.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def wait_synced(self, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.state.ready():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+
+# The watchers running in this process, by datacenter id: observe() reads their state.
+_running: dict[int, ClusterWatcher] = {}
+_running_lock = threading.Lock()
+
+
+def register(datacenter_id: int, watcher: ClusterWatcher | None) -> None:
+    with _running_lock:
+        if watcher is None:
+            _running.pop(datacenter_id, None)
+        else:
+            _running[datacenter_id] = watcher
+
+
+def running(datacenter_id: int) -> ClusterWatcher | None:
+    with _running_lock:
+        return _running.get(datacenter_id)
+
+
+def stop_all() -> None:
+    """Stop every watcher of this process (tests, shutdown)."""
+    with _running_lock:
+        watchers = list(_running.values())
+        _running.clear()
+    for watcher in watchers:
+        watcher.stop()

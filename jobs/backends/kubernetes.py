@@ -1,0 +1,302 @@
+"""Kubernetes backend: a job's replicas as objects in its user's namespace (jobs/manifests.py).
+
+prepare: the package is snapshotted in PFS (as the local backend copies it), the user's
+  namespace, ResourceQuota and copied Secrets are ensured, and the runtime image is built if the
+  datacenter builds them (k8s_build.py).
+launch: root ConfigMap, pull Secret, headless Services, pserver StatefulSet; the trainer Job only
+  once every pserver is ready (seed 001's order): the watcher calls `advance()` when the
+  StatefulSet reports them ready. Collective jobs start their trainers at once.
+stop: deleting the root cascades to everything (kill leaves nothing behind); stopping only the
+  pservers (all trainers done) deletes their StatefulSet.
+delete: a foreground delete of the root, waited for, so the name is free when the job row goes.
+observe: from the watcher's in-memory state (k8s_sync.observe_job); no API call per job.
+
+Every step is idempotent: creates that meet 409 and deletes that meet 404 count as done.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from base64 import b64decode
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from django.conf import settings as django_settings
+
+from pfs.paths import PathError, resolve
+from quotas.services import effective_quota
+
+from .. import manifests
+from ..models import Job, JobState, Replica
+from .base import Backend, LaunchError, ReplicaStatus
+from .k8s_client import Api, api_for
+from .k8s_settings import K8sSettings, SettingsError, for_datacenter
+
+log = logging.getLogger(__name__)
+ROOT_WAIT_SECONDS = 30
+DELETE_WAIT_SECONDS = 60
+
+
+def _copy_atomic(src: Path, dest: Path) -> None:
+    if dest.exists():
+        return
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp, symlinks=True)
+    tmp.rename(dest)
+
+
+class KubernetesBackend(Backend):
+    def __init__(self, datacenter):
+        super().__init__(datacenter)
+        self._api: Api | None = None
+
+    @property
+    def settings(self) -> K8sSettings:
+        try:
+            return for_datacenter(self.datacenter)
+        except SettingsError as e:
+            raise LaunchError("DatacenterMisconfigured", f"datacenter {self.datacenter.name}: {e}") from e
+
+    @property
+    def api(self) -> Api:
+        if self._api is None:
+            self._api = api_for(self.datacenter)
+        return self._api
+
+    def namespace(self, job) -> str:
+        return self.settings.namespace(job.user.get_username())
+
+    def snapshot(self, job) -> Path:
+        """The job's package copy on the server's view of the shared PFS volume."""
+        return django_settings.PFS_ROOT / self.datacenter.name / manifests.snapshot_dir(job)
+
+    def requirements(self, job) -> str:
+        try:
+            return (self.snapshot(job) / "package" / "requirements.txt").read_text()
+        except FileNotFoundError:
+            return ""
+
+    def runtime(self, job) -> tuple[str, bool]:
+        """(image, whether it already has the requirements installed)."""
+        from .k8s_build import runtime_image_name
+
+        base = manifests.image_for(job, self.settings)
+        requirements = self.requirements(job)
+        if self.settings.build.enabled and requirements.strip():
+            return runtime_image_name(self.settings, base, requirements), True
+        return base, False
+
+    # --- prepare ---------------------------------------------------------------------------
+    def prepare(self, job, heartbeat: Callable[[], None]) -> None:
+        self._snapshot(job)
+        self.ensure_namespace(job.user)
+        if self.runtime(job)[1]:
+            from .k8s_build import ensure_runtime_image
+
+            ensure_runtime_image(self, job, heartbeat)
+
+    def _snapshot(self, job) -> None:
+        dest = self.snapshot(job) / "package"
+        if not dest.exists():
+            try:
+                src = resolve(job.user, job.package).ensure_contained()
+            except PathError as e:
+                raise LaunchError("PackageUnavailable", f"{job.package}: {e.message}") from e
+            if not src.is_dir():
+                raise LaunchError("PackageUnavailable", f"{job.package} is not a directory any more")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            _copy_atomic(src, dest)
+        # subPath mounts of missing directories would be created by the kubelet as root.
+        base = django_settings.PFS_ROOT / self.datacenter.name
+        (base / "home" / job.user.get_username()).mkdir(parents=True, exist_ok=True)
+        (base / "public").mkdir(parents=True, exist_ok=True)
+
+    def ensure_namespace(self, user) -> str:
+        """The user's namespace with its ResourceQuota and copied Secrets; safe to repeat."""
+        st, api = self.settings, self.api
+        ns = st.namespace(user.get_username())
+        api.create(api.core.create_namespace, body=manifests.namespace(st, user.get_username()))
+        quota = effective_quota(user, self.datacenter)
+        body = manifests.resource_quota(ns, cpu_millicores=quota.cpu_millicores, memory_bytes=quota.memory_bytes,
+                                        gpus=quota.gpus)
+        if api.create(api.core.create_namespaced_resource_quota, ns, body=body) is None:
+            api.call(api.core.replace_namespaced_resource_quota, body["metadata"]["name"], ns, body=body)
+        for name in self._shared_secrets():
+            source = api.raw(api.core.read_namespaced_secret, name, st.secrets_namespace)
+            if source is None:
+                raise LaunchError("SecretMissing", f"datacenter {self.datacenter.name}: Secret {name} not found in "
+                                                   f"namespace {st.secrets_namespace}")
+            copy = manifests.copied_secret(source, ns)
+            if api.create(api.core.create_namespaced_secret, ns, body=copy) is None:
+                api.call(api.core.replace_namespaced_secret, name, ns, body=copy)
+        return ns
+
+    def _shared_secrets(self) -> list[str]:
+        st = self.settings
+        if not st.secrets_namespace:
+            return []
+        names = [st.storage.secret_name] if st.storage.kind == "cephfs" else []
+        if st.build.enabled and st.build.push_secret:
+            names.append(st.build.push_secret)
+        return names
+
+    # --- launch ----------------------------------------------------------------------------
+    def _still(self, job) -> bool:
+        return Job.objects.filter(pk=job.pk, state__in=[JobState.BUILDING, JobState.STARTING]).exists()
+
+    def launch(self, job) -> None:
+        api, st = self.api, self.settings
+        ns = self.ensure_namespace(job.user)
+        if not self._still(job):
+            return  # killed meanwhile: create nothing
+        owner = manifests.owner_reference(self.ensure_root(job, ns))
+        image, ready = self.runtime(job)
+        pulls = self.ensure_pull_secret(job, ns, owner, ready)
+        self._assign_endpoints(job, ns)
+        opts = {"image": image, "runtime_ready": ready, "pull_secrets": pulls, "grace_seconds": self._grace()}
+        if st.kubeflow:
+            api.create(api.custom.create_namespaced_custom_object, "kubeflow.org", "v1", ns, "paddlejobs",
+                       body=manifests.paddle_job(job, st, ns, owner, **opts))
+            return
+        if job.pservers:
+            api.create(api.core.create_namespaced_service, ns,
+                       body=manifests.headless_service(job, ns, "pserver", st.pserver_port, owner))
+            api.create(api.apps.create_namespaced_stateful_set, ns,
+                       body=manifests.pserver_statefulset(job, st, ns, owner, **opts))
+        api.create(api.core.create_namespaced_service, ns,
+                   body=manifests.headless_service(job, ns, "trainer", st.trainer_port, owner))
+        if not job.pservers:
+            api.create(api.batch.create_namespaced_job, ns, body=manifests.trainer_job(job, st, ns, owner, **opts))
+        else:
+            self.advance(job)  # a relaunch may find the pservers ready already
+
+    def advance(self, job, ready: int | None = None) -> bool:
+        """Create the trainers once every pserver is ready; True when they exist (or were made)."""
+        st, api = self.settings, self.api
+        if st.kubeflow or not job.pservers:
+            return False
+        ns = self.namespace(job)
+        if ready is None:
+            sset = api.raw(api.apps.read_namespaced_stateful_set, manifests.pserver_name(job), ns)
+            ready = int(((sset or {}).get("status") or {}).get("readyReplicas") or 0)
+        if ready < job.pservers:
+            return False
+        root = api.raw(api.core.read_namespaced_config_map, manifests.root_name(job), ns)
+        if not root or (root["metadata"].get("labels") or {}).get(manifests.LABEL_JOB_ID) != str(job.pk) \
+                or root["metadata"].get("deletionTimestamp"):
+            return False  # stopped meanwhile
+        image, runtime_ready = self.runtime(job)
+        pulls = self.pull_secret_names(job, runtime_ready)
+        body = manifests.trainer_job(job, st, ns, manifests.owner_reference(root), image=image,
+                                     runtime_ready=runtime_ready, pull_secrets=pulls, grace_seconds=self._grace())
+        api.create(api.batch.create_namespaced_job, ns, body=body)
+        return True
+
+    def _grace(self) -> int:
+        return max(1, int(django_settings.KILL_GRACE_SECONDS))
+
+    def ensure_root(self, job, ns: str) -> dict:
+        """The job's root object (owner of all others). A root left by an earlier job of the same
+        name is waited out while the cluster deletes it, then the answer is a clear error."""
+        api = self.api
+        body = manifests.root(job, ns)
+        name = body["metadata"]["name"]
+        deadline = time.monotonic() + ROOT_WAIT_SECONDS
+        while True:
+            created = api.create(api.core.create_namespaced_config_map, ns, body=body)
+            if created is not None:
+                return {"metadata": {"name": created.metadata.name, "uid": created.metadata.uid}}
+            existing = api.raw(api.core.read_namespaced_config_map, name, ns)
+            if existing is None:
+                continue  # deleted between the two calls
+            md = existing["metadata"]
+            if (md.get("labels") or {}).get(manifests.LABEL_JOB_ID) == str(job.pk):
+                return existing  # ours, from an earlier attempt
+            if not md.get("deletionTimestamp"):
+                # Left by a job whose row is gone (deleted while the cluster was unreachable).
+                api.delete(api.core.delete_namespaced_config_map, name, ns, propagation="Foreground")
+            if time.monotonic() > deadline:
+                raise LaunchError("NameInUse", f"the cluster is still deleting the objects of an earlier job named "
+                                               f"'{job.name}'; submit again in a minute, or use another name")
+            time.sleep(1)
+
+    def pull_secret_names(self, job, runtime_ready: bool) -> list[str]:
+        st = self.settings
+        built = runtime_ready and st.build.push_secret and st.secrets_namespace
+        return [manifests.pull_secret_name(job)] if job.registry_id or built else []
+
+    def ensure_pull_secret(self, job, ns: str, owner: dict, runtime_ready: bool) -> list[str]:
+        names = self.pull_secret_names(job, runtime_ready)
+        if not names:
+            return []
+        api, st = self.api, self.settings
+        auths: dict[str, dict] = {}
+        if runtime_ready and st.build.push_secret and st.secrets_namespace:
+            source = api.raw(api.core.read_namespaced_secret, st.build.push_secret, st.secrets_namespace) or {}
+            raw = (source.get("data") or {}).get(".dockerconfigjson")
+            if raw:
+                auths.update(json.loads(b64decode(raw)).get("auths") or {})
+        if job.registry_id:
+            reg = job.registry
+            auths[reg.server] = manifests.docker_auth(reg.username, reg.password)
+        body = manifests.dockerconfig_secret(names[0], ns, auths, manifests.labels(job), owner)
+        api.create(api.core.create_namespaced_secret, ns, body=body)
+        return names
+
+    def _assign_endpoints(self, job, ns: str) -> None:
+        topo = manifests.topology(job, self.settings, ns)
+        for replica in job.replicas.all():
+            endpoint = (topo.pservers if replica.role == Replica.Role.PSERVER else topo.trainers)[replica.index]
+            host, port = endpoint.rsplit(":", 1)
+            if replica.host != host or replica.port != int(port):
+                Replica.objects.filter(pk=replica.pk).update(host=host, port=int(port))
+
+    # --- stop, delete ----------------------------------------------------------------------
+    def stop(self, job, replicas: Iterable | None = None) -> None:
+        try:
+            api, ns = self.api, self.namespace(job)
+        except LaunchError as e:
+            log.warning("job %s: cannot stop: %s", job.pk, e.message)
+            return
+        roles = None if replicas is None else {r.role for r in replicas}
+        if roles is None or job.state in (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED):
+            # Everything hangs off the root: one delete, the garbage collector does the rest.
+            root = api.raw(api.core.read_namespaced_config_map, manifests.root_name(job), ns)
+            if root and (root["metadata"].get("labels") or {}).get(manifests.LABEL_JOB_ID) == str(job.pk):
+                api.delete(api.core.delete_namespaced_config_map, manifests.root_name(job), ns)
+            return
+        if "pserver" in roles:
+            api.delete(api.apps.delete_namespaced_stateful_set, manifests.pserver_name(job), ns)
+        if "trainer" in roles:
+            api.delete(api.batch.delete_namespaced_job, manifests.trainer_name(job), ns)
+
+    def delete(self, job) -> None:
+        api, ns, name = self.api, self.namespace(job), manifests.root_name(job)
+        deadline = time.monotonic() + DELETE_WAIT_SECONDS
+        while True:
+            root = api.raw(api.core.read_namespaced_config_map, name, ns)
+            if root is None or (root["metadata"].get("labels") or {}).get(manifests.LABEL_JOB_ID) != str(job.pk):
+                break
+            if not root["metadata"].get("deletionTimestamp"):
+                api.delete(api.core.delete_namespaced_config_map, name, ns, propagation="Foreground")
+            if time.monotonic() > deadline:
+                # The task fails and the periodic reconcile tries again; the name stays taken.
+                raise LaunchError("DeleteTimeout", f"the cluster has not finished deleting job {job.name}")
+            time.sleep(0.5)
+        shutil.rmtree(self.snapshot(job), ignore_errors=True)
+
+    # --- observe ---------------------------------------------------------------------------
+    def observe(self, job) -> dict[tuple[str, int], ReplicaStatus]:
+        """What the watcher process has seen. Elsewhere (worker, web) nothing is reported and
+        the job keeps its recorded replica states: status is the watcher's, not a poll's."""
+        from . import k8s_watch
+        from .k8s_sync import observe_job
+
+        watcher = k8s_watch.running(self.datacenter.pk)
+        if watcher is None or not watcher.state.ready():
+            return {}
+        return observe_job(watcher.state, job, self.namespace(job))

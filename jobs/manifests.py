@@ -1,0 +1,395 @@
+"""Every Kubernetes object the kubernetes backend creates, as plain dicts. Pure functions: no
+API calls, no database, no clock, so each can be validated against the OpenAPI schemas.
+
+One job in its user's namespace is:
+- a root ConfigMap `<job>` that owns everything else (deleting it cascades: no orphans),
+- `<job>-pull`, a dockerconfigjson Secret with the job's registry credentials (if any),
+- pservers: StatefulSet `<job>-pserver` + headless Service of the same name, so pserver i is
+  `<job>-pserver-<i>.<job>-pserver.<ns>.svc` before it starts; a TCP readiness probe on its port,
+- trainers: Indexed Job `<job>-trainer` (index = trainer id) + headless Service for their names
+  (`<job>-trainer-<i>.<job>-trainer.<ns>.svc`; rank 0 is the collective master),
+- optionally the runtime image build Job `<job>-build` (kaniko), see k8s_extra.py.
+
+A pod template is shared by every index, so per-index values of the process contract come from
+the pod itself (downward API) through Kubernetes' `$(VAR)` expansion; everything literal is
+escaped so `$(...)` in a user's entry point or env reaches the program unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+from . import contract
+from .backends.k8s_settings import K8sSettings, sanitize
+
+LABEL_JOB = "paddlecloud/job"
+LABEL_JOB_ID = "paddlecloud/job-id"
+LABEL_ROLE = "paddlecloud/role"
+LABEL_INDEX = "paddlecloud/index"
+LABEL_DATACENTER = "paddlecloud/datacenter"
+LABEL_USER = "paddlecloud/user"
+ANNOTATION_USERNAME = "paddlecloud/username"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "paddlecloud"}
+CONTAINER = "paddle"
+WORKSPACE = "/workspace"
+PACKAGE_MOUNT = "/paddlecloud/package"
+# Where Kubernetes puts a pod's index: Indexed Job pods (1.21+) and training-operator pods.
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+KUBEFLOW_INDEX = "training.kubeflow.org/replica-index"
+
+Obj = dict[str, Any]
+
+
+# --- names and labels --------------------------------------------------------------------------
+def root_name(job) -> str:
+    return job.name
+
+
+def pserver_name(job) -> str:
+    return f"{job.name}-pserver"
+
+
+def trainer_name(job) -> str:
+    return f"{job.name}-trainer"
+
+
+def pull_secret_name(job) -> str:
+    return f"{job.name}-pull"
+
+
+def labels(job, role: str | None = None, index: int | None = None) -> dict[str, str]:
+    out = {LABEL_JOB: job.name, LABEL_JOB_ID: str(job.pk), LABEL_DATACENTER: job.datacenter.name,
+           LABEL_USER: sanitize(job.user.get_username(), 63) or "user", **MANAGED_BY}
+    if role:
+        out[LABEL_ROLE] = role
+    if index is not None:
+        out[LABEL_INDEX] = str(index)
+    return out
+
+
+def _meta(name: str, namespace: str | None, lbls: dict[str, str], owner: Obj | None = None, **extra) -> Obj:
+    meta: Obj = {"name": name, "labels": dict(lbls)}
+    if namespace:
+        meta["namespace"] = namespace
+    if owner:
+        meta["ownerReferences"] = [owner]
+    meta.update(extra)
+    return meta
+
+
+def owner_reference(root: Obj) -> Obj:
+    """Points a child at the job's root ConfigMap; blockOwnerDeletion makes a foreground delete
+    of the root wait until every child is gone, so "deleted" really means gone."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": root["metadata"]["name"],
+            "uid": root["metadata"]["uid"], "blockOwnerDeletion": True}
+
+
+def escape(value: str) -> str:
+    """Kubernetes expands `$(VAR)` in env values, command and args; `$$` is a literal `$`."""
+    return value.replace("$", "$$")
+
+
+# --- per-user objects --------------------------------------------------------------------------
+def namespace(settings: K8sSettings, username: str) -> Obj:
+    lbls = {LABEL_DATACENTER: settings.datacenter, LABEL_USER: sanitize(username, 63) or "user", **MANAGED_BY}
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": _meta(settings.namespace(username), None, lbls, annotations={ANNOTATION_USERNAME: username})}
+
+
+def resource_quota(ns: str, *, cpu_millicores: int, memory_bytes: int, gpus: int) -> Obj:
+    """Mirrors the user's PaddleCloud quota, so the cluster enforces it too (requests = limits
+    on every container we make, so both are bounded alike)."""
+    cpu, mem = f"{cpu_millicores}m", str(memory_bytes)
+    return {"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": _meta("paddlecloud-quota", ns, MANAGED_BY),
+            "spec": {"hard": {"requests.cpu": cpu, "limits.cpu": cpu, "requests.memory": mem, "limits.memory": mem,
+                              "requests.nvidia.com/gpu": str(gpus)}}}
+
+
+def copied_secret(source: Obj, ns: str) -> Obj:
+    """A Secret from the service's namespace (Ceph key, registry push credentials) for `ns`."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": source.get("type") or "Opaque",
+            "metadata": _meta(source["metadata"]["name"], ns, MANAGED_BY), "data": dict(source.get("data") or {})}
+
+
+def dockerconfig_secret(name: str, ns: str, auths: dict[str, Obj], lbls: dict[str, str], owner: Obj | None) -> Obj:
+    """`auths` maps a registry server to {"username", "password", "auth"} (see docker_auth)."""
+    payload = json.dumps({"auths": auths}, sort_keys=True)
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+            "metadata": _meta(name, ns, lbls, owner), "stringData": {".dockerconfigjson": payload}}
+
+
+def docker_auth(username: str, password: str) -> Obj:
+    import base64
+
+    token = base64.b64encode(f"{username}:{password}".encode()).decode()
+    return {"username": username, "password": password, "auth": token}
+
+
+# --- per-job objects ---------------------------------------------------------------------------
+def root(job, ns: str) -> Obj:
+    summary = {"mode": job.mode, "pservers": job.pservers, "trainers": job.trainers, "entry": job.entry,
+               "package": job.package, "user": job.user.get_username()}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(root_name(job), ns, labels(job)),
+            "data": {"job.json": json.dumps(summary, sort_keys=True)}}
+
+
+def _host_formats(job, settings: K8sSettings, ns: str) -> tuple[str, str]:
+    """Host name patterns of pservers and trainers ({i} = index): our Services' pod names, or
+    the training operator's per-replica Services in kubeflow mode."""
+    domain = settings.service_domain(ns)
+    if settings.kubeflow:
+        return f"{job.name}-master-{{i}}.{domain}", f"{job.name}-worker-{{i}}.{domain}"
+    ps, tr = pserver_name(job), trainer_name(job)
+    return f"{ps}-{{i}}.{ps}.{domain}", f"{tr}-{{i}}.{tr}.{domain}"
+
+
+def topology(job, settings: K8sSettings, ns: str) -> contract.Topology:
+    """Every replica's stable DNS endpoint, known before any pod exists."""
+    ps_fmt, tr_fmt = _host_formats(job, settings, ns)
+    return contract.Topology(
+        pservers=[f"{ps_fmt.format(i=i)}:{settings.pserver_port}" for i in range(job.pservers)],
+        trainers=[f"{tr_fmt.format(i=i)}:{settings.trainer_port}" for i in range(job.trainers)],
+    )
+
+
+def headless_service(job, ns: str, role: str, port: int, owner: Obj | None) -> Obj:
+    name = pserver_name(job) if role == "pserver" else trainer_name(job)
+    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, ns, labels(job, role), owner),
+            "spec": {"clusterIP": "None",
+                     # A replica resolves its own name to bind its port before it is ready.
+                     "publishNotReadyAddresses": True,
+                     "selector": {LABEL_JOB_ID: str(job.pk), LABEL_ROLE: role},
+                     "ports": [{"name": role, "port": port, "targetPort": port, "protocol": "TCP"}]}}
+
+
+def pfs_mounts(job, settings: K8sSettings) -> tuple[Obj, list[Obj]]:
+    """The PFS volume and its mounts: the user's home read-write at <mount>/<dc>/home/<user>,
+    the datacenter's public area read-only, and the job's package snapshot read-only."""
+    st = settings.storage
+    if st.kind == "hostPath":
+        volume: Obj = {"name": "pfs", "hostPath": {"path": st.path, "type": "Directory"}}
+    elif st.kind == "pvc":
+        volume = {"name": "pfs", "persistentVolumeClaim": {"claimName": st.claim_name}}
+    elif st.kind == "cephfs":
+        volume = {"name": "pfs", "cephfs": {"monitors": [m.strip() for m in st.monitors_addr.split(",") if m.strip()],
+                                            "path": st.path or "/", "user": st.user,
+                                            "secretRef": {"name": st.secret_name}}}
+    else:
+        volume = {"name": "pfs", "nfs": {"server": st.server, "path": st.path}}
+    base = "/".join(p for p in (st.sub_path.strip("/"), settings.datacenter) if p)
+    user = job.user.get_username()
+    mounts = [
+        {"name": "pfs", "mountPath": pfs_home(job, settings), "subPath": f"{base}/home/{user}"},
+        {"name": "pfs", "mountPath": f"{st.mount_path.rstrip('/')}/{settings.datacenter}/public",
+         "subPath": f"{base}/public", "readOnly": True},
+        {"name": "pfs", "mountPath": PACKAGE_MOUNT, "subPath": f"{base}/{snapshot_dir(job)}/package", "readOnly": True},
+    ]
+    return volume, mounts
+
+
+def pfs_home(job, settings: K8sSettings) -> str:
+    return f"{settings.storage.mount_path.rstrip('/')}/{settings.datacenter}/home/{job.user.get_username()}"
+
+
+def snapshot_dir(job) -> str:
+    """Where, relative to the datacenter's PFS root, the server keeps the job's package copy."""
+    return f".paddlecloud/jobs/{job.pk}"
+
+
+def resources(cpu: str, memory: str, gpu: int = 0) -> Obj:
+    amounts = {"cpu": cpu, "memory": memory}
+    if gpu:
+        amounts["nvidia.com/gpu"] = str(gpu)
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def image_for(job, settings: K8sSettings) -> str:
+    return job.image or (settings.gpu_image if job.gpu else settings.image)
+
+
+# The entry point runs under this: dependencies from requirements.txt unless the image already
+# has them (a runtime image), then exec so the program gets the signals.
+RUN_SCRIPT = (
+    'if [ -f requirements.txt ] && [ "${PADDLECLOUD_RUNTIME_READY:-0}" != 1 ]; then\n'
+    '  python -m pip install --no-cache-dir --disable-pip-version-check -r requirements.txt'
+    ' || { echo "paddlecloud: pip install -r requirements.txt failed" >&2; exit 97; }\n'
+    'fi\n'
+    'exec "$@"\n'
+)
+
+
+def _env(values: dict[str, str], field_refs: dict[str, str], templated: dict[str, str]) -> list[Obj]:
+    """Downward-API vars first, then literals (escaped), then `$(VAR)` templates, in the order
+    given: Kubernetes only expands references to variables defined earlier in the list."""
+    out: list[Obj] = [{"name": k, "valueFrom": {"fieldRef": {"fieldPath": v}}} for k, v in field_refs.items()]
+    out += [{"name": k, "value": escape(v)} for k, v in values.items() if k not in templated]
+    out += [{"name": k, "value": v} for k, v in templated.items()]
+    return out
+
+
+def replica_env(job, settings: K8sSettings, ns: str, role: str, *, runtime_ready: bool) -> list[Obj]:
+    """The process contract for every pod of `role`: contract.replica_env for index 0, with
+    the per-index values replaced by expressions of the pod's own index or name."""
+    topo = topology(job, settings, ns)
+    base = {"PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8", "PADDLECLOUD_RUNTIME_READY": "1" if runtime_ready else "0",
+            **job.env,
+            **contract.replica_env(job, role, 0, topo, pfs_home=pfs_home(job, settings), package=job.package)}
+    ps_fmt, tr_fmt = _host_formats(job, settings, ns)
+    if role == "pserver":
+        # StatefulSet (and training-operator) pod names are their host names: <name>-<i>.
+        refs = {"PADDLECLOUD_POD_NAME": "metadata.name"}
+        suffix = ps_fmt.split(".", 1)[1]
+        return _env(base, refs, {"POD_IP": f"$(PADDLECLOUD_POD_NAME).{suffix}"})
+    index_field = f"metadata.labels['{KUBEFLOW_INDEX}']" if settings.kubeflow else \
+        f"metadata.annotations['{COMPLETION_INDEX}']"
+    templated = {"POD_IP": tr_fmt.format(i="$(PADDLECLOUD_INDEX)")}
+    for key in ("PADDLE_TRAINER_ID", "TRAINER_ID", "PADDLE_INIT_TRAINER_ID"):
+        templated[key] = "$(PADDLECLOUD_INDEX)"
+    if "PADDLE_CURRENT_ENDPOINT" in base:
+        templated["PADDLE_CURRENT_ENDPOINT"] = "$(POD_IP):$(PADDLE_PORT)"
+    return _env(base, {"PADDLECLOUD_INDEX": index_field}, templated)
+
+
+def pod_spec(job, settings: K8sSettings, ns: str, role: str, *, image: str, env: list[Obj], port: int,
+             restart_policy: str, pull_secrets: list[str], grace_seconds: int) -> Obj:
+    pfs_volume, pfs_mount_list = pfs_mounts(job, settings)
+    gpu = job.gpu if role == "trainer" else 0
+    res = resources(job.cpu, job.memory, gpu) if role == "trainer" else resources(job.pscpu, job.psmemory)
+    init_script = f"set -e\ncp -R {PACKAGE_MOUNT}/. {WORKSPACE}/\n"
+    mounts = [{"name": "workspace", "mountPath": WORKSPACE}, *pfs_mount_list]
+    init_env = [e for e in env if e["name"] in ("PADDLECLOUD_INDEX", "PADDLE_TRAINERS_NUM")]
+    if role == "trainer":
+        # Seed 004: programs read /trainer_id and /trainer_count (locally: the working dir).
+        init_script += ('printf "%s\\n" "$PADDLECLOUD_INDEX" > /workspace/trainer_id\n'
+                        'printf "%s\\n" "$PADDLE_TRAINERS_NUM" > /workspace/trainer_count\n')
+        mounts += [{"name": "workspace", "mountPath": f"/{f}", "subPath": f, "readOnly": True}
+                   for f in ("trainer_id", "trainer_count")]
+    argv = shlex.split(job.entry)
+    container: Obj = {
+        "name": CONTAINER, "image": image, "imagePullPolicy": settings.image_pull_policy,
+        "command": ["/bin/sh", "-c", escape(RUN_SCRIPT), "paddlecloud-run"], "args": [escape(a) for a in argv],
+        "workingDir": WORKSPACE, "env": env, "resources": res, "volumeMounts": mounts,
+        "ports": [{"name": role, "containerPort": port, "protocol": "TCP"}],
+    }
+    if role == "pserver":
+        container["readinessProbe"] = {"tcpSocket": {"port": port}, "periodSeconds": 5, "failureThreshold": 3}
+    spec: Obj = {
+        "restartPolicy": restart_policy,
+        # Training code needs no API access, and service env vars would only add noise.
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": grace_seconds,
+        "initContainers": [{
+            "name": "package", "image": image, "imagePullPolicy": settings.image_pull_policy,
+            "command": ["/bin/sh", "-c", escape(init_script)], "env": init_env, "resources": res,
+            "volumeMounts": [{"name": "workspace", "mountPath": WORKSPACE}, pfs_mount_list[-1]],
+        }],
+        "containers": [container],
+        "volumes": [{"name": "workspace", "emptyDir": {}}, pfs_volume],
+    }
+    node_selector = {**settings.node_selector, **(settings.gpu_node_selector if gpu else {})}
+    tolerations = settings.tolerations + (settings.gpu_tolerations if gpu else [])
+    if node_selector:
+        spec["nodeSelector"] = node_selector
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if settings.priority_class_name:
+        spec["priorityClassName"] = settings.priority_class_name
+    if pull_secrets:
+        spec["imagePullSecrets"] = [{"name": s} for s in pull_secrets]
+    return spec
+
+
+def pserver_statefulset(job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
+                        pull_secrets: list[str], grace_seconds: int) -> Obj:
+    env = replica_env(job, settings, ns, "pserver", runtime_ready=runtime_ready)
+    spec = pod_spec(job, settings, ns, "pserver", image=image, env=env, port=settings.pserver_port,
+                    restart_policy="Always", pull_secrets=pull_secrets, grace_seconds=grace_seconds)
+    selector = {LABEL_JOB_ID: str(job.pk), LABEL_ROLE: "pserver"}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": _meta(pserver_name(job), ns, labels(job, "pserver"), owner),
+            "spec": {"serviceName": pserver_name(job), "replicas": job.pservers,
+                     "podManagementPolicy": "Parallel",  # pservers need no order among themselves
+                     "selector": {"matchLabels": selector},
+                     "template": {"metadata": {"labels": labels(job, "pserver")}, "spec": spec}}}
+
+
+def trainer_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
+                pull_secrets: list[str], grace_seconds: int) -> Obj:
+    env = replica_env(job, settings, ns, "trainer", runtime_ready=runtime_ready)
+    spec = pod_spec(job, settings, ns, "trainer", image=image, env=env, port=settings.trainer_port,
+                    restart_policy="Never", pull_secrets=pull_secrets, grace_seconds=grace_seconds)
+    spec["subdomain"] = trainer_name(job)  # with the hostname <job>-trainer-<i>: a stable DNS name
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": _meta(trainer_name(job), ns, labels(job, "trainer"), owner),
+            "spec": {"completionMode": "Indexed", "completions": job.trainers, "parallelism": job.trainers,
+                     # A failed trainer fails the job, as locally; a node drain or preemption
+                     # does not (the pod is replaced under the same index and name).
+                     "backoffLimit": 0,
+                     "podFailurePolicy": {"rules": [{"action": "Ignore",
+                                                     "onPodConditions": [{"type": "DisruptionTarget"}]}]},
+                     "template": {"metadata": {"labels": labels(job, "trainer")}, "spec": spec}}}
+
+
+# --- optional: runtime image build (seed 001) and Kubeflow PaddleJob ---------------------------
+def build_dockerfile(base_image: str) -> str:
+    """The runtime image: the base image plus the package's requirements. The package itself
+    is not baked in (pods copy it from PFS), so jobs with equal requirements share one image."""
+    return (f"FROM {base_image}\n"
+            "COPY requirements.txt /tmp/paddlecloud-requirements.txt\n"
+            "RUN python -m pip install --no-cache-dir --disable-pip-version-check "
+            "-r /tmp/paddlecloud-requirements.txt\n")
+
+
+def build_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, destination: str,
+              auth_secret: str | None) -> Obj:
+    """A kaniko Job building `destination` from the snapshot's Dockerfile and package."""
+    pfs_volume, pfs_mount_list = pfs_mounts(job, settings)
+    snapshot = {**pfs_mount_list[-1], "mountPath": "/context",
+                "subPath": pfs_mount_list[-1]["subPath"].rsplit("/", 1)[0]}
+    mounts = [snapshot]
+    volumes = [pfs_volume]
+    if auth_secret:
+        mounts.append({"name": "docker-config", "mountPath": "/kaniko/.docker", "readOnly": True})
+        volumes.append({"name": "docker-config", "secret": {
+            "secretName": auth_secret, "items": [{"key": ".dockerconfigjson", "path": "config.json"}]}})
+    b = settings.build
+    spec: Obj = {
+        "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
+        "containers": [{"name": "kaniko", "image": b.kaniko_image, "imagePullPolicy": "IfNotPresent",
+                        "args": ["--dockerfile=/context/Dockerfile", "--context=dir:///context/package",
+                                 f"--destination={destination}", "--cache=true", "--push-retry=3"],
+                        "resources": resources(b.cpu, b.memory), "volumeMounts": mounts}],
+        "volumes": volumes,
+    }
+    if settings.node_selector:
+        spec["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
+        spec["tolerations"] = list(settings.tolerations)
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": _meta(f"{job.name}-build", ns, labels(job, "build"), owner),
+            "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels(job, "build")}, "spec": spec}}}
+
+
+def paddle_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
+               pull_secrets: list[str], grace_seconds: int) -> Obj:
+    """A Kubeflow training-operator PaddleJob (kubeflow.org/v1): Master = pservers, Worker =
+    trainers. The operator names pods and Services <job>-master-<i> / <job>-worker-<i>."""
+    replicas: Obj = {}
+    for role, kind, count in (("pserver", "Master", job.pservers), ("trainer", "Worker", job.trainers)):
+        if not count:
+            continue
+        port = settings.pserver_port if role == "pserver" else settings.trainer_port
+        env = replica_env(job, settings, ns, role, runtime_ready=runtime_ready)
+        spec = pod_spec(job, settings, ns, role, image=image, env=env, port=port, restart_policy="Never",
+                        pull_secrets=pull_secrets, grace_seconds=grace_seconds)
+        # The operator takes the rendezvous port from the port named "master".
+        spec["containers"][0]["ports"][0]["name"] = "master"
+        replicas[kind] = {"replicas": count, "restartPolicy": "Never",
+                          "template": {"metadata": {"labels": labels(job, role)}, "spec": spec}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PaddleJob",
+            "metadata": _meta(job.name, ns, labels(job), owner),
+            "spec": {"runPolicy": {"cleanPodPolicy": "None", "backoffLimit": 0}, "paddleReplicaSpecs": replicas}}

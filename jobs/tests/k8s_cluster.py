@@ -1,0 +1,119 @@
+"""The cluster's side in tests: what the StatefulSet and Job controllers, the scheduler and the
+kubelet would do, as explicit steps on the emulator (jobs/tests/k8s_emulator.py)."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from jobs.manifests import COMPLETION_INDEX, CONTAINER
+
+from .k8s_emulator import EmulatedCluster, now
+
+Obj = dict[str, Any]
+
+
+def _container(state: Obj, *, ready: bool = False, restarts: int = 0, last: Obj | None = None) -> Obj:
+    return {"name": CONTAINER, "state": state, "lastState": last or {}, "ready": ready, "restartCount": restarts,
+            "image": "img", "imageID": ""}
+
+
+class Cluster(EmulatedCluster):
+    # --- controllers ------------------------------------------------------------------------
+    def _pod(self, owner: Obj, name: str, labels: dict, annotations: dict, extra_spec: dict) -> str:
+        tpl = owner["spec"]["template"]
+        md = owner["metadata"]
+        body = {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {**(tpl["metadata"].get("labels") or {}), **labels},
+                         "annotations": annotations,
+                         "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                              "name": md["name"], "uid": md["uid"], "controller": True,
+                                              "blockOwnerDeletion": True}]},
+            "spec": {**copy.deepcopy(tpl["spec"]), **extra_spec},
+            "status": {"phase": "Pending", "conditions": []},
+        }
+        return self.store.create("pods", md["namespace"], body)["metadata"]["name"]
+
+    def run_statefulset(self, ns: str, name: str) -> list[str]:
+        sset = self.store.get("statefulsets", ns, name)
+        return [self._pod(sset, f"{name}-{i}", {"apps.kubernetes.io/pod-index": str(i)}, {},
+                          {"hostname": f"{name}-{i}", "subdomain": sset["spec"]["serviceName"]})
+                for i in range(sset["spec"]["replicas"])]
+
+    def run_job(self, ns: str, name: str, indexes: list[int] | None = None) -> list[str]:
+        job = self.store.get("jobs", ns, name)
+        out = []
+        for i in indexes if indexes is not None else range(job["spec"].get("completions") or 1):
+            idx = {COMPLETION_INDEX: str(i)}
+            out.append(self._pod(job, f"{name}-{i}-{uuid.uuid4().hex[:5]}", {**idx, "job-name": name}, idx,
+                                 {"hostname": f"{name}-{i}"}))
+        return out
+
+    def pod_named(self, ns: str, prefix: str) -> str:
+        """The newest pod whose name starts with `prefix` (Job pods get a random suffix)."""
+        pods = [p for p in self.store.find("pods", ns) if p["metadata"]["name"].startswith(prefix)]
+        return max(pods, key=lambda p: int(p["metadata"]["resourceVersion"]))["metadata"]["name"]
+
+    def statefulset_ready(self, ns: str, name: str, ready: int) -> None:
+        self.store.patch("statefulsets", ns, name, {"status": {"replicas": ready, "readyReplicas": ready}})
+
+    def job_condition(self, ns: str, name: str, kind: str, reason: str, message: str) -> None:
+        self.store.patch("jobs", ns, name, {"status": {"conditions": [
+            {"type": kind, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now()}]}})
+
+    # --- scheduler and kubelet --------------------------------------------------------------
+    def _status(self, ns: str, pod: str, status: Obj, node: str | None = "node-1") -> None:
+        def change(obj: Obj) -> None:
+            obj["status"] = status
+            if node:
+                obj["spec"]["nodeName"] = node
+        self.store.update("pods", ns, pod, change)
+
+    def pod_unschedulable(self, ns: str, pod: str, message: str) -> None:
+        self._status(ns, pod, {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}]}, node=None)
+
+    def pod_waiting(self, ns: str, pod: str, reason: str, message: str = "") -> None:
+        self._status(ns, pod, {"phase": "Pending", "containerStatuses": [
+            _container({"waiting": {"reason": reason, "message": message}})]})
+
+    def pod_running(self, ns: str, pod: str, *, ready: bool = True, restarts: int = 0) -> None:
+        self._status(ns, pod, {"phase": "Running", "startTime": now(), "containerStatuses": [
+            _container({"running": {"startedAt": now()}}, ready=ready, restarts=restarts)]})
+
+    def pod_succeeded(self, ns: str, pod: str) -> None:
+        self._status(ns, pod, {"phase": "Succeeded", "containerStatuses": [
+            _container({"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": now()}})]})
+
+    def pod_failed(self, ns: str, pod: str, exit_code: int = 1, reason: str = "Error") -> None:
+        self._status(ns, pod, {"phase": "Failed", "containerStatuses": [
+            _container({"terminated": {"exitCode": exit_code, "reason": reason, "finishedAt": now()}})]})
+
+    def pod_crashloop(self, ns: str, pod: str, exit_code: int = 2, restarts: int = 3) -> None:
+        self._status(ns, pod, {"phase": "Running", "containerStatuses": [_container(
+            {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"}},
+            restarts=restarts, last={"terminated": {"exitCode": exit_code, "reason": "Error", "finishedAt": now()}})]})
+
+    def warning(self, ns: str, kind: str, name: str, reason: str, message: str) -> None:
+        self.store.create("events", ns, {
+            "metadata": {"name": f"{name}.{uuid.uuid4().hex[:8]}", "namespace": ns}, "type": "Warning",
+            "reason": reason, "message": message, "involvedObject": {"kind": kind, "name": name, "namespace": ns},
+            "lastTimestamp": now()})
+
+    def log(self, ns: str, pod: str, *lines: str, when: datetime | None = None) -> None:
+        entries = self.store.logs.setdefault((ns, pod), [])
+        for line in lines:
+            entries.append((when or datetime.now(UTC), line))
+        self.store._notify()
+
+    def namespaces(self) -> list[str]:
+        return [n["metadata"]["name"] for n in self.store.find("namespaces")]
+
+    def objects_in(self, ns: str) -> list[tuple[str, str]]:
+        """(plural, name) of every object left in a namespace, except the per-user setup."""
+        setup = {"resourcequotas", "events"}
+        with self.store.lock:
+            return sorted((p, name) for (p, n, name) in self.store.objects if n == ns and p not in setup)

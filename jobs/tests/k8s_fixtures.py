@@ -1,0 +1,100 @@
+"""Fixtures of the Kubernetes tests: an emulated cluster, a datacenter configured with its
+kubeconfig, jobs submitted through the services, and the watcher's Kubernetes part."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from .k8s_cluster import Cluster
+
+FAST = {"pending_timeout": 30, "watch_timeout": 30, "api_timeout": 5, "api_retries": 4,
+        "storage": {"kind": "hostPath", "path": "/mnt/pfs"}}
+
+
+@pytest.fixture
+def cluster():
+    with Cluster() as c:
+        yield c
+
+
+@pytest.fixture
+def k8s_dc(db, cluster):
+    from accounts.models import Datacenter
+    from quotas.models import Quota
+
+    dc = Datacenter.objects.create(name="k8s", backend="kubernetes", kubeconfig=cluster.kubeconfig(),
+                                   config=dict(FAST))
+    Quota.objects.create(datacenter=dc, user=None, cpu_millicores=64000, memory_bytes=256 * 2**30, gpus=8,
+                         max_running_jobs=200)
+    return dc
+
+
+def submit(user, name: str = "fit", **fields):
+    """A job queued through the services (its launch task is not run)."""
+    from django.db import transaction
+
+    from conftest import make_package
+    from jobs.services import submit_job
+
+    package = make_package(user, name, {"train.py": "print('hi')\n"}, datacenter="k8s")
+    data = {"name": name, "datacenter": "k8s", "package": package, "entry": "python train.py", "pservers": 2,
+            "trainers": 2, **fields}
+    with transaction.atomic():
+        return submit_job(user, data)
+
+
+def launch(job) -> None:
+    """What the launch task does: claim, prepare, launch (run inline)."""
+    from jobs.tasks import launch_job
+
+    launch_job.run(job.pk)
+    job.refresh_from_db()
+
+
+def wait_for(check: Callable[[], object], timeout: float = 10.0, what: str = "condition", tick=None):
+    deadline = time.monotonic() + timeout
+    while True:
+        if tick:
+            tick()
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+class Part:
+    """The watcher's Kubernetes part, ticked from the test thread."""
+
+    def __init__(self):
+        from jobs.backends.k8s_sync import KubernetesPart
+
+        self.part = KubernetesPart()
+        self.pushed: list[int] = []
+
+    def tick(self) -> None:
+        self.part.tick(lambda job: self.pushed.append(job.pk))
+
+    def watcher(self):
+        return next(iter(self.part.watchers.values()))[1]
+
+    def until(self, check: Callable[[], object], timeout: float = 10.0, what: str = "condition"):
+        return wait_for(check, timeout, what, tick=self.tick)
+
+    def job(self, job):
+        job.refresh_from_db()
+        return job
+
+
+@pytest.fixture
+def part(k8s_dc):
+    from jobs.backends import k8s_watch
+
+    p = Part()
+    yield p
+    p.part.stop()
+    k8s_watch.stop_all()
