@@ -113,72 +113,145 @@ def parse_checksum(header: str | None) -> tuple[str, bytes] | None:
     return algo.lower(), raw
 
 
+class ChunkWriter:
+    """One chunk being appended to an upload at `offset`: opened (and checked) first, then fed
+    blocks in order (`write`, from any thread), then `finish`ed or `abort`ed. `write_chunk` drives
+    it from a blocking `read`; pfs.asgi_fast drives it straight from ASGI `receive()` messages.
+
+    Opening checks, in this order: not already complete (409), destination path still allowed,
+    `length` within MAX_CHUNK (413), part file present (410), no other request writing it (409),
+    `offset` equal to the data already there (409 with the offset), the chunk within the
+    upload's declared size (413). The part file is locked for the writer's lifetime."""
+
+    def __init__(self, session: UploadSession, offset: int, length: int | None,
+                 checksum: tuple[str, bytes] | None = None):
+        if session.completed:
+            raise OffsetConflict(session.size, offset)
+        _dest(session)  # the destination is checked again on every request
+        if length is not None and length > MAX_CHUNK:
+            raise PathError(f"a chunk may be at most {MAX_CHUNK} bytes; send the file in several", 413)
+        try:
+            fd = os.open(part_path(session), os.O_WRONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            raise PathError("the upload's data is gone (expired?): start a new upload", 410) from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise PathError("another request is writing to this upload right now", 409) from None
+            current = os.fstat(fd).st_size
+            if offset != current:
+                raise OffsetConflict(current, offset)
+            if length is not None and offset + length > session.size:
+                raise PathError(f"the chunk goes past the upload's size ({session.size} bytes)", 413)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.session, self.fd, self.start, self.pos, self.length = session, fd, offset, offset, length
+        self.checksum = checksum
+        self.hash = CHECKSUM_ALGORITHMS[checksum[0]]() if checksum else None
+
+    def write(self, blocks) -> None:
+        """Append `blocks` (bytes) in order with as few system calls as possible. A block of
+        zeros becomes a hole (sparse files stay sparse); the part file's length stays equal to
+        the bytes received, so the offset survives any crash or cut."""
+        size = self.session.size
+        run: list = []
+        run_at = self.pos
+        try:
+            for block in blocks:
+                n = len(block)
+                if not n:
+                    continue
+                if self.pos + n > size:
+                    raise PathError(f"the chunk goes past the upload's size ({size} bytes)", 413)
+                if self.hash is not None:
+                    self.hash.update(block)
+                if block[0] == 0 and block[-1] == 0 and block[n // 2] == 0 and block.count(0) == n:
+                    _pwritev(self.fd, run, run_at)
+                    run = []
+                    self.pos += n
+                    run_at = self.pos
+                    os.ftruncate(self.fd, self.pos)  # zeros: extend with a hole
+                else:
+                    run.append(block)
+                    self.pos += n
+        finally:
+            _pwritev(self.fd, run, run_at)
+
+    def finish(self) -> int:
+        """Close the chunk: it must be whole (400 otherwise, keeping what arrived unless it has a
+        checksum) and match its checksum (460, discarded). Completes the upload when its last
+        byte is here. Returns the new offset."""
+        try:
+            if self.length is not None and self.pos - self.start < self.length:
+                # The connection closed early: keep what arrived (the offset says how much).
+                raise PathError(f"the request ended {self.length - (self.pos - self.start)} bytes early; "
+                                f"resume from offset {self.pos}", 400)
+            if self.hash is not None and self.hash.digest() != self.checksum[1]:
+                raise PathError("checksum mismatch: the chunk was discarded, send it again", 460)
+        except BaseException:
+            self.abort()
+            raise
+        os.close(self.fd)
+        self.fd = -1
+        UploadSession.objects.filter(pk=self.session.pk).update(updated=timezone.now())
+        if self.pos == self.session.size:
+            _complete(self.session)
+        return self.pos
+
+    def abort(self) -> None:
+        """Give up on the chunk: one with a checksum is all or nothing, so its bytes go."""
+        if self.fd < 0:
+            return
+        try:
+            if self.hash is not None:
+                os.ftruncate(self.fd, self.start)
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _pwritev(fd: int, blocks: list, pos: int) -> None:
+    """Write `blocks` contiguously at `pos` (several per system call; short writes resumed)."""
+    i = 0
+    while i < len(blocks):
+        group = blocks[i:i + 512]  # stay under IOV_MAX
+        want = sum(len(b) for b in group)
+        done = os.pwritev(fd, group, pos)
+        if done < want:  # rare for a regular file; finish this group block by block
+            for b in group:
+                view = memoryview(b)
+                skip = min(done, len(view))
+                done -= skip
+                view, at = view[skip:], pos + skip
+                while view:
+                    n = os.pwrite(fd, view, at)
+                    view, at = view[n:], at + n
+                pos += len(b)
+        else:
+            pos += want
+        i += 512
+
+
 def write_chunk(session: UploadSession, offset: int, read: Callable[[int], bytes], length: int | None,
                 checksum: tuple[str, bytes] | None = None) -> int:
     """Append the bytes `read` yields at `offset`; returns the new offset. Completes the upload
     when the last byte arrives. `read(n)` returns at most n bytes, b"" at the end."""
-    if session.completed:
-        raise OffsetConflict(session.size, offset)
-    _dest(session)  # the destination is checked again on every request
-    if length is not None and length > MAX_CHUNK:
-        raise PathError(f"a chunk may be at most {MAX_CHUNK} bytes; send the file in several", 413)
-    path = part_path(session)
+    writer = ChunkWriter(session, offset, length, checksum)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        raise PathError("the upload's data is gone (expired?): start a new upload", 410) from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise PathError("another request is writing to this upload right now", 409) from None
-        current = os.fstat(fd).st_size
-        if offset != current:
-            raise OffsetConflict(current, offset)
-        if length is not None and offset + length > session.size:
-            raise PathError(f"the chunk goes past the upload's size ({session.size} bytes)", 413)
-        h = CHECKSUM_ALGORITHMS[checksum[0]]() if checksum else None
-        pos = offset
-        try:
-            pos = _append(fd, pos, read, session.size, length, h)
-            if h is not None and h.digest() != checksum[1]:
-                raise PathError("checksum mismatch: the chunk was discarded, send it again", 460)
-        except BaseException:
-            if h is not None:
-                os.ftruncate(fd, offset)  # a chunk with a checksum is all or nothing
-            raise
-    finally:
-        os.close(fd)
-    UploadSession.objects.filter(pk=session.pk).update(updated=timezone.now())
-    if pos == session.size:
-        _complete(session)
-    return pos
-
-
-def _append(fd: int, pos: int, read: Callable[[int], bytes], size: int, length: int | None, h) -> int:
-    remaining = length
-    while remaining is None or remaining > 0:
-        block = read(BLOCK if remaining is None else min(BLOCK, remaining))
-        if not block:
-            break
-        if pos + len(block) > size:
-            raise PathError(f"the chunk goes past the upload's size ({size} bytes)", 413)
-        if h is not None:
-            h.update(block)
-        if block[0] == 0 and block[-1] == 0 and block[len(block) // 2] == 0 and block.count(0) == len(block):
-            os.ftruncate(fd, pos + len(block))  # zeros at the end: leave a hole (sparse files stay sparse)
-        else:
-            view = memoryview(block)
-            while view:
-                n = os.pwrite(fd, view, pos + len(block) - len(view))
-                view = view[n:]
-        pos += len(block)
-        if remaining is not None:
-            remaining -= len(block)
-    if remaining:
-        # The connection closed early: keep what arrived (the offset says how much).
-        raise PathError(f"the request ended {remaining} bytes early; resume from offset {pos}", 400)
-    return pos
+        remaining = length
+        while remaining is None or remaining > 0:
+            block = read(BLOCK if remaining is None else min(BLOCK, remaining))
+            if not block:
+                break
+            writer.write((block,))
+            if remaining is not None:
+                remaining -= len(block)
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.finish()
 
 
 def _complete(session: UploadSession) -> None:
