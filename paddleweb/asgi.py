@@ -1,19 +1,25 @@
 import os
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "paddleweb.settings")
-django_asgi_app = get_asgi_application()
+
+import django  # noqa: E402
+
+django.setup(set_prefix=False)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from jobs.routing import websocket_urlpatterns  # noqa: E402
+from pfs.asgi_fast import LargeChunkASGIHandler, PfsASGI  # noqa: E402
+
+# HTTP: Django (responses sent in large messages), with upload chunks sent with a token
+# streamed straight to disk in front of it (see pfs/asgi_fast.py).
+django_asgi_app = LargeChunkASGIHandler()
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": PfsASGI(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

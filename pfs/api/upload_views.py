@@ -26,7 +26,11 @@ PROTOCOL = """
    `sha1`); the body is the chunk's bytes. → **200** with the upload and an `Upload-Offset` header
    holding the new offset. A wrong offset → **409** with `{"detail", "offset": <current>}` and the
    `Upload-Offset` header (nothing written); a chunk checksum mismatch → **460** (the chunk is
-   discarded); a chunk past the declared size → **413**.
+   discarded); a chunk past the declared size → **413**. With token authentication the chunk is
+   written to disk as it arrives, not buffered first: a request refused before its body is
+   needed (bad token, unknown upload, wrong offset) is answered without reading the body, and
+   the bytes of a chunk cut off mid-way are kept (unless it has an `Upload-Checksum`). Either
+   way the upload's offset (step 3) says where to resume.
 3. To resume after a dropped connection or a restart: `HEAD` (headers only) or `GET
    /api/v2/uploads/<id>/` → `Upload-Offset` / `offset` say how many bytes arrived; send on from there.
    `GET /api/v2/uploads/` lists your unfinished uploads.

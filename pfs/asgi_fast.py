@@ -1,0 +1,233 @@
+"""The ASGI entry for HTTP (paddleweb/asgi.py mounts it): Django, plus a streaming path for
+upload chunks that Django's ASGI handler cannot stream.
+
+Why: Django's ASGI handler reads a whole request body (spooled to a temporary file past 2.5 MB)
+before any view runs, and the view then copies it again into the upload's part file; for a
+64 MiB chunk that is two full passes over the data and a stall before the first byte is
+stored. Responses it cuts into 64 KiB messages (one `send` and one slice copy each).
+
+What is handled here, and nothing else:
+
+* `PATCH /api/v2/uploads/<id>/` carrying `Authorization: Token <key>` (paddlectl, scripts) is
+  served by `patch_chunk` below without Django's request/response cycle: the body goes from
+  the server's `receive()` messages straight into the upload's part file at its offset,
+  coalesced into batches of `BATCH` bytes written with one `pwritev` each in a worker thread
+  while the next batch arrives (at most two batches in memory per request). Everything that
+  decides *whether* to write is the same code the Django view uses: knox's
+  `TokenAuthentication` (hashed token lookup, expiry, inactive users), `pfs.uploads.get` (another
+  user's or an unknown upload is 404), and `pfs.uploads.ChunkWriter`, which re-resolves the
+  destination through pfs.paths, checks the chunk size, the lock, the offset (409 with the
+  current offset), the declared size (413), the per-chunk checksum (460, chunk discarded) and
+  completes the upload (size, whole-file sha256, atomic rename, usage accounting). The quota
+  was reserved when the upload was created (pfs.uploads.create). Answers are the same JSON as
+  the DRF view's (`UploadSerializer`, `{"detail": ...}` errors, `Upload-Offset` header). A
+  refusal found before the body is read (bad token, unknown upload, wrong offset) is answered
+  without reading the body. Session (cookie) requests — the browser's file manager — and
+  requests without a token keep going through Django and DRF unchanged, CSRF checks included.
+
+* All other HTTP goes to Django, through `LargeChunkASGIHandler`: the stock handler with
+  response messages of up to `transfer.BLOCK` bytes instead of 64 KiB, so a download block
+  read by pfs.transfer is handed to the server in one `send` with no re-slicing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.core import signals
+from django.core.handlers.asgi import ASGIHandler
+
+from . import transfer
+
+UPLOAD_CHUNK_PATH = re.compile(r"^/api/v2/uploads/(?P<id>[^/]+)/$")
+BATCH = 4 << 20  # bytes handed to one pwritev; two batches at most are held per request
+
+
+class LargeChunkASGIHandler(ASGIHandler):
+    """Django's ASGI handler sending response bodies in messages of up to transfer.BLOCK bytes
+    (the server does the low-level chunking and flow control)."""
+
+    chunk_size = transfer.BLOCK
+
+
+class PfsASGI:
+    """The HTTP application: the streaming upload-chunk route in front of Django."""
+
+    def __init__(self, django_app):
+        self.django = django_app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["method"] == "PATCH":
+            m = UPLOAD_CHUNK_PATH.match(scope["path"])
+            if m:
+                auth = _header(scope, b"authorization")
+                if auth is not None and _is_token(auth):
+                    await patch_chunk(scope, receive, send, m.group("id"), auth)
+                    return
+        await self.django(scope, receive, send)
+
+
+def _header(scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _is_token(auth: str) -> bool:
+    from knox.settings import knox_settings
+
+    parts = auth.split()
+    return bool(parts) and parts[0].lower() == knox_settings.AUTH_HEADER_PREFIX.lower()
+
+
+class _AuthRequest:
+    """What knox's TokenAuthentication reads of a request: the Authorization header."""
+
+    def __init__(self, auth: str):
+        self.headers = {"authorization": auth}
+        self.META = {"HTTP_AUTHORIZATION": auth}
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, body: dict, headers: list | None = None):
+        self.status, self.body, self.headers = status, body, headers or []
+
+
+def _start(auth: str, upload_id: str, offset_h: str | None, length_h: str | None, checksum_h: str | None):
+    """Authenticate, find the upload and open the chunk (the view's checks, in its order).
+    Runs in the request's database thread."""
+    from knox.auth import TokenAuthentication
+    from rest_framework.exceptions import AuthenticationFailed
+
+    from . import uploads
+    from .paths import PathError
+
+    try:
+        found = TokenAuthentication().authenticate(_AuthRequest(auth))
+    except AuthenticationFailed as e:
+        raise _Refused(401, {"detail": str(e.detail)}, [(b"www-authenticate", b"Token")]) from None
+    if found is None:  # not reached: the route only takes Token headers
+        raise _Refused(401, {"detail": "Authentication credentials were not provided."})
+    user = found[0]
+    try:
+        session = uploads.get(user, upload_id)
+        try:
+            offset = int(offset_h)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise PathError("the Upload-Offset header (a byte offset) is required") from None
+        try:
+            length = int(length_h)  # type: ignore[arg-type]
+            if length < 0:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise PathError("Content-Length is required (chunked request bodies are not accepted)", 411) from None
+        checksum = uploads.parse_checksum(checksum_h)
+        return uploads.ChunkWriter(session, offset, length, checksum)
+    except PathError as e:
+        raise _refusal(e) from None
+
+
+def _refusal(e) -> _Refused:
+    from . import uploads
+
+    body = {"detail": e.message}
+    headers = []
+    if isinstance(e, uploads.OffsetConflict):
+        body["offset"] = e.offset
+        headers.append((b"upload-offset", str(e.offset).encode()))
+    return _Refused(e.status, body, headers)
+
+
+def _finish(writer) -> tuple[int, dict, list]:
+    """Verify and close the chunk (completing the upload at its last byte); the answer."""
+    from .api.serializers import UploadSerializer
+    from .paths import PathError
+
+    try:
+        writer.finish()
+    except PathError as e:
+        raise _refusal(e) from None
+    session = writer.session
+    session.refresh_from_db()
+    data = UploadSerializer(session).data
+    return 200, data, [(b"upload-offset", str(data["offset"]).encode()),
+                       (b"upload-length", str(session.size).encode()),
+                       (b"cache-control", b"no-store")]
+
+
+async def _respond(send, status: int, body: dict, headers: list) -> None:
+    from rest_framework.renderers import JSONRenderer
+
+    payload = JSONRenderer().render(body)
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(payload)).encode()),
+                            (b"x-content-type-options", b"nosniff"),
+                            (b"vary", b"Accept, Authorization"), *headers]})
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def _pump(receive, writer) -> None:
+    """Feed the request body to `writer` in batches, writing one batch in a worker thread while
+    the next arrives. Stops at the body's end or when the client goes away (the writer then
+    holds what arrived; `finish` reports the chunk short)."""
+    loop = asyncio.get_running_loop()
+    pending = None
+    batch: list[bytes] = []
+    have = 0
+    more = True
+    try:
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                more = False
+            else:
+                body = message.get("body", b"")
+                if body:
+                    batch.append(body)
+                    have += len(body)
+                more = message.get("more_body", False)
+            if batch and (have >= BATCH or not more):
+                if pending is not None:
+                    await pending
+                pending = loop.run_in_executor(None, writer.write, batch)
+                batch, have = [], 0
+    finally:
+        if pending is not None:
+            await asyncio.shield(pending)  # never leave a write running on a closed file
+
+
+async def patch_chunk(scope, receive, send, upload_id: str, auth: str) -> None:
+    """`PATCH /api/v2/uploads/<id>/` with a token: the chunk streamed to disk as it arrives."""
+    from .paths import PathError
+
+    async with ThreadSensitiveContext():
+        await signals.request_started.asend(sender=PfsASGI, scope=scope)
+        try:
+            db = sync_to_async(_start, thread_sensitive=True)
+            try:
+                writer = await db(auth, upload_id, _header(scope, b"upload-offset"),
+                                  _header(scope, b"content-length"), _header(scope, b"upload-checksum"))
+            except _Refused as r:
+                await _respond(send, r.status, r.body, r.headers)
+                return
+            try:
+                await _pump(receive, writer)
+            except PathError as e:  # not expected: the size was checked against Content-Length
+                writer.abort()
+                r = _refusal(e)
+                await _respond(send, r.status, r.body, r.headers)
+                return
+            except BaseException:
+                writer.abort()
+                raise
+            try:
+                status, body, headers = await sync_to_async(_finish, thread_sensitive=True)(writer)
+            except _Refused as r:
+                status, body, headers = r.status, r.body, r.headers
+            await _respond(send, status, body, headers)
+        finally:
+            await signals.request_finished.asend(sender=PfsASGI)
