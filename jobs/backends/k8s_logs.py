@@ -104,6 +104,7 @@ class Follower(threading.Thread):
         self.uid, self.pod_name, self.namespace = md.get("uid", ""), md.get("name", ""), md.get("namespace", "")
         self.lock = _lock_for(logstore.path(replica))
         self.finished = threading.Event()
+        self.response: Any = None
 
     def run(self) -> None:
         failures = 0
@@ -113,6 +114,8 @@ class Follower(threading.Thread):
                     if self.follow_once():
                         return
                     failures = 0
+                except StopFollowing:
+                    return
                 except ApiException as e:
                     if e.status == 404:
                         return  # the pod is gone: what was not read by then is lost
@@ -135,7 +138,12 @@ class Follower(threading.Thread):
         if state.get("done"):
             return True
         since = state["ts"].split(".")[0].rstrip("Z") + "Z" if state["ts"] else None
+        # Only a stream opened after the container finished is known to end with its last line
+        # (one cut short by a proxy or a restart looks the same as a normal end).
+        before = self.collector.pod(self.uid)
+        complete_when_ended = before is None or container_done(before)
         resp = self.collector.open_log(self.namespace, self.pod_name, since)
+        self.response = resp
         pos = Position(state["ts"], state["n"])
         buffer = b""
         try:
@@ -144,28 +152,38 @@ class Follower(threading.Thread):
                 lines, _, buffer = buffer.rpartition(b"\n")
                 if lines:
                     self._store(pos.take(lines.split(b"\n")), pos)
-            if buffer:  # a last line without a newline: the stream ended, so it is complete
+            if buffer and complete_when_ended:  # a last line without a newline, complete
                 self._store(pos.take([buffer]), pos)
+            # Otherwise a partial line may be a cut stream's: the next request brings it whole.
         finally:
             resp.release_conn()
-        pod = self.collector.pod(self.uid)
-        if pod is None or container_done(pod):
+        if complete_when_ended:
             with self.lock:
                 cur = Cursor(self.replica)
                 cur.pods.setdefault(self.uid, {"ts": "", "n": 0})["done"] = True
                 cur.save()
             return True
+        pod = self.collector.pod(self.uid)
+        if pod is None or container_done(pod):
+            return self.follow_once()  # finished meanwhile: one more read takes the rest
         return False
 
     def _store(self, lines: list[bytes], pos: Position) -> None:
         if not lines:
             return
         with self.lock:
+            if self.collector.stop_event.is_set():
+                # Stopped (a new collector may follow this pod now): it resumes from the cursor.
+                raise StopFollowing()
             cur = Cursor(self.replica)
             cur.repair()
             cur.offset = logstore.append(self.replica, b"".join(lines))
             cur.pods[self.uid] = {"ts": pos.stamp, "n": pos.count, "done": False}
             cur.save()
+
+
+class StopFollowing(Exception):
+    pass
 
 
 class Position:
@@ -236,6 +254,15 @@ class LogCollector:
                 return
             self.followers[uid] = follower
         follower.start()
+
+    def stop(self) -> None:
+        from .k8s_watch import shutdown
+
+        self.stop_event.set()
+        with self.lock:
+            followers = list(self.followers.values())
+        for f in followers:
+            shutdown(f.response)
 
     def drain(self, job_id: int, timeout: float = 3.0) -> None:
         """Wait a little for the followers of a job's finished pods to store their last lines,

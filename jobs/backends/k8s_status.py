@@ -155,7 +155,9 @@ def pod_status(pod: Obj, role: str, *, warning: Warning | None = None) -> Replic
     if role == "pserver" and (state.get("terminated") or restarts):
         # Pservers never exit by themselves; one that did lost its parameters (as locally).
         term = state.get("terminated") or last.get("terminated") or {}
-        reason = term.get("reason") or ("CrashLoopBackOff" if waiting.get("reason") == "CrashLoopBackOff" else "Error")
+        reason = term.get("reason") or "Error"
+        if waiting.get("reason") == "CrashLoopBackOff" and reason != "OOMKilled":
+            reason = "CrashLoopBackOff"
         return _finished(term, term.get("exitCode"), reason, f"the pserver {_how(term)}", **base)
     if waiting.get("reason") == "CrashLoopBackOff":
         term = last.get("terminated") or {}

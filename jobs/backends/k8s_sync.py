@@ -69,9 +69,20 @@ def observe_job(state: ClusterState, job, ns: str) -> dict[tuple[str, int], Repl
         if key and key[1:] in wanted and key[1:] not in newest:
             status = pod_status(pod, key[1], warning=None)
             if status.state in (ReplicaState.PENDING, ReplicaState.RUNNING):
+                if job.state not in TERMINAL_STATES:
+                    continue  # deleted under a live job: its controller makes a new one
                 status = ReplicaStatus(ReplicaState.TERMINATED, None, "Deleted", "the pod was deleted",
                                        pod=status.pod, started=status.started)
             out[key[1:]] = status
+    if job.state in TERMINAL_STATES:
+        # Pods of an ended job may be gone (and forgotten): whatever was left unfinished ends.
+        for r in job.replicas.filter(state__in=[ReplicaState.PENDING, ReplicaState.RUNNING]):
+            if (r.role, r.index) not in out:
+                started = r.state == ReplicaState.RUNNING
+                out[(r.role, r.index)] = ReplicaStatus(
+                    ReplicaState.TERMINATED, None, "Terminated" if started else "NotStarted",
+                    "stopped by PaddleCloud" if started else "the job ended before it started", pod=r.pod)
+        return out
     trainers_obj = state.workload(JOB, ns, manifests.trainer_name(job))
     pservers_obj = state.workload(STATEFULSET, ns, manifests.pserver_name(job))
     for role, index in wanted - set(out):

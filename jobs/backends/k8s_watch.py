@@ -163,6 +163,7 @@ class ResourceWatch(threading.Thread):
         self.timeout, self.selectors = timeout, selectors
         self.resource_version: str | None = None
         self.relists = 0
+        self.response: Any = None  # the open watch stream, cut by stop()
 
     def run(self) -> None:
         failures = 0
@@ -201,6 +202,7 @@ class ResourceWatch(threading.Thread):
     def watch_once(self) -> None:
         resp = self._request(watch=True, resource_version=self.resource_version, allow_watch_bookmarks=True,
                              timeout_seconds=self.timeout)
+        self.response = resp
         try:
             for line in iter_resp_lines(resp):
                 if self.stop_event.is_set():
@@ -250,7 +252,12 @@ class ClusterWatcher:
             t.start()
 
     def stop(self) -> None:
+        """Stop watching and following now: open streams are cut, not waited out."""
         self.stop_event.set()
+        for t in self.threads:
+            shutdown(t.response)
+        if self.logs is not None:
+            self.logs.stop()
 
     def wait_synced(self, timeout: float = 10.0) -> bool:
         deadline = time.monotonic() + timeout
@@ -259,6 +266,15 @@ class ClusterWatcher:
                 return False
             time.sleep(0.02)
         return True
+
+
+def shutdown(response: Any) -> None:
+    """Unblock a thread reading `response` (urllib3's shutdown cuts the socket under it)."""
+    try:
+        if response is not None and hasattr(response, "shutdown"):
+            response.shutdown()
+    except Exception:  # noqa: BLE001 - best effort, it may be closed already
+        pass
 
 
 # The watchers running in this process, by datacenter id: observe() reads their state.

@@ -261,6 +261,15 @@ class Store:
             self.compacted = self.last_rv + 1
             self.history.clear()
 
+    def expire_watches(self) -> None:
+        """Make every open watch's resourceVersion too old (a write, then compaction) and cut
+        the streams: each must list again."""
+        with self.lock:
+            self._record("namespaces", "MODIFIED", {"metadata": {"name": "-compaction-marker-"}})
+            self.compact()
+        self.stream_generation += 1
+        self._notify()
+
     def events_since(self, rv: int, plural: str) -> list[tuple[int, str, Obj]]:
         with self.lock:
             if rv < self.compacted - 1:

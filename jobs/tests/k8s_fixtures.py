@@ -46,6 +46,12 @@ def submit(user, name: str = "fit", **fields):
         return submit_job(user, data)
 
 
+def ns_of(job) -> str:
+    from jobs.backends.base import get_backend
+
+    return get_backend(job.datacenter).namespace(job)
+
+
 def launch(job) -> None:
     """What the launch task does: claim, prepare, launch (run inline)."""
     from jobs.tasks import launch_job

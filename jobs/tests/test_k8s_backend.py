@@ -5,16 +5,12 @@ cluster: launch order, idempotency, faults, stop and delete."""
 import pytest
 
 from jobs import manifests
-from jobs.backends.base import get_backend
+from jobs.backends.base import LaunchError, get_backend
 from jobs.models import JobState
 
-from .k8s_fixtures import cluster, k8s_dc, launch, submit  # noqa: F401
+from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, submit  # noqa: F401
 
 pytestmark = pytest.mark.django_db
-
-
-def ns_of(job):
-    return get_backend(job.datacenter).namespace(job)
 
 
 def test_launch_creates_pservers_first_with_owner_references(alice, k8s_dc, cluster):
@@ -36,3 +32,98 @@ def test_launch_creates_pservers_first_with_owner_references(alice, k8s_dc, clus
     hosts = {(r.role, r.index): (r.host, r.port) for r in job.replicas.all()}
     assert hosts[("pserver", 1)] == (f"fit-pserver-1.fit-pserver.{ns}.svc", 7164)
     assert hosts[("trainer", 0)] == (f"fit-trainer-0.fit-trainer.{ns}.svc", 8500)
+
+
+def test_api_500s_are_retried_and_a_lost_answer_is_not_an_error(alice, k8s_dc, cluster):
+    job = submit(alice, "fit")
+    cluster.fail("post", r"/api/v1/namespaces", 500, times=2)
+    cluster.fail("post", r"/apis/apps/v1/namespaces/[^/]+/statefulsets", 500, times=1, after=True)  # made, answer lost
+    cluster.fail("post", r"/api/v1/namespaces/[^/]+/services", 503, times=1)
+    launch(job)
+    assert job.state == JobState.STARTING, job.message
+    ns = ns_of(job)
+    assert ("statefulsets", "fit-pserver") in cluster.objects_in(ns)
+    posts = [p for _, m, p in cluster.requests if m == "POST" and p.endswith("/statefulsets")]
+    assert len(posts) == 2, "retried once, then 409 AlreadyExists counted as done"
+
+
+def test_launch_twice_is_harmless(alice, k8s_dc, cluster):
+    job = submit(alice, "fit", mode="collective", pservers=0, trainers=2)
+    launch(job)
+    before = cluster.objects_in(ns_of(job))
+    get_backend(job.datacenter).launch(job)
+    assert cluster.objects_in(ns_of(job)) == before
+    assert ("jobs", "fit-trainer") in before, "collective trainers start at once"
+
+
+def test_persistent_server_errors_fail_the_launch_with_the_cause(alice, k8s_dc, cluster):
+    job = submit(alice, "fit")
+    cluster.fail("post", r"/api/v1/namespaces/[^/]+/configmaps", 500, times=50)
+    launch(job)
+    assert job.state == JobState.FAILED and "500" in job.message
+
+
+def test_kill_leaves_nothing_behind_and_delete_waits_for_the_cluster(alice, k8s_dc, cluster):
+    from jobs.services import kill_job
+    from jobs.tasks import stop_job
+
+    job = submit(alice, "fit")
+    launch(job)
+    ns = ns_of(job)
+    cluster.run_statefulset(ns, "fit-pserver")
+    kill_job(job)
+    stop_job.run(job.pk)
+    assert cluster.objects_in(ns) == []
+    backend = get_backend(job.datacenter)
+    backend.stop(job)  # again: nothing to do, no error
+    backend.delete(job)
+    backend.delete(job)
+
+
+def test_resubmitting_the_name_of_a_job_still_being_deleted_gets_a_clear_answer(alice, k8s_dc, cluster, monkeypatch):
+    from jobs.backends import kubernetes
+
+    monkeypatch.setattr(kubernetes, "ROOT_WAIT_SECONDS", 1)
+    monkeypatch.setattr(kubernetes, "DELETE_WAIT_SECONDS", 1)
+    job = submit(alice, "fit", mode="collective", pservers=0, trainers=1)
+    launch(job)
+    cluster.store.slow_deletion = True  # the garbage collector takes its time
+    with pytest.raises(LaunchError, match="DeleteTimeout|has not finished"):
+        get_backend(job.datacenter).delete(job)
+    # The old row is gone (say, an operator removed it); a new job of that name meets the old root.
+    job.delete()
+    again = submit(alice, "fit", mode="collective", pservers=0, trainers=1)
+    launch(again)
+    assert again.state == JobState.FAILED and again.reason == "NameInUse"
+    assert "still deleting" in again.message and "'fit'" in again.message
+    cluster.store.finish_deletions()
+    assert cluster.objects_in(ns_of(job)) == []
+
+
+def test_registry_credentials_become_a_pull_secret(alice, k8s_dc, cluster):
+    import base64
+    import json
+
+    from accounts.models import Registry
+
+    Registry.objects.create(user=alice, name="corp", server="registry.corp:5000", username="bot", password="s3cret")
+    job = submit(alice, "fit", registry="corp", image="registry.corp:5000/paddle:2.6.2")
+    launch(job)
+    ns = ns_of(job)
+    secret = cluster.store.get("secrets", ns, "fit-pull")
+    auths = json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))["auths"]
+    assert auths["registry.corp:5000"]["password"] == "s3cret" and secret["type"] == "kubernetes.io/dockerconfigjson"
+    pod_spec = cluster.store.get("statefulsets", ns, "fit-pserver")["spec"]["template"]["spec"]
+    assert pod_spec["imagePullSecrets"] == [{"name": "fit-pull"}]
+    assert pod_spec["containers"][0]["image"] == "registry.corp:5000/paddle:2.6.2"
+
+
+def test_kubeflow_datacenters_get_one_paddlejob(alice, k8s_dc, cluster):
+    k8s_dc.config = {**k8s_dc.config, "kubeflow": True}
+    k8s_dc.save()
+    job = submit(alice, "fit")
+    launch(job)
+    ns = ns_of(job)
+    pj = cluster.store.get("paddlejobs", ns, "fit")
+    assert set(pj["spec"]["paddleReplicaSpecs"]) == {"Master", "Worker"}
+    assert [p for p, _ in cluster.objects_in(ns)] == ["configmaps", "paddlejobs"]

@@ -8,7 +8,7 @@ import pytest
 from jobs import logstore
 from jobs.models import JobState, ReplicaState
 
-from .k8s_fixtures import cluster, k8s_dc, launch, part, submit  # noqa: F401
+from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,8 +29,7 @@ def start_pservers(cluster, part, job, ns):
 def test_ps_job_runs_in_order_and_succeeds_leaving_nothing(alice, cluster, part):
     job = submit(alice, "fit")
     launch(job)
-    ns = part.part and job.datacenter and __import__("jobs.backends.base", fromlist=["x"]).get_backend(
-        job.datacenter).namespace(job)
+    ns = ns_of(job)
     part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
     part.tick()
     assert not cluster.store.find("jobs", ns), "trainers must wait for the pservers"
@@ -58,5 +57,106 @@ def test_ps_job_runs_in_order_and_succeeds_leaving_nothing(alice, cluster, part)
     t0 = job.replicas.get(role="trainer", index=0)
     assert logstore.read(t0).text == f"{trainers[0]} step 1\nloss 0.5\ndone\n"
     assert "pserver listening" in logstore.read(job.replicas.get(role="pserver", index=0)).text
-    r = replicas(part.job(job))
-    assert r["trainer-1"].state == ReplicaState.SUCCEEDED and r["pserver-0"].state == ReplicaState.TERMINATED
+    part.until(lambda: replicas(job)["pserver-0"].state == ReplicaState.TERMINATED, what="pservers terminated")
+    assert replicas(job)["trainer-1"].state == ReplicaState.SUCCEEDED
+
+
+def started(cluster, part, alice, name="fit", **fields):
+    """A launched job whose watches are in sync; pservers running and ready, trainer pods made."""
+    job = submit(alice, name, **fields)
+    launch(job)
+    ns = ns_of(job)
+    part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
+    if job.pservers:
+        start_pservers(cluster, part, job, ns)
+    trainers = cluster.run_job(ns, f"{name}-trainer")
+    return job, ns, trainers
+
+
+def test_image_pull_backoff_is_the_jobs_reason_then_fails_it_at_the_pending_timeout(alice, cluster, part, k8s_dc):
+    job, ns, trainers = started(cluster, part, alice, mode="collective", pservers=0, trainers=2)
+    cluster.pod_running(ns, trainers[0])
+    cluster.pod_waiting(ns, trainers[1], "ImagePullBackOff", 'Back-off pulling image "paddle:nope"')
+    part.until(lambda: part.job(job).reason == "ImagePullBackOff", what="the reason on the job")
+    assert "trainer-1" in job.message and "paddle:nope" in job.message and job.state == JobState.STARTING
+    r = replicas(job)["trainer-1"]
+    assert (r.state, r.reason) == (ReplicaState.PENDING, "ImagePullBackOff")
+    k8s_dc.config = {**k8s_dc.config, "pending_timeout": 1}
+    k8s_dc.save()
+    part.part.next_refresh = 0
+    part.until(lambda: part.job(job).state == JobState.FAILED, what="the pending timeout")
+    assert job.reason == "ImagePullBackOff" and "did not start within 1 s" in job.message
+    part.until(lambda: cluster.objects_in(ns) == [], what="everything deleted")
+
+
+def test_unschedulable_shows_the_schedulers_message(alice, cluster, part):
+    job, ns, trainers = started(cluster, part, alice, mode="collective", pservers=0, trainers=1)
+    msg = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+    cluster.pod_unschedulable(ns, trainers[0], msg)
+    part.until(lambda: part.job(job).reason == "Unschedulable", what="Unschedulable")
+    assert job.message == f"trainer-0: {msg}"
+    cluster.pod_running(ns, trainers[0])
+    part.until(lambda: part.job(job).state == JobState.RUNNING, what="Running once scheduled")
+
+
+def test_failed_mount_from_a_warning_event(alice, cluster, part):
+    job, ns, trainers = started(cluster, part, alice, mode="collective", pservers=0, trainers=1)
+    cluster.pod_waiting(ns, trainers[0], "ContainerCreating")
+    cluster.warning(ns, "Pod", trainers[0], "FailedMount", "MountVolume.SetUp failed for volume \"pfs\": no route")
+    part.until(lambda: part.job(job).reason == "FailedMount", what="FailedMount")
+    assert "no route" in job.message
+
+
+def test_quota_refusal_on_the_trainer_job_is_shown(alice, cluster, part):
+    job, ns, _ = started(cluster, part, alice, mode="collective", pservers=0, trainers=1)
+    cluster.store.delete("pods", ns, cluster.pod_named(ns, "fit-trainer-0"))
+    cluster.warning(ns, "Job", "fit-trainer", "FailedCreate", "pods is forbidden: exceeded quota: paddlecloud-quota")
+    part.until(lambda: part.job(job).reason == "FailedCreate", what="FailedCreate")
+    assert "exceeded quota" in job.message
+
+
+def test_crash_looping_pserver_fails_the_job_with_its_log_tail(alice, cluster, part):
+    job = submit(alice, "fit")
+    launch(job)
+    ns = ns_of(job)
+    part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
+    ps = cluster.run_statefulset(ns, "fit-pserver")
+    cluster.pod_running(ns, ps[0])
+    cluster.log(ns, ps[1], "Traceback (most recent call last):", "ImportError: no module named paddle")
+    cluster.pod_crashloop(ns, ps[1], exit_code=1)
+    part.until(lambda: part.job(job).state == JobState.FAILED, what="Failed")
+    assert job.reason == "ReplicaFailed" and "pserver-1" in job.message
+    assert "ImportError: no module named paddle" in job.message
+    r = replicas(job)["pserver-1"]
+    assert (r.reason, r.exit_code, r.restarts) == ("CrashLoopBackOff", 1, 3)
+
+
+def test_oom_killed_trainer(alice, cluster, part):
+    job, ns, trainers = started(cluster, part, alice, mode="collective", pservers=0, trainers=2)
+    for pod in trainers:
+        cluster.pod_running(ns, pod)
+    cluster.pod_failed(ns, trainers[1], exit_code=137, reason="OOMKilled")
+    part.until(lambda: part.job(job).state == JobState.FAILED, what="Failed")
+    r = replicas(job)["trainer-1"]
+    assert (r.state, r.reason, r.exit_code) == (ReplicaState.FAILED, "OOMKilled", 137)
+    assert "memory limit" in job.message
+
+
+def test_watches_resume_after_drops_and_relist_after_410_gone(alice, cluster, part):
+    job, ns, trainers = started(cluster, part, alice, mode="collective", pservers=0, trainers=2)
+    watches = part.watcher().threads
+    lists = sum(t.relists for t in watches)
+    cluster.drop_streams()
+    cluster.pod_running(ns, trainers[0])
+    part.until(lambda: replicas(job)["trainer-0"].state == ReplicaState.RUNNING, what="change after a drop")
+    assert sum(t.relists for t in watches) == lists, "a dropped stream resumes from its resourceVersion"
+    cluster.store.expire_watches()
+    cluster.pod_running(ns, trainers[1])
+    part.until(lambda: part.job(job).state == JobState.RUNNING, what="change after 410 Gone")
+    part.until(lambda: sum(t.relists for t in watches) >= lists + len(watches), what="every watch relisted")
+    # A pod deleted while the watch was down is noticed by the relist.
+    with cluster.store.lock:  # the watches are cut and expired, then things change unseen
+        cluster.store.expire_watches()
+        cluster.pod_succeeded(ns, trainers[0])
+        cluster.pod_succeeded(ns, trainers[1])
+    part.until(lambda: part.job(job).state == JobState.SUCCEEDED, what="Succeeded after a relist")

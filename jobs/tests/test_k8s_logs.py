@@ -1,0 +1,87 @@
+# ruff: noqa: F811 - pytest fixtures imported from k8s_fixtures are used as parameters
+"""Pod logs into the durable per-replica files: every line once, across dropped streams, a
+restarted watcher, a crash between writing a log and its cursor, and pod deletion."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from jobs import logstore
+from jobs.backends.k8s_logs import Cursor, Position, parse_ts
+
+from .k8s_fixtures import Part, cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def text_of(job, name="trainer-0"):
+    role, index = name.split("-")
+    return logstore.read(job.replicas.get(role=role, index=int(index))).text
+
+
+def running_trainer(alice, cluster, part):
+    job = submit(alice, "fit", mode="collective", pservers=0, trainers=1)
+    launch(job)
+    ns = ns_of(job)
+    part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="watches")
+    pod = cluster.run_job(ns, "fit-trainer")[0]
+    cluster.pod_running(ns, pod)
+    return job, ns, pod
+
+
+def test_no_line_lost_or_doubled_across_dropped_streams(alice, cluster, part):
+    job, ns, pod = running_trainer(alice, cluster, part)
+    same = datetime.now(UTC).replace(microsecond=123456)
+    cluster.log(ns, pod, "a", "b", when=same)
+    part.until(lambda: text_of(job) == "a\nb\n", what="first lines")
+    cluster.drop_streams()
+    cluster.log(ns, pod, "c", when=same)  # the same nanosecond as the last stored line
+    cluster.log(ns, pod, "d")
+    part.until(lambda: text_of(job) == "a\nb\nc\nd\n", what="lines after the drop")
+    for i in range(3):
+        cluster.drop_streams()
+        cluster.log(ns, pod, f"e{i}")
+    cluster.log(ns, pod, "last line, no newline at the end of the stream")
+    cluster.pod_succeeded(ns, pod)
+    want = "a\nb\nc\nd\ne0\ne1\ne2\nlast line, no newline at the end of the stream\n"
+    part.until(lambda: text_of(job) == want, what="all lines")
+    opens = [p for _, _, p in cluster.requests if p.startswith(f"/api/v1/namespaces/{ns}/pods/{pod}/log")]
+    assert any("sinceTime=" in p for p in opens[1:]), opens
+
+
+def test_a_restarted_watcher_resumes_from_the_cursor(alice, cluster, part):
+    job, ns, pod = running_trainer(alice, cluster, part)
+    cluster.log(ns, pod, "one", "two")
+    part.until(lambda: text_of(job) == "one\ntwo\n", what="first lines")
+    part.part.stop()
+    cluster.drop_streams()
+    cluster.log(ns, pod, "three")
+    replica = job.replicas.get(role="trainer", index=0)
+    with open(logstore.path(replica), "ab") as f:
+        f.write(b"half a li")  # appended, but the watcher died before recording it
+    again = Part()
+    try:
+        again.until(lambda: text_of(job) == "one\ntwo\nthree\n", what="resumed lines")
+        cluster.pod_succeeded(ns, pod)
+        again.until(lambda: Cursor(replica).pods and all(p.get("done") for p in Cursor(replica).pods.values()),
+                    what="the pod's log marked complete")
+    finally:
+        again.part.stop()
+
+
+def test_logs_survive_the_pods(alice, cluster, part):
+    job, ns, pod = running_trainer(alice, cluster, part)
+    cluster.log(ns, pod, "trained")
+    part.until(lambda: text_of(job) == "trained\n", what="the line")
+    cluster.store.delete("pods", ns, pod)
+    part.tick()
+    assert text_of(job) == "trained\n"
+
+
+def test_position_skips_exactly_what_was_stored():
+    pos = Position("2026-01-01T00:00:01.5Z", 2)  # two lines at .5 s were stored
+    lines = [b"2026-01-01T00:00:01.1Z old", b"2026-01-01T00:00:01.5Z x", b"2026-01-01T00:00:01.5Z y",
+             b"2026-01-01T00:00:01.5Z z", b"2026-01-01T00:00:01.50000001Z w", b"2026-01-01T00:00:02Z v"]
+    assert pos.take(lines) == [b"z\n", b"w\n", b"v\n"]
+    assert (pos.stamp, pos.count) == ("2026-01-01T00:00:02Z", 1)
+    assert parse_ts("2026-01-01T00:00:01.1Z") > parse_ts("2026-01-01T00:00:01.09Z")  # not string order

@@ -1,0 +1,196 @@
+"""Every manifest the kubernetes backend can emit, validated against the real Kubernetes OpenAPI
+schemas (kubernetes-validate, strict: unknown fields fail), and the process contract they carry
+checked against jobs/contract.py for every replica index."""
+
+import functools
+import re
+import shlex
+
+import kubernetes_validate
+import kubernetes_validate.utils
+import pytest
+
+from accounts.models import Datacenter, Registry
+from jobs import contract, manifests
+from jobs.backends.k8s_settings import SettingsError, parse, sanitize, user_namespace
+from jobs.models import Job
+
+K8S_VERSION = "1.37"
+# The schemas are re-read from disk on every validation; read each file once.
+kubernetes_validate.utils.schema_contents = functools.lru_cache(maxsize=None)(kubernetes_validate.utils.schema_contents)
+ROOT = {"metadata": {"name": "fit", "uid": "0b7d0c9e-3a51-4c2c-9a55-0e0f7d3c1a01"}}
+STORAGES = [
+    {"kind": "hostPath", "path": "/mnt/pfs"},
+    {"kind": "pvc", "claim_name": "pfs", "sub_path": "paddlecloud"},
+    {"kind": "cephfs", "monitors_addr": "10.0.0.1:6789,10.0.0.2:6789", "user": "admin", "secret_name": "ceph",
+     "path": "/paddle", "mount_path": "/pfs"},
+    {"kind": "nfs", "server": "nfs.example.com", "path": "/exports/pfs"},
+]
+VARIANTS = [
+    {},
+    {"node_selector": {"pool": "train"}, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+     "gpu_node_selector": {"accelerator": "nvidia"}, "priority_class_name": "batch", "cluster_domain": "cluster.local"},
+    {"kubeflow": True},
+    {"build": {"enabled": True, "registry": "registry.example.com/pc", "push_secret": "push"},
+     "secrets_namespace": "paddlecloud"},
+]
+
+
+def validate(obj: dict) -> None:
+    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def make_job(user, *, mode="ps", pservers=2, trainers=3, gpu=0, registry=None, **extra) -> Job:
+    dc = Datacenter.objects.get_or_create(name="k8s", defaults={"backend": "kubernetes"})[0]
+    return Job.objects.create(user=user, datacenter=dc, name=extra.pop("name", "fit"), mode=mode, pservers=pservers,
+                              trainers=trainers, gpu=gpu, registry=registry, cpu="2", memory="4Gi", pscpu="500m",
+                              psmemory="1Gi", package=f"/pfs/k8s/home/{user.username}/jobs/fit",
+                              entry="python train.py --out $(date +%s) --home $HOME", env={"NUM_PASS": "5$"},
+                              **extra)
+
+
+def every_manifest(job, settings, ns="paddle-alice-1234abcd"):
+    owner = manifests.owner_reference(ROOT)
+    opts = {"image": manifests.image_for(job, settings), "runtime_ready": False, "pull_secrets": ["fit-pull"],
+            "grace_seconds": 10}
+    yield manifests.namespace(settings, job.user.get_username())
+    yield manifests.resource_quota(ns, cpu_millicores=8000, memory_bytes=32 * 2**30, gpus=2)
+    yield manifests.root(job, ns)
+    yield manifests.dockerconfig_secret("fit-pull", ns, {"r.example.com": manifests.docker_auth("u", "p")},
+                                        manifests.labels(job), owner)
+    yield manifests.copied_secret({"metadata": {"name": "ceph", "namespace": "paddlecloud", "uid": "x"},
+                                   "type": "Opaque", "data": {"key": "c2VjcmV0"}}, ns)
+    yield manifests.headless_service(job, ns, "trainer", settings.trainer_port, owner)
+    if job.pservers:
+        yield manifests.headless_service(job, ns, "pserver", settings.pserver_port, owner)
+        yield manifests.pserver_statefulset(job, settings, ns, owner, **opts)
+    yield manifests.trainer_job(job, settings, ns, owner, **opts)
+    yield manifests.build_job(job, settings, ns, owner, destination="registry.example.com/pc/rt:abc",
+                              auth_secret="fit-pull")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("storage", STORAGES, ids=[s["kind"] for s in STORAGES])
+@pytest.mark.parametrize("variant", VARIANTS, ids=["plain", "scheduling", "kubeflow", "build"])
+@pytest.mark.parametrize("shape", [dict(mode="ps"), dict(mode="collective", pservers=0, gpu=2)], ids=["ps", "gpu"])
+def test_every_manifest_validates(alice, storage, variant, shape):
+    settings = parse("k8s", {**variant, "storage": storage})
+    job = make_job(alice, registry=Registry.objects.create(user=alice, name="r", server="r.example.com",
+                                                           username="u", password="p"), **shape)
+    for obj in every_manifest(job, settings):
+        validate(obj)
+    pj = manifests.paddle_job(job, settings, "paddle-alice-1234abcd", manifests.owner_reference(ROOT),
+                              image="img:1", runtime_ready=True, pull_secrets=[], grace_seconds=5)
+    assert pj["apiVersion"] == "kubeflow.org/v1" and pj["kind"] == "PaddleJob"
+    validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": pj["metadata"]})  # its ObjectMeta
+    for spec in pj["spec"]["paddleReplicaSpecs"].values():  # the operator's CRD embeds PodTemplateSpecs
+        validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": spec["template"]})
+
+
+def test_a_broken_manifest_is_caught():
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}, "spec": {"clusterIp": "None"}})
+
+
+def expand(value: str, env: dict[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion: defined vars are substituted, $$ is a literal $."""
+    out, i = [], 0
+    while i < len(value):
+        if value.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif value.startswith("$(", i) and (j := value.find(")", i)) != -1:
+            name = value[i + 2:j]
+            out.append(env.get(name, value[i:j + 1]))
+            i = j + 1
+        else:
+            out.append(value[i])
+            i += 1
+    return "".join(out)
+
+
+def pod_env(container: dict, pod_name: str, pod_labels: dict, pod_annotations: dict) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for e in container["env"]:
+        if "valueFrom" in e:
+            path = e["valueFrom"]["fieldRef"]["fieldPath"]
+            if path == "metadata.name":
+                env[e["name"]] = pod_name
+            else:
+                kind, key = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path).groups()
+                env[e["name"]] = (pod_labels if kind == "labels" else pod_annotations)[key]
+        else:
+            env[e["name"]] = expand(e["value"], env)
+    return env
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kubeflow", [False, True])
+@pytest.mark.parametrize("mode", ["ps", "collective"])
+def test_each_pod_gets_exactly_the_process_contract(alice, mode, kubeflow):
+    settings = parse("k8s", {"kubeflow": kubeflow})
+    job = make_job(alice, mode=mode, pservers=2 if mode == "ps" else 0, trainers=3)
+    ns = "paddle-alice-1234abcd"
+    topo = manifests.topology(job, settings, ns)
+    kw = {"image": "img", "runtime_ready": False, "pull_secrets": [], "grace_seconds": 5}
+    home = f"/pfs/k8s/home/{alice.username}"
+    if kubeflow:
+        pj = manifests.paddle_job(job, settings, ns, None, **kw)["spec"]["paddleReplicaSpecs"]
+        templates = {"pserver": pj.get("Master"), "trainer": pj["Worker"]}
+    else:
+        templates = {"trainer": manifests.trainer_job(job, settings, ns, None, **kw)["spec"]}
+        if job.pservers:
+            templates["pserver"] = manifests.pserver_statefulset(job, settings, ns, None, **kw)["spec"]
+    for role, count in (("pserver", job.pservers), ("trainer", job.trainers)):
+        for i in range(count):
+            container = templates[role]["template"]["spec"]["containers"][0]
+            prefix = {"pserver": "master", "trainer": "worker"}[role] if kubeflow else role
+            name = f"fit-{prefix}-{i}"
+            got = pod_env(container, name, {manifests.KUBEFLOW_INDEX: str(i)},
+                          {manifests.COMPLETION_INDEX: str(i)})
+            want = contract.replica_env(job, role, i, topo, pfs_home=home, package=job.package)
+            assert {k: got[k] for k in want} == want, (role, i)
+            assert got["NUM_PASS"] == "5$"
+            host = got["POD_IP"]
+            assert host.startswith(f"{name}.") and f"{host}:{got['PADDLE_PORT']}" in got.get(
+                "PADDLE_PSERVERS_IP_PORT_LIST" if role == "pserver" else "PADDLE_TRAINER_ENDPOINTS")
+            args = [expand(a, {}) for a in container["args"]]
+            assert args == shlex.split(job.entry)  # $(date ...) and $HOME reach the shell untouched
+            assert expand(container["command"][2], {}) == manifests.RUN_SCRIPT
+
+
+@pytest.mark.django_db
+def test_pods_mount_the_home_public_and_the_package_snapshot(alice):
+    settings = parse("k8s", {"storage": {"kind": "cephfs", "monitors_addr": "m:6789", "secret_name": "ceph",
+                                         "path": "/paddle"}})
+    job = make_job(alice, gpu=1, mode="collective", pservers=0)
+    spec = manifests.trainer_job(job, settings, "ns", None, image=manifests.image_for(job, settings),
+                                 runtime_ready=False, pull_secrets=[], grace_seconds=5)["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    assert mounts["/pfs/k8s/home/alice"]["subPath"] == "k8s/home/alice" and not mounts["/pfs/k8s/home/alice"].get(
+        "readOnly")
+    assert mounts["/pfs/k8s/public"]["readOnly"] and mounts[manifests.PACKAGE_MOUNT]["readOnly"]
+    assert mounts["/trainer_id"]["subPath"] == "trainer_id"
+    assert spec["volumes"][1]["cephfs"] == {"monitors": ["m:6789"], "path": "/paddle", "user": "admin",
+                                            "secretRef": {"name": "ceph"}}
+    assert c["resources"]["limits"] == {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}
+    assert c["image"] == settings.gpu_image and spec["automountServiceAccountToken"] is False
+
+
+def test_namespaces_are_dns_safe_and_collision_proof():
+    names = {user_namespace("paddle-", u) for u in ("a.b", "a-b", "A_B", "yanxu05@baidu.com", "x" * 200, "日本")}
+    assert len(names) == 6
+    for n in names:
+        assert len(n) <= 63 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", n), n
+    assert sanitize("Yan.Xu@Baidu.com", 63) == "yan-xu-baidu-com"
+
+
+@pytest.mark.parametrize("config, key", [
+    ({"storage": {"kind": "s3"}}, "storage.kind"), ({"namespace_prefix": "Bad"}, "namespace_prefix"),
+    ({"pending_timeout": -1}, "pending_timeout"), ({"storage": {"kind": "cephfs"}}, "monitors_addr"),
+    ({"build": {"enabled": True}}, "build.registry"), ({"imagee": "x"}, "unknown keys"),
+])
+def test_bad_settings_name_the_key(config, key):
+    with pytest.raises(SettingsError, match=re.escape(key)):
+        parse("k8s", config)
