@@ -56,7 +56,8 @@ def launch_job(job_id: int) -> None:
                               from_states=[JobState.BUILDING], heartbeat=timezone.now()):
                 return  # killed meanwhile
         backend.launch(job)
-        Job.objects.filter(pk=job.pk, state=JobState.STARTING).update(heartbeat=None)
+        if not Job.objects.filter(pk=job.pk, state=JobState.STARTING).update(heartbeat=None):
+            backend.stop(job)  # killed while replicas were starting: stop what this launch started
     except LaunchError as e:
         if transition(job, JobState.FAILED, e.reason, e.message):
             backend.stop(job)
@@ -88,9 +89,11 @@ def delete_job_task(job_id: int) -> None:
 
 
 def jobs_to_watch():
-    """Jobs whose replicas may still change: launched and active, or ended with some running."""
+    """Jobs whose replicas may still change: launched and active, or ended with some replica not
+    known to be done (one may have been started by a launch racing the kill: it gets stopped)."""
+    unsettled = [ReplicaState.RUNNING, ReplicaState.PENDING]
     return (Job.objects.filter(Q(state__in=[JobState.STARTING, JobState.RUNNING])
-                               | Q(state__in=TERMINAL_STATES, replicas__state=ReplicaState.RUNNING))
+                               | Q(state__in=TERMINAL_STATES, replicas__state__in=unsettled))
             .distinct().select_related("datacenter", "user"))
 
 
