@@ -93,7 +93,8 @@ def _tail(api, ns: str, pod: dict | None) -> str:
     if pod is None:
         return "(no build pod)"
     try:
-        text = api.call(api.core.read_namespaced_pod_log, pod["metadata"]["name"], ns, tail_lines=LOG_TAIL_LINES)
+        resp = api.call(api.core.read_namespaced_pod_log, pod["metadata"]["name"], ns, tail_lines=LOG_TAIL_LINES,
+                        _preload_content=False)  # raw bytes: a log need not be valid UTF-8
     except Exception as e:  # noqa: BLE001 - the failure is reported either way
         return f"(the build log is unavailable: {e})"
-    return str(text).rstrip()
+    return resp.data.decode("utf-8", "replace").rstrip()

@@ -113,7 +113,9 @@ class Cluster(EmulatedCluster):
         return [n["metadata"]["name"] for n in self.store.find("namespaces")]
 
     def objects_in(self, ns: str) -> list[tuple[str, str]]:
-        """(plural, name) of every object left in a namespace, except the per-user setup."""
-        setup = {"resourcequotas", "events"}
+        """(plural, name) of every object left in a namespace, except the per-user setup (the
+        quota, Secrets copied for storage or pushes: no job label) and events."""
         with self.store.lock:
-            return sorted((p, name) for (p, n, name) in self.store.objects if n == ns and p not in setup)
+            return sorted((p, name) for (p, n, name), o in self.store.objects.items()
+                          if n == ns and p != "events" and (p != "resourcequotas" and not (
+                              p == "secrets" and "paddlecloud/job" not in (o["metadata"].get("labels") or {}))))

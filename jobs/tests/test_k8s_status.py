@@ -1,0 +1,100 @@
+"""Pod to replica state, with the reason a person can act on (pure mapping, no cluster)."""
+
+import pytest
+
+from jobs.backends.k8s_status import Warning, pod_status, replica_key, workload_failure
+from jobs.manifests import COMPLETION_INDEX, KUBEFLOW_INDEX, LABEL_JOB_ID, LABEL_ROLE
+
+
+def pod(phase="Pending", *, main=None, init=None, conditions=(), deleting=False, node="n1", reason=None,
+        message=None):
+    st = {"phase": phase, "conditions": list(conditions)}
+    if main is not None:
+        st["containerStatuses"] = [{"name": "paddle", "restartCount": 0, "ready": False, **main}]
+    if init is not None:
+        st["initContainerStatuses"] = [{"name": "package", **init}]
+    if reason:
+        st["reason"], st["message"] = reason, message
+    md = {"name": "p", "labels": {LABEL_JOB_ID: "7", LABEL_ROLE: "trainer"}}
+    if deleting:
+        md["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": md, "spec": {"nodeName": node} if node else {}, "status": st}
+
+
+def term(code, reason="Error"):
+    return {"terminated": {"exitCode": code, "reason": reason, "finishedAt": "2026-01-01T00:00:09Z"}}
+
+
+CASES = [
+    (pod("Succeeded", main={"state": term(0, "Completed")}), "trainer", ("Succeeded", "Completed", 0)),
+    (pod("Failed", main={"state": term(137, "OOMKilled")}), "trainer", ("Failed", "OOMKilled", 137)),
+    (pod("Failed", main={"state": term(3)}), "trainer", ("Failed", "Error", 3)),
+    (pod("Failed", reason="Evicted", message="low on memory"), "trainer", ("Failed", "Evicted", None)),
+    (pod("Failed", init={"state": term(1)}), "trainer", ("Failed", "InitFailed", 1)),
+    (pod("Pending", init={"state": term(1)}), "pserver", ("Failed", "InitFailed", 1)),
+    (pod("Running", main={"state": {"running": {}}}, deleting=True), "trainer", ("Terminated", "Terminated", None)),
+    (pod("Running", main={"state": {"running": {}}},
+         conditions=[{"type": "DisruptionTarget", "status": "True", "message": "node drained"}]),
+     "trainer", ("Running", "Disrupted", None)),
+    (pod("Unknown"), "trainer", ("Running", "NodeLost", None)),
+    (pod(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                      "message": "0/2 nodes: Insufficient cpu"}], node=None), "trainer",
+     ("Pending", "Unschedulable", None)),
+    (pod(main={"state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}}}), "trainer",
+     ("Pending", "ErrImagePull", None)),
+    (pod(main={"state": {"waiting": {"reason": "InvalidImageName", "message": "bad"}}}), "trainer",
+     ("Failed", "InvalidImageName", None)),
+    (pod(init={"state": {"waiting": {"reason": "ImagePullBackOff"}}}), "trainer",
+     ("Pending", "ImagePullBackOff", None)),
+    (pod(main={"state": {"waiting": {"reason": "CreateContainerConfigError", "message": "secret x not found"}}}),
+     "trainer", ("Pending", "CreateContainerConfigError", None)),
+    (pod("Running", main={"state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}, "restartCount": 1,
+                          "lastState": term(1)}), "pserver", ("Failed", "Error", 1)),
+    (pod("Running", main={"state": {"waiting": {"reason": "CrashLoopBackOff"}}, "restartCount": 4,
+                          "lastState": term(2)}), "trainer", ("Failed", "CrashLoopBackOff", 2)),
+    (pod("Running", main={"state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}), "trainer",
+     ("Running", "Running", None)),
+    (pod(main={"state": {"waiting": {"reason": "ContainerCreating"}}}), "trainer",
+     ("Pending", "ContainerCreating", None)),
+    (pod(node=None), "trainer", ("Pending", "Scheduling", None)),
+]
+
+
+@pytest.mark.parametrize("obj, role, want", CASES)
+def test_pod_states_and_reasons(obj, role, want):
+    s = pod_status(obj, role)
+    assert (s.state, s.reason, s.exit_code) == want
+    assert s.pod == "p"
+
+
+def test_messages_say_what_happened():
+    assert "0/2 nodes: Insufficient cpu" in pod_status(CASES[9][0], "trainer").message
+    assert "memory limit" in pod_status(CASES[1][0], "trainer").message
+    assert "restarted 4 times" in pod_status(CASES[15][0], "trainer").message
+    assert pod_status(CASES[6][0], "trainer").message == "stopped by PaddleCloud"
+
+
+def test_a_failed_mount_shows_only_from_its_warning_event():
+    stuck = pod(main={"state": {"waiting": {"reason": "ContainerCreating"}}})
+    s = pod_status(stuck, "trainer", warning=Warning("FailedMount", "MountVolume.SetUp failed: timeout"))
+    assert (s.state, s.reason, s.message) == ("Pending", "FailedMount", "MountVolume.SetUp failed: timeout")
+
+
+@pytest.mark.parametrize("labels, annotations, name, want", [
+    ({"paddlecloud/index": "3"}, {}, "x", 3),
+    ({}, {COMPLETION_INDEX: "2"}, "fit-trainer-2-abcde", 2),
+    ({KUBEFLOW_INDEX: "1"}, {}, "fit-worker-1", 1),
+    ({}, {}, "fit-pserver-4", 4),
+])
+def test_replica_keys_from_every_kind_of_pod(labels, annotations, name, want):
+    obj = {"metadata": {"name": name, "labels": {LABEL_JOB_ID: "9", LABEL_ROLE: "trainer", **labels},
+                        "annotations": annotations}}
+    assert replica_key(obj) == (9, "trainer", want)
+    assert replica_key({"metadata": {"name": name, "labels": labels}}) is None
+
+
+def test_a_failed_trainer_job_condition():
+    job = {"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                                      "message": "Job has reached the specified backoff limit"}]}}
+    assert workload_failure(job) == ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
+    assert workload_failure({"status": {}}) is None
