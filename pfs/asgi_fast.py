@@ -60,7 +60,10 @@ class PfsASGI:
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http" and scope["method"] == "PATCH":
-            m = UPLOAD_CHUNK_PATH.match(scope["path"])
+            path, root = scope["path"], scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root):]
+            m = UPLOAD_CHUNK_PATH.match(path)
             if m:
                 auth = _header(scope, b"authorization")
                 if auth is not None and _is_token(auth):

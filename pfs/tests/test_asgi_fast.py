@@ -222,14 +222,23 @@ def test_resume_after_a_cut_connection(live_asgi, home_dir, tmp_path):
     assert sha256_file(home_dir / "data" / "src.bin") == digest
 
 
-def test_session_requests_still_go_through_django():
+def test_session_requests_still_go_through_django(monkeypatch):
     """Without a token header the PATCH is Django's (session auth and CSRF apply there)."""
-    seen = []
+    seen, fast = [], []
 
     async def django(scope, receive, send):
         seen.append(scope["path"])
 
+    async def streamed(scope, receive, send, upload_id, auth):
+        fast.append((upload_id, auth))
+
+    monkeypatch.setattr(asgi_fast, "patch_chunk", streamed)
     app = asgi_fast.PfsASGI(django)
+    for root, path in (("", "/api/v2/uploads/u1/"), ("/paddle", "/paddle/api/v2/uploads/u2/")):
+        scope = {"type": "http", "method": "PATCH", "path": path, "root_path": root,
+                 "headers": [(b"Authorization", b"token abc")]}
+        asyncio.run(app(scope, None, None))
+    assert fast == [("u1", "token abc"), ("u2", "token abc")] and seen == []
     for method, path, headers in [
         ("PATCH", "/api/v2/uploads/abc/", [(b"cookie", b"sessionid=x")]),
         ("PATCH", "/api/v2/uploads/abc/", [(b"authorization", b"Basic eDp5")]),
@@ -239,7 +248,7 @@ def test_session_requests_still_go_through_django():
     ]:
         scope = {"type": "http", "method": method, "path": path, "headers": headers}
         asyncio.run(app(scope, None, None))
-    assert len(seen) == 5
+    assert len(seen) == 5 and len(fast) == 2
 
 
 # --- downloads through the ASGI handler -------------------------------------------------------

@@ -215,3 +215,58 @@ def test_concurrent_uploads_to_one_path_leave_one_complete_file(http, alice, hom
     assert final in contents.values()
     assert not list((home_dir / ".uploads").glob("*.part"))
     assert http.get(f"{http.base}/api/v2/storage/usage/").json()["used_bytes"] == size
+
+
+# --- ChunkWriter (shared by the Django view and the streaming route) ---------------------------
+
+def test_chunk_writer_batches_holes_and_short_writes(alice, home_dir, monkeypatch):
+    import random
+
+    rnd = random.Random(7)
+    blocks = [rnd.randbytes(100_000), bytes(262_144), rnd.randbytes(50_001), b"", bytes(300_000)]
+    data = b"".join(blocks)
+    uid = uploads.create(alice, f"{A}/w.bin", len(data) + 10).pk
+    session = uploads.get(alice, uid)
+    real = os.pwritev
+    calls = []
+
+    def short_pwritev(fd, bufs, pos):  # the kernel may write less than asked: the rest must follow
+        calls.append(len(bufs))
+        first = memoryview(bufs[0])[: max(1, len(bufs[0]) // 3)]
+        return real(fd, [first], pos)
+
+    monkeypatch.setattr(uploads.os, "pwritev", short_pwritev)
+    writer = uploads.ChunkWriter(session, 0, len(data))
+    writer.write(blocks[:2])
+    assert os.path.getsize(uploads.part_path(session)) == 362_144  # a trailing hole still counts
+    writer.write(blocks[2:])
+    assert writer.finish() == len(data)
+    assert calls  # the short writes happened and were resumed
+    assert uploads.part_path(session).read_bytes() == data
+    # a second writer on the same upload: the offset is checked, then a chunk past the size
+    with pytest.raises(uploads.OffsetConflict):
+        uploads.ChunkWriter(uploads.get(alice, uid), 5, 1)
+    writer = uploads.ChunkWriter(uploads.get(alice, uid), len(data), None)
+    with pytest.raises(uploads.PathError) as e:
+        writer.write([b"x" * 11])
+    writer.abort()
+    assert e.value.status == 413 and os.path.getsize(uploads.part_path(session)) == len(data)
+
+
+def test_chunk_writer_is_exclusive_and_checksummed(alice, home_dir):
+    uid = uploads.create(alice, f"{A}/x.bin", 8).pk
+    first = uploads.ChunkWriter(uploads.get(alice, uid), 0, 4, ("sha256", hashlib.sha256(b"abcd").digest()))
+    with pytest.raises(uploads.PathError) as e:
+        uploads.ChunkWriter(uploads.get(alice, uid), 0, 4)
+    assert e.value.status == 409 and "another request" in e.value.message
+    first.write([b"ab", b"cX"])
+    with pytest.raises(uploads.PathError) as e:
+        first.finish()
+    assert e.value.status == 460
+    assert os.path.getsize(uploads.part_path(uploads.get(alice, uid))) == 0  # discarded, lock released
+    second = uploads.ChunkWriter(uploads.get(alice, uid), 0, 8)
+    second.write([b"abcd"])
+    with pytest.raises(uploads.PathError) as e:
+        second.finish()  # the request ended early: what arrived is kept
+    assert e.value.status == 400 and "4 bytes early" in e.value.message
+    assert uploads.part_path(uploads.get(alice, uid)).read_bytes() == b"abcd"
