@@ -15,8 +15,9 @@ Keeping it honest:
   response heads, with the bodies moved by the kernel: each upload chunk is sent with
   sendfile(2) from the source file, and the download body is spliced from the socket into the
   destination file (splice(2) through a pipe; `--client copy` reads into an 8 MiB buffer and
-  writes instead). So the client costs about what `cp` itself costs per byte, and nearly all
-  of the HTTP side's time is the server's.
+  writes instead). So the client copies each byte at most once, as `cp` does (the upload's
+  sendfile hands page-cache pages to TCP without copying; the download's splice copies once,
+  pipe to page cache), and the rest of the HTTP side's time is the server's and the kernel's.
 * `cp` gets the same durability as the server: the server does not fsync a finished upload
   (it renames it into place), so `cp` is not followed by fsync either. Before every
   measurement, of either side, `sync` leaves no dirty pages behind, so none pays for another's
@@ -31,7 +32,10 @@ Keeping it honest:
   upload the client's sendfile(2) into recv_into a 4 MiB buffer + pwrite; for the download
   pread of 4 MiB blocks + send into the client's splice(2). The gap between those lines and
   `cp` is what loopback TCP and two processes cost on this machine; the gap between them and
-  the HTTP lines is what the server stack (uvicorn, ASGI, Django, PFS) costs.
+  the HTTP lines is what the server stack (uvicorn, ASGI, Django, PFS) costs. Two more lines
+  split that stack: the same client against uvicorn serving `bare_app`, a bare ASGI app that
+  drops upload bodies without writing them and streams the file as pfs.transfer does; what
+  uvicorn alone reaches there bounds any ASGI application under it.
 """
 
 from __future__ import annotations
@@ -295,6 +299,58 @@ def reference_download(src: Path, dst: Path) -> float:
         os.close(out)
 
 
+async def bare_app(scope, receive, send):
+    """uvicorn with no framework and no storage code, for the `uvicorn alone` lines: a PUT's
+    body is received and dropped (no disk write at all); a GET streams the file named by
+    $BENCH_BARE_FILE in 4 MiB blocks read in a worker thread, as pfs.transfer does."""
+    import asyncio
+
+    if scope["type"] != "http":
+        return
+    if scope["method"] == "PUT":
+        more = True
+        while more:
+            message = await receive()
+            more = message["type"] == "http.request" and message.get("more_body", False)
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    loop = asyncio.get_running_loop()
+    fd = os.open(os.environ["BENCH_BARE_FILE"], os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(size).encode())]})
+        pos = 0
+        while pos < size:
+            block = await loop.run_in_executor(None, os.pread, fd, 4 * MiB, pos)
+            pos += len(block)
+            await send({"type": "http.response.body", "body": block, "more_body": pos < size})
+    finally:
+        os.close(fd)
+
+
+def bare_upload(port: int, src: Path, chunk: int) -> None:
+    """PUTs of `chunk` bytes to bare_app, bodies sent with sendfile(2) like `upload`."""
+    size = src.stat().st_size
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        for offset in range(0, size, chunk):
+            n = min(chunk, size - offset)
+            conn.putrequest("PUT", "/")
+            conn.putheader("Content-Length", str(n))
+            conn.endheaders()
+            _sendfile(conn.sock, fd, offset, n)
+            resp = conn.getresponse()
+            resp.read()
+            if resp.status != 204:
+                raise SystemExit(f"bare PUT failed: {resp.status}")
+    finally:
+        os.close(fd)
+        conn.close()
+
+
 def timed(fn, *args) -> float:
     t = time.perf_counter()
     fn(*args)
@@ -328,12 +384,12 @@ def main() -> None:
     ap.add_argument("--client", choices=["splice", "copy"], default="splice",
                     help="how the download body reaches the file (see the docstring)")
     ap.add_argument("--no-reference", dest="reference", action="store_false",
-                    help="skip the same transfers without HTTP")
+                    help="skip the same transfers without HTTP and with uvicorn alone")
     args = ap.parse_args()
     size, chunk = args.size_mib * MiB, args.chunk_mib * MiB
 
     tmp = Path(tempfile.mkdtemp(prefix="pfs-bench-", dir=ROOT / "var" if (ROOT / "var").is_dir() else None))
-    server = None
+    server = bare = None
     try:
         env = {**os.environ, "PADDLECLOUD_VAR": str(tmp / "var"), "PFS_ROOT": str(tmp / "pfs"),
                "DJANGO_SETTINGS_MODULE": "paddleweb.settings", "LOG_LEVEL": "WARNING"}
@@ -353,6 +409,14 @@ def main() -> None:
                                   cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                   stderr=None if os.environ.get("BENCH_SERVER_LOG") else subprocess.DEVNULL)
         wait_for_port(port, server)
+        if args.reference:
+            bare_port = free_port()
+            bare = subprocess.Popen([str(Path(PY).parent / "uvicorn"), "--host", "127.0.0.1", "--port",
+                                     str(bare_port), "--no-access-log", "--lifespan", "off",
+                                     "bench.pfs_transfer:bare_app"],
+                                    cwd=ROOT, env={**env, "BENCH_BARE_FILE": str(src)},
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_for_port(bare_port, bare)
         # warm up (imports, first request), then take the baseline RSS
         upload(port, token, _small(tmp), "/pfs/local/home/bench/warm", MiB)
         download(port, token, "/pfs/local/home/bench/warm", tmp / "warm.out", args.client)
@@ -363,7 +427,8 @@ def main() -> None:
         dest = "/pfs/local/home/bench/big.bin"
         stored = tmp / "pfs" / "local" / "home" / "bench" / "big.bin"
         cp_copy, cp_down, down = tmp / "pfs" / "cp-copy.bin", tmp / "cp-down.bin", tmp / "down.bin"
-        times: dict[str, list[float]] = {k: [] for k in ("cp_up", "up", "cp_down", "down", "ref_up", "ref_down")}
+        times: dict[str, list[float]] = {k: [] for k in ("cp_up", "up", "cp_down", "down", "ref_up", "ref_down",
+                                                   "bare_up", "bare_down")}
         up_peak = down_peak = 0
         for _ in range(args.repeat):
             fresh(cp_copy)
@@ -384,6 +449,9 @@ def main() -> None:
                 times["ref_up"].append(reference_upload(src, tmp / "ref.bin"))
                 fresh(tmp / "ref.bin")
                 times["ref_down"].append(reference_download(stored, tmp / "ref.bin"))
+                fresh(tmp / "ref.bin")
+                times["bare_up"].append(timed(bare_upload, bare_port, src, chunk))
+                times["bare_down"].append(timed(download, bare_port, token, "-", tmp / "ref.bin", args.client))
         sampler.stop.set()
         assert sha256(stored) == digest, "uploaded file differs"
         assert sha256(down) == digest, "downloaded file differs"
@@ -408,12 +476,17 @@ def main() -> None:
                   f"ratio {best['cp_up'] / best['ref_up']:.2f}x cp")
             print(f"no HTTP, same system calls (download side): {rate(best['ref_down'])}   "
                   f"ratio {best['cp_down'] / best['ref_down']:.2f}x cp")
+            print(f"uvicorn alone, body dropped (upload side):  {rate(best['bare_up'])}   "
+                  f"ratio {best['cp_up'] / best['bare_up']:.2f}x cp")
+            print(f"uvicorn alone, file streamed (download):    {rate(best['bare_down'])}   "
+                  f"ratio {best['cp_down'] / best['bare_down']:.2f}x cp")
         print(f"server peak RSS growth: upload {up_peak / MB:.1f} MB, download {down_peak / MB:.1f} MB "
               f"(goal < 64 MB; baseline {base_rss / MB:.0f} MB)")
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(10)
+        for proc in (server, bare):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
