@@ -56,7 +56,7 @@ def configuration(datacenter, settings: K8sSettings) -> client.Configuration:
     # Watches and log follows are long-lived: keepalive notices a dead peer without a read
     # timeout that would cut an idle but healthy stream; a larger pool serves the followers.
     cfg.socket_options = tcp_keepalive_socket_options()
-    cfg.connection_pool_maxsize = 64
+    cfg.connection_pool_maxsize = 256
     return cfg
 
 
