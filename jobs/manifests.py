@@ -210,9 +210,14 @@ def image_for(job, settings: K8sSettings) -> str:
     return job.image or (settings.gpu_image if job.gpu else settings.image)
 
 
-# The entry point runs under this: dependencies from requirements.txt unless the image already
-# has them (a runtime image), then exec so the program gets the signals.
+# The entry point runs under this. Paddle binds to POD_IP, a DNS name that resolves only once
+# the headless Service has published this pod, so wait for it (a bind failure would restart a
+# pserver, which fails the job); then dependencies from requirements.txt unless the image
+# already has them (a runtime image); then exec, so the program gets the signals.
 RUN_SCRIPT = (
+    'i=0\n'
+    'while [ -n "$POD_IP" ] && ! getent hosts "$POD_IP" >/dev/null 2>&1 && [ "$i" -lt 120 ]; do'
+    ' i=$((i + 1)); sleep 1; done\n'
     'if [ -f requirements.txt ] && [ "${PADDLECLOUD_RUNTIME_READY:-0}" != 1 ]; then\n'
     '  python -m pip install --no-cache-dir --disable-pip-version-check -r requirements.txt'
     ' || { echo "paddlecloud: pip install -r requirements.txt failed" >&2; exit 97; }\n'
