@@ -160,3 +160,41 @@ def test_watches_resume_after_drops_and_relist_after_410_gone(alice, cluster, pa
         cluster.pod_succeeded(ns, trainers[0])
         cluster.pod_succeeded(ns, trainers[1])
     part.until(lambda: part.job(job).state == JobState.SUCCEEDED, what="Succeeded after a relist")
+
+
+def test_a_failed_trainer_job_fails_the_job_even_when_its_pods_are_gone(alice, cluster, part):
+    job, ns, trainers = started(cluster, part, alice, mode="collective", pservers=0, trainers=2)
+    for pod in trainers:
+        cluster.pod_running(ns, pod)
+    part.until(lambda: part.job(job).state == JobState.RUNNING, what="Running")
+    for pod in trainers:  # e.g. deleted by someone: the Job counts them failed and gives up
+        cluster.store.delete("pods", ns, pod)
+    cluster.job_condition(ns, "fit-trainer", "Failed", "BackoffLimitExceeded", "Job has reached the backoff limit")
+    part.until(lambda: part.job(job).state == JobState.FAILED, what="Failed")
+    assert "backoff limit" in job.message and replicas(job)["trainer-0"].reason == "BackoffLimitExceeded"
+
+
+def test_pservers_that_never_get_ready_fail_the_job_at_the_pending_timeout(alice, cluster, part, k8s_dc):
+    k8s_dc.config = {**k8s_dc.config, "pending_timeout": 2}
+    k8s_dc.save()
+    job = submit(alice, "fit")
+    launch(job)
+    ns = ns_of(job)
+    part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
+    for pod in cluster.run_statefulset(ns, "fit-pserver"):
+        cluster.pod_running(ns, pod, ready=False)  # listening on the wrong port: never ready
+    part.until(lambda: part.job(job).state == JobState.FAILED, timeout=15, what="the pending timeout")
+    assert job.reason == "WaitingForPservers" and "0 ready" in job.message
+
+
+def test_pods_get_their_index_label_and_orphans_are_swept(alice, cluster, part):
+    from jobs import manifests
+
+    job, ns, trainers = started(cluster, part, alice, mode="collective", pservers=0, trainers=2)
+    cluster.pod_running(ns, trainers[1])
+    part.until(lambda: all(manifests.LABEL_INDEX in cluster.store.get("pods", ns, p)["metadata"]["labels"]
+                           for p in trainers), what="index labels")
+    assert cluster.store.get("pods", ns, trainers[1])["metadata"]["labels"][manifests.LABEL_INDEX] == "1"
+    job.delete()  # the row is gone (say, removed by hand) while its objects still run
+    part.part.next_sweep = 0
+    part.until(lambda: cluster.objects_in(ns) == [], what="the orphans swept")
