@@ -36,6 +36,8 @@ lint: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/launch_overhead.py
 	$(BIN)/python bench/fit_a_line_overhead.py
+	$(BIN)/python bench/pfs_transfer.py
+	BENCH_WINDOW=$${BENCH_WINDOW:-20} $(BIN)/python bench/k8s_status_sync.py
 
 clean:
 	rm -rf $(VENV) var

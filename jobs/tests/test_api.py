@@ -134,7 +134,7 @@ def test_deleting_a_job_frees_its_name_after_cleanup(alice, alice_api, pkg):
     job = Job.objects.get(name="fit")
     services.delete_job(job)
     res = submit(alice_api, pkg)
-    assert res.status_code == 400 and "already have a job" in res.json()["name"][0]
+    assert res.status_code == 400 and "'fit' is still being deleted" in res.json()["name"][0]
     delete_job_task(job.pk)
     assert submit(alice_api, pkg).status_code == 201
 
