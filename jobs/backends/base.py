@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 
 class LaunchError(Exception):
@@ -52,6 +55,32 @@ class Backend(ABC):
     @abstractmethod
     def observe(self, job) -> dict[tuple[str, int], ReplicaStatus]:
         """Current status of each replica, keyed by (role, index)."""
+
+
+def copy_tree_atomic(src: Path, dest: Path) -> None:
+    """Copy a tree so that `dest` either does not exist or is complete."""
+    if dest.exists():
+        return
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(src, tmp, symlinks=True)
+    os.rename(tmp, dest)
+
+
+def snapshot_package(job, dest: Path) -> None:
+    """The job's own copy of its PFS package, taken once: later edits in PFS do not reach it."""
+    from pfs.paths import PathError, resolve
+
+    if dest.exists():
+        return
+    try:
+        src = resolve(job.user, job.package).ensure_contained()
+    except PathError as e:
+        raise LaunchError("PackageUnavailable", f"{job.package}: {e.message}") from e
+    if not src.is_dir():
+        raise LaunchError("PackageUnavailable", f"{job.package} is not a directory any more")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    copy_tree_atomic(src, dest)
 
 
 def get_backend(datacenter) -> Backend:

@@ -26,27 +26,17 @@ from pathlib import Path
 
 from django.conf import settings as django_settings
 
-from pfs.paths import PathError, resolve
 from quotas.services import effective_quota
 
 from .. import manifests
 from ..models import Job, JobState, Replica
-from .base import Backend, LaunchError, ReplicaStatus
+from .base import Backend, LaunchError, ReplicaStatus, snapshot_package
 from .k8s_client import Api, api_for
 from .k8s_settings import K8sSettings, SettingsError, for_datacenter
 
 log = logging.getLogger(__name__)
 ROOT_WAIT_SECONDS = 30
 DELETE_WAIT_SECONDS = 60
-
-
-def _copy_atomic(src: Path, dest: Path) -> None:
-    if dest.exists():
-        return
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src, tmp, symlinks=True)
-    tmp.rename(dest)
 
 
 class KubernetesBackend(Backend):
@@ -100,16 +90,7 @@ class KubernetesBackend(Backend):
             ensure_runtime_image(self, job, heartbeat)
 
     def _snapshot(self, job) -> None:
-        dest = self.snapshot(job) / "package"
-        if not dest.exists():
-            try:
-                src = resolve(job.user, job.package).ensure_contained()
-            except PathError as e:
-                raise LaunchError("PackageUnavailable", f"{job.package}: {e.message}") from e
-            if not src.is_dir():
-                raise LaunchError("PackageUnavailable", f"{job.package} is not a directory any more")
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            _copy_atomic(src, dest)
+        snapshot_package(job, self.snapshot(job) / "package")
         # subPath mounts of missing directories would be created by the kubelet as root.
         base = django_settings.PFS_ROOT / self.datacenter.name
         (base / "home" / job.user.get_username()).mkdir(parents=True, exist_ok=True)

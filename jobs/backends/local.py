@@ -23,11 +23,11 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from pfs.paths import PathError, resolve
+from pfs.paths import resolve
 
 from .. import contract, logstore, runtime
 from ..models import Job, Replica, ReplicaState
-from .base import Backend, LaunchError, ReplicaStatus
+from .base import Backend, LaunchError, ReplicaStatus, copy_tree_atomic, snapshot_package
 
 SHIM = Path(__file__).resolve().parent.parent / "shim.py"
 HOST = "127.0.0.1"
@@ -46,16 +46,6 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def _copy_atomic(src: Path, dest: Path) -> None:
-    """Copy a tree so that `dest` either does not exist or is complete."""
-    if dest.exists():
-        return
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src, tmp, symlinks=True)
-    os.rename(tmp, dest)
-
-
 class LocalBackend(Backend):
     def job_dir(self, job) -> Path:
         return settings.JOBS_ROOT / str(job.pk)
@@ -65,16 +55,7 @@ class LocalBackend(Backend):
 
     # --- prepare ---------------------------------------------------------------------------
     def prepare(self, job, heartbeat: Callable[[], None]) -> None:
-        package = self.job_dir(job) / "package"
-        if not package.exists():
-            try:
-                src = resolve(job.user, job.package).ensure_contained()
-            except PathError as e:
-                raise LaunchError("PackageUnavailable", f"{job.package}: {e.message}") from e
-            if not src.is_dir():
-                raise LaunchError("PackageUnavailable", f"{job.package} is not a directory any more")
-            package.parent.mkdir(parents=True, exist_ok=True)
-            _copy_atomic(src, package)
+        snapshot_package(job, self.job_dir(job) / "package")
         try:
             runtime.ensure_env(self._requirements(job), heartbeat)
         except runtime.RuntimeEnvError as e:
@@ -110,7 +91,7 @@ class LocalBackend(Backend):
             return
         state.mkdir(parents=True, exist_ok=True)
         work = rdir / "work"
-        _copy_atomic(self.job_dir(job) / "package", work)
+        copy_tree_atomic(self.job_dir(job) / "package", work)
         if replica.role == Replica.Role.TRAINER:
             for name, text in contract.trainer_files(replica.index, job.trainers).items():
                 (work / name).write_text(text)
