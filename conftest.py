@@ -22,6 +22,21 @@ def redis_server():
         proc.wait(10)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _end_leftover_sessions(django_db_setup, django_db_blocker):
+    """A Celery worker thread opens a connection at start-up (Django's system checks) that no task
+    closes; on PostgreSQL it would stop the test database from being dropped. At the very end,
+    after every test, end whatever sessions are left."""
+    yield
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                            "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+
+
 @pytest.fixture(autouse=True)
 def storage_dirs(settings, tmp_path):
     """Each test gets empty PFS, job and log directories (ids restart between tests).
@@ -94,11 +109,18 @@ def make_package(user, name: str, files: dict[str, str], datacenter: str = "loca
     return target.virtual
 
 
+def close_task_connection(**kwargs):
+    from django.db import connection
+
+    connection.close()
+
+
 @contextmanager
 def running_system(worker: bool = True):
     """A real Celery worker and the jobs watcher, in threads of this process (they share the
     test database; use with transactional_db / live_server)."""
     from celery.contrib.testing.worker import start_worker
+    from celery.signals import task_postrun
     from django.db import connection
 
     from jobs.management.commands.watch_jobs import Watcher
@@ -117,6 +139,9 @@ def running_system(worker: bool = True):
 
     thread = threading.Thread(target=watch, name="watcher", daemon=True)
     thread.start()
+    # Pool threads would keep their database connections open past the test (on PostgreSQL that
+    # blocks dropping the test database): each task closes its thread's connection when done.
+    task_postrun.connect(close_task_connection)
     try:
         if worker:
             with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=30):
@@ -124,20 +149,9 @@ def running_system(worker: bool = True):
         else:
             yield
     finally:
+        task_postrun.disconnect(close_task_connection)
         stop.set()
         thread.join(10)
-        _drop_other_sessions()
-
-
-def _drop_other_sessions():
-    """The worker's pool threads keep their database connections; on PostgreSQL they would
-    stop the test database from being dropped."""
-    from django.db import connection
-
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cur:
-            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = current_database() AND pid <> pg_backend_pid()")
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_POST
 from . import services
 from .forms import JobForm
 from .metrics import parse_metrics
-from .models import ACTIVE_STATES, JobState
+from .models import ACTIVE_STATES, JobState, ReplicaState
 
 
 @login_required
@@ -46,7 +46,9 @@ def job_submit(request):
 def job_detail(request, name):
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
     replicas = list(job.replicas.all())
-    context = {"job": job, "replicas": replicas, "events": job.events.select_related("replica")}
+    # Keep refreshing until every replica has settled: pservers stop just after a job succeeds.
+    live = job.is_active or any(r.state in (ReplicaState.PENDING, ReplicaState.RUNNING) for r in replicas)
+    context = {"job": job, "replicas": replicas, "events": job.events.select_related("replica"), "live": live}
     if request.htmx and request.GET.get("part") == "status":
         return render(request, "jobs/_job_status.html", context)
     return render(request, "jobs/job_detail.html", context)

@@ -52,12 +52,16 @@ def fill_job(page, name):
 
 
 def test_submit_fit_a_line_from_the_form_and_watch_it_succeed(system, page, live_server, alice, settings):
+    from playwright.sync_api import expect
+
     page.goto(f"{live_server.url}/jobs/new/")
     fill_job(page, "fit-a-line")
     page.click("button[type=submit]")
     page.wait_for_url(f"{live_server.url}/jobs/fit-a-line/")
 
     page.locator(".jobstate .state", has_text="Succeeded").wait_for(timeout=600_000)
+    # the page keeps refreshing until the pservers, stopped after the trainers' success, have ended
+    expect(page.locator("#status tbody .state.terminated")).to_have_count(2, timeout=30_000)
     rows = page.locator("#status table.grid tbody tr")
     states = {rows.nth(i).locator("td").nth(0).inner_text(): rows.nth(i).locator("td").nth(1).inner_text()
               for i in range(rows.count())}
