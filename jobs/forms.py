@@ -34,22 +34,22 @@ class JobForm(forms.Form):
         widget=forms.RadioSelect, help_text="Where the training package comes from.")
     files = MultipleFileField(required=False, help_text="The package's files, or one .zip / .tar.gz of it. "
                                                         "Stored in your home under jobs/<name>/.")
-    package = forms.CharField(required=False, help_text="A directory in your storage, "
+    package = forms.CharField(label="Package path", required=False, help_text="A directory in your storage, "
                                                         "e.g. /pfs/local/home/<you>/jobs/fit-a-line")
     entry = forms.CharField(initial="python train.py", help_text="The command each replica runs in the package "
                                                                  "directory.")
     trainers = forms.IntegerField(initial=2, help_text="Number of trainer processes (at least 1).")
     pservers = forms.IntegerField(initial=2, help_text="Number of parameter servers (ps mode; 0 in collective).")
-    cpu = forms.CharField(initial="1", help_text="CPU per trainer: cores (1, 0.5) or millicores (500m).")
+    cpu = forms.CharField(label="CPU", initial="1", help_text="CPU per trainer: cores (1, 0.5) or millicores (500m).")
     memory = forms.CharField(initial="1Gi", help_text="Memory per trainer, e.g. 512Mi or 2Gi.")
-    gpu = forms.IntegerField(initial=0, help_text="GPUs per trainer.")
-    pscpu = forms.CharField(initial="1", help_text="CPU per parameter server.")
-    psmemory = forms.CharField(initial="1Gi", help_text="Memory per parameter server.")
+    gpu = forms.IntegerField(label="GPU", initial=0, help_text="GPUs per trainer.")
+    pscpu = forms.CharField(label="Pserver CPU", initial="1", help_text="CPU per parameter server.")
+    psmemory = forms.CharField(label="Pserver memory", initial="1Gi", help_text="Memory per parameter server.")
     passes = forms.IntegerField(initial=5, help_text="Number of passes over the data (PADDLE_INIT_NUM_PASSES).")
     image = forms.CharField(required=False, help_text="Docker image (Kubernetes datacenters); "
                                                       "the datacenter's default when empty.")
     registry = forms.ChoiceField(required=False, help_text="One of your registries, to pull a private image.")
-    env = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
+    env = forms.CharField(label="Environment", required=False, widget=forms.Textarea(attrs={"rows": 3}),
                           help_text="Extra environment variables, one NAME=value per line.")
     timeout = forms.IntegerField(required=False, help_text="Fail the job if it runs longer than this many seconds.")
 
