@@ -2,6 +2,8 @@
 API clients authenticated with real tokens, per-test storage directories, and — for tests that
 need the whole system — a Celery worker and the jobs watcher running in threads."""
 
+import os
+import shutil
 import threading
 from contextlib import contextmanager
 
@@ -158,3 +160,31 @@ def running_system(worker: bool = True):
 def system(transactional_db):
     with running_system():
         yield
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                                    reason="Chromium is not installed (apt-get install chromium)")
+
+
+@pytest.fixture
+def page(live_server, alice, monkeypatch):
+    """Debian's Chromium, driven by Playwright, logged in to the live server as alice."""
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread; the ORM calls the test makes
+    # beside it are still plain synchronous calls (Django documents this switch for such tools).
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1280, "height": 1600})
+        page.set_default_timeout(30_000)
+        page.goto(f"{live_server.url}/login/")
+        page.fill("input[name=username]", "alice")
+        page.fill("input[name=password]", "password")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/jobs/")
+        yield page
+        browser.close()

@@ -2,45 +2,21 @@
 from the form with 2 pservers + 2 trainers, watch it reach Succeeded, read the logs and see the
 loss curve. `.ci/run` installs Chromium; without it these tests are skipped."""
 
-import os
-import shutil
 from pathlib import Path
 
 import pytest
 
+from conftest import needs_chromium
 from jobs.models import Job
 from jobs.tests.helpers import job_processes, wait_for
 from pfs.paths import home
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fit_a_line"
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.timeout(900),
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Chromium is not installed (apt-get install chromium)"),
+    needs_chromium,
 ]
-
-
-@pytest.fixture
-def page(live_server, alice, monkeypatch):
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop in this thread; the ORM calls the test makes
-    # beside it are still plain synchronous calls (Django documents this switch for such tools).
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
-        page = browser.new_page(viewport={"width": 1280, "height": 1600})
-        page.set_default_timeout(20_000)
-        page.goto(f"{live_server.url}/login/")
-        page.fill("input[name=username]", "alice")
-        page.fill("input[name=password]", "password")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/jobs/")
-        yield page
-        browser.close()
 
 
 def fill_job(page, name):

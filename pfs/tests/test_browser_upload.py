@@ -3,35 +3,17 @@ browser with progress bars, with the connection dropped in the middle of a chunk
 upload resume from the server's offset and finish intact. Skipped without Chromium."""
 
 import os
-import shutil
 
 import pytest
 
+from conftest import needs_chromium
+
 from .conftest import sha256_file
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [
     pytest.mark.timeout(300),
-    pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Chromium is not installed (apt-get install chromium)"),
+    needs_chromium,
 ]
-
-
-@pytest.fixture
-def page(live_server, alice, monkeypatch):
-    pw = pytest.importorskip("playwright.sync_api")
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with pw.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"])
-        page = browser.new_page(viewport={"width": 1280, "height": 1000})
-        page.set_default_timeout(30_000)
-        page.goto(f"{live_server.url}/login/")
-        page.fill("input[name=username]", "alice")
-        page.fill("input[name=password]", "password")
-        page.click("button[type=submit]")
-        page.wait_for_load_state()
-        yield page
-        browser.close()
 
 
 def test_folder_upload_with_progress_survives_a_dropped_connection(page, live_server, home_dir, tmp_path, settings):
