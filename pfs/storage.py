@@ -22,9 +22,20 @@ CHUNK = 1 << 20
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 
 
-def _tmp_in(directory: Path) -> tuple[int, str]:
+def _write_temp_file(directory: Path, prefix: str, suffix: str, chunks: Iterable[bytes]) -> tuple[Path, int]:
+    """Stream `chunks` into a new temporary file in `directory`; removed again if anything fails."""
     directory.mkdir(parents=True, exist_ok=True)
-    return tempfile.mkstemp(dir=directory, prefix=".upload-")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=suffix)
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+                size += len(chunk)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp), size
 
 
 def save_stream(dest: PfsPath, chunks: Iterable[bytes]) -> int:
@@ -32,17 +43,12 @@ def save_stream(dest: PfsPath, chunks: Iterable[bytes]) -> int:
     dest.parent.ensure_contained()
     if dest.disk.is_dir():
         raise PathError(f"{dest.virtual} is a directory", 409)
-    fd, tmp = _tmp_in(dest.disk.parent)
-    size = 0
+    tmp, size = _write_temp_file(dest.disk.parent, ".upload-", "", chunks)
     try:
-        with os.fdopen(fd, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-                size += len(chunk)
         dest.ensure_contained()  # re-check: a symlink could have been planted meanwhile
         os.replace(tmp, dest.disk)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return size
 
@@ -149,14 +155,4 @@ def locked(p: PfsPath):
 def write_temp(p: PfsPath, chunks: Iterable[bytes]) -> tuple[Path, int]:
     """Stream `chunks` into a new temporary file beside `p`'s home; returns (path, size).
     The caller renames it into place or removes it."""
-    fd, tmp = tempfile.mkstemp(dir=scratch_dir(p), prefix="put-", suffix=".part")
-    size = 0
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for chunk in chunks:
-                f.write(chunk)
-                size += len(chunk)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return Path(tmp), size
+    return _write_temp_file(scratch_dir(p), "put-", ".part", chunks)
