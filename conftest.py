@@ -4,7 +4,9 @@ need the whole system — a Celery worker and the jobs watcher running in thread
 
 import os
 import shutil
+import socket
 import threading
+import time
 from contextlib import contextmanager
 
 import pytest
@@ -170,6 +172,12 @@ needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM),
 @pytest.fixture
 def page(live_server, alice, monkeypatch):
     """Debian's Chromium, driven by Playwright, logged in to the live server as alice."""
+    with logged_in_browser(live_server.url, monkeypatch) as page:
+        yield page
+
+
+@contextmanager
+def logged_in_browser(base_url: str, monkeypatch):
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API keeps an event loop in this thread; the ORM calls the test makes
@@ -181,10 +189,41 @@ def page(live_server, alice, monkeypatch):
             "--disable-component-update", "--disable-sync", "--no-first-run"])
         page = browser.new_page(viewport={"width": 1280, "height": 1600})
         page.set_default_timeout(30_000)
-        page.goto(f"{live_server.url}/login/")
+        page.goto(f"{base_url}/login/")
         page.fill("input[name=username]", "alice")
         page.fill("input[name=password]", "password")
         page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/jobs/")
+        page.wait_for_url(f"{base_url}/jobs/")
         yield page
         browser.close()
+
+
+class LiveASGI:
+    """uvicorn serving paddleweb's HTTP application on a free loopback port, in a thread."""
+
+    def __init__(self):
+        import uvicorn
+
+        from paddleweb.asgi import application
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        config = uvicorn.Config(application, host="127.0.0.1", port=self.port, lifespan="off",
+                                log_level="warning", access_log=False)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(20)

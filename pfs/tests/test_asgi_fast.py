@@ -9,13 +9,12 @@ import base64
 import hashlib
 import os
 import socket
-import threading
 import time
 
 import pytest
 import requests
-import uvicorn
 
+from conftest import LiveASGI
 from pfs import asgi_fast
 from pfs.models import UploadSession
 
@@ -24,35 +23,6 @@ from .conftest import sha256_file, write
 A = "/pfs/local/home/alice"
 OCTETS = "application/offset+octet-stream"
 MiB = 2**20
-
-
-class LiveASGI:
-    """uvicorn serving paddleweb's HTTP application on a free loopback port, in a thread."""
-
-    def __init__(self):
-        from paddleweb.asgi import application
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        config = uvicorn.Config(application, host="127.0.0.1", port=self.port, lifespan="off",
-                                log_level="warning", access_log=False)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self):
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc):
-        self.server.should_exit = True
-        self.thread.join(20)
 
 
 @pytest.fixture

@@ -37,6 +37,35 @@
     if (box.dataset.active === "1") setTimeout(loop, 3000);
   }
   window.addEventListener("load", loop);
+
+  // Live updates pushed by the watcher over a websocket: new log output is appended as it is
+  // written, a state change refreshes the status panel. Polling stays as the fallback.
+  const logs = document.getElementById("logs");
+  function connect(delay) {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    const ws = new WebSocket(`${scheme}://${location.host}${logs.dataset.ws}`);
+    ws.onopen = () => { document.body.dataset.live = "open"; delay = 1000; };
+    ws.onclose = () => {
+      document.body.dataset.live = "closed";
+      setTimeout(() => connect(Math.min(delay * 2, 30000)), delay);
+    };
+    ws.onmessage = (event) => {
+      const msg = JSON.parse(event.data);
+      if (msg.type === "job") {
+        const status = document.getElementById("status");
+        if (status && window.htmx) htmx.trigger(status, "jobchanged");
+      } else if (msg.type === "log") {
+        const pre = document.querySelector(`pre.log[data-replica="${msg.replica}"]`);
+        // Append only what continues exactly where the panel ends; a gap is filled by the next poll.
+        if (pre && Number(pre.dataset.next) === msg.offset) {
+          pre.append(msg.text);
+          pre.dataset.next = msg.next_offset;
+          pre.scrollTop = pre.scrollHeight;
+        }
+      }
+    };
+  }
+  if (logs && logs.dataset.ws) connect(1000);
   // Logs show their newest lines: keep the log panel scrolled to the end after each refresh.
   document.body.addEventListener("htmx:afterSwap", () => {
     document.querySelectorAll("pre.log").forEach((pre) => { pre.scrollTop = pre.scrollHeight; });

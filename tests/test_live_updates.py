@@ -1,0 +1,31 @@
+"""The job page's live updates in a real browser against uvicorn (as in the Procfile): the page's
+websocket receives the watcher's pushes of new log output and state changes, and shows them."""
+
+import json
+
+import pytest
+
+from conftest import LiveASGI, logged_in_browser, make_package, needs_chromium
+from jobs import services
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300), needs_chromium]
+
+PROGRAM = ("import time\nprint('first line', flush=True)\ntime.sleep(4)\n"
+           "print('second line', flush=True)\ntime.sleep(1)\n")
+
+
+def test_the_job_page_shows_pushed_logs_and_state(system, alice, monkeypatch):
+    pkg = make_package(alice, "live", {"train.py": PROGRAM})
+    job = services.submit_job(alice, {"name": "live", "package": pkg, "entry": "python train.py",
+                                      "mode": "collective", "trainers": 1})
+    frames = []
+    with LiveASGI() as server, logged_in_browser(server.url, monkeypatch) as page:
+        page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(json.loads(payload))))
+        page.goto(f"{server.url}/jobs/{job.name}/")
+        page.wait_for_function("document.body.dataset.live === 'open'")
+        page.locator("pre.log", has_text="second line").wait_for(timeout=60_000)
+        page.locator(".jobstate .state", has_text="Succeeded").wait_for(timeout=60_000)
+
+    pushed = "".join(f["text"] for f in frames if f["type"] == "log" and f["replica"] == "trainer-0")
+    assert "second line" in pushed  # delivered through the websocket, not only by polling
+    assert any(f["type"] == "job" and f["state"] == "Succeeded" for f in frames)
