@@ -125,23 +125,12 @@ def running_system(worker: bool = True):
     test database; use with transactional_db / live_server)."""
     from celery.contrib.testing.worker import start_worker
     from celery.signals import task_postrun
-    from django.db import connection
 
     from jobs.management.commands.watch_jobs import Watcher
     from paddleweb.celery import app
 
     stop = threading.Event()
-
-    def watch():
-        watcher = Watcher()
-        try:
-            while not stop.is_set():
-                watcher.tick()
-                stop.wait(0.2)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=watch, name="watcher", daemon=True)
+    thread = threading.Thread(target=Watcher().run, args=(stop, 0.2), name="watcher", daemon=True)
     thread.start()
     # Pool threads would keep their database connections open past the test (on PostgreSQL that
     # blocks dropping the test database): each task closes its thread's connection when done.

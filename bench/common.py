@@ -38,14 +38,7 @@ def service(var_dir: str | None = None):
     call_command("migrate", verbosity=0)
     call_command("bootstrap", password="bench-password", stdout=open(os.devnull, "w"))
     stop = threading.Event()
-
-    def watch():
-        watcher = Watcher()
-        while not stop.is_set():
-            watcher.tick()
-            stop.wait(settings.WATCH_INTERVAL)
-
-    thread = threading.Thread(target=watch, daemon=True)
+    thread = threading.Thread(target=Watcher().run, args=(stop,), daemon=True)
     thread.start()
     try:
         with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False):

@@ -4,11 +4,11 @@ datacenters are watched by jobs/backends/k8s_sync.py from the same loop."""
 
 import logging
 import signal
-import time
+import threading
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from jobs import logstore, notify
 from jobs.backends.k8s_sync import KubernetesPart
@@ -35,6 +35,22 @@ class Watcher:
     def stop(self) -> None:
         self.kubernetes.stop()
 
+    def run(self, stopping: threading.Event, interval: float | None = None) -> None:
+        """Watch until `stopping` is set (the command, the tests and the benches all run this)."""
+        interval = settings.WATCH_INTERVAL if interval is None else interval
+        try:
+            while not stopping.is_set():
+                close_old_connections()
+                try:
+                    self.tick()
+                except Exception:  # e.g. the database restarting: keep watching, say so
+                    log.exception("watch pass failed; retrying")
+                    stopping.wait(5)
+                stopping.wait(interval)
+        finally:
+            self.stop()
+            connection.close()
+
     def push_logs(self, job) -> None:
         for replica in job.replicas.all():
             start = self.offsets.get(replica.pk)
@@ -51,20 +67,10 @@ class Command(BaseCommand):
     help = "Watch running jobs: replica states, job outcomes, live logs."
 
     def handle(self, *args, **options):
-        stopping = []
-        signal.signal(signal.SIGTERM, lambda *a: stopping.append(True))
-        watcher = Watcher()
+        stopping = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *a: stopping.set())
         self.stdout.write("watching jobs")
         try:
-            while not stopping:
-                close_old_connections()
-                try:
-                    watcher.tick()
-                except Exception:  # e.g. the database restarting: keep watching, say so
-                    log.exception("watch pass failed; retrying")
-                    time.sleep(5)
-                time.sleep(settings.WATCH_INTERVAL)
+            Watcher().run(stopping)
         except KeyboardInterrupt:
             pass
-        finally:
-            watcher.stop()
