@@ -2,6 +2,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
+from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -67,8 +68,6 @@ def replica_log(request, name, replica):
 @login_required
 def job_metrics(request, name):
     """Metric lines printed by the trainers, as series for the job page's chart."""
-    from django.http import JsonResponse
-
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
     return JsonResponse(parse_metrics(job))
 
