@@ -188,18 +188,20 @@ def logged_in_browser(base_url: str, monkeypatch):
 
 
 class LiveASGI:
-    """uvicorn serving paddleweb's HTTP application on a free loopback port, in a thread."""
+    """uvicorn serving an ASGI application (paddleweb's by default) on a free loopback port, in a
+    thread, with the Procfile's HTTP protocol (paddleweb.server)."""
 
-    def __init__(self):
+    def __init__(self, application=None):
         import uvicorn
 
-        from paddleweb.asgi import application
+        if application is None:
+            from paddleweb.asgi import application
 
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         config = uvicorn.Config(application, host="127.0.0.1", port=self.port, lifespan="off",
-                                log_level="warning", access_log=False)
+                                http="paddleweb.server:HttpProtocol", log_level="warning", access_log=False)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.url = f"http://127.0.0.1:{self.port}"
@@ -216,3 +218,25 @@ class LiveASGI:
     def __exit__(self, *exc):
         self.server.should_exit = True
         self.thread.join(20)
+
+
+@pytest.fixture
+def zero_copy_calls(monkeypatch):
+    """The zero-copy loops paddleweb.server ran, in order: ("sendfile", offset, count) for a
+    response span and ("splice", bytes) for a request body."""
+    from paddleweb import server
+
+    seen = []
+    real_send, real_store = server._send_file, server._store_body
+
+    def send_file(sock, fd, offset, count):
+        seen.append(("sendfile", offset, count))
+        return real_send(sock, fd, offset, count)
+
+    def store_body(head, sock, fd, offset, remaining):
+        seen.append(("splice", len(head) + remaining))
+        return real_store(head, sock, fd, offset, remaining)
+
+    monkeypatch.setattr(server, "_send_file", send_file)
+    monkeypatch.setattr(server, "_store_body", store_body)
+    return seen

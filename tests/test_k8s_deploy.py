@@ -15,7 +15,8 @@ import yaml
 from jobs.models import JobState
 from jobs.tests.k8s_fixtures import Part, cluster, k8s_dc, launch, ns_of, submit  # noqa: F401
 
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
 kubernetes_validate.utils.schema_contents = functools.lru_cache(maxsize=None)(kubernetes_validate.utils.schema_contents)
 
 
@@ -46,6 +47,21 @@ def test_the_dockerfile_installs_the_pinned_requirements_and_runs_unprivileged()
     assert "pip install --no-cache-dir -r requirements.txt" in text and "USER 10001" in text
     for app in ("paddleweb", "accounts", "jobs", "pfs", "quotas", "legacy", "templates", "static"):
         assert f"COPY {app} {app}" in text
+
+
+def test_the_web_server_runs_uvicorn_with_the_zero_copy_protocol_everywhere():
+    """The Procfile, the image and the web Deployment start the same server: uvicorn (which
+    requirements.txt installs; daphne is a test-only package) with paddleweb.server's protocol."""
+    import shlex
+
+    procfile = dict(line.split(": ", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line)
+    image_cmd = yaml.safe_load((DEPLOY / "Dockerfile").read_text().split("\nCMD ", 1)[1])
+    web = next(doc for _, doc in documents() if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "web")
+    pod_cmd = web["spec"]["template"]["spec"]["containers"][0]["command"]
+    for argv in (shlex.split(procfile["web"]), image_cmd, pod_cmd):
+        assert argv[:2] == ["uvicorn", "paddleweb.asgi:application"], argv
+        assert argv[argv.index("--http") + 1] == "paddleweb.server:HttpProtocol", argv
+    assert any(line.startswith("uvicorn==") for line in (ROOT / "requirements.txt").read_text().splitlines())
 
 
 def granted() -> set[tuple[str, str, str]]:
