@@ -1,5 +1,6 @@
 """The ASGI entry for HTTP (paddleweb/asgi.py mounts it): Django, plus a streaming path for
-upload chunks that Django's ASGI handler cannot stream.
+upload chunks that Django's ASGI handler cannot stream, and zero-copy file bodies where the
+server offers them (paddleweb.server, which the Procfile runs).
 
 Why: Django's ASGI handler reads a whole request body (spooled to a temporary file past 2.5 MB)
 before any view runs, and the view then copies it again into the upload's part file; for a
@@ -9,15 +10,17 @@ stored. Responses it cuts into 64 KiB messages (one `send` and one slice copy ea
 What is handled here, and nothing else:
 
 * `PATCH /api/v2/uploads/<id>/` carrying `Authorization: Token <key>` (paddlectl, scripts) is
-  served by `patch_chunk` below without Django's request/response cycle: the body goes from
-  the server's `receive()` messages straight into the upload's part file at its offset,
-  coalesced into batches of `BATCH` bytes written with one `pwritev` each in a worker thread
-  while the next batch arrives (at most two batches in memory per request). Everything that
-  decides *whether* to write is the same code the Django view uses: knox's
-  `TokenAuthentication` (hashed token lookup, expiry, inactive users), `pfs.uploads.get` (another
-  user's or an unknown upload is 404), and `pfs.uploads.ChunkWriter`, which re-resolves the
-  destination through pfs.paths, checks the chunk size, the lock, the offset (409 with the
-  current offset), the declared size (413), the per-chunk checksum (460, chunk discarded) and
+  served by `patch_chunk` below without Django's request/response cycle. The body goes into
+  the upload's part file at its offset: spliced there by the server (`paddlecloud.body_to_file`,
+  no copy through Python) when it offers that and the chunk has no checksum to verify;
+  otherwise from the server's `receive()` messages, coalesced into batches of `BATCH` bytes
+  written with one `pwritev` each in a worker thread while the next batch arrives (at most
+  two batches in memory per request; blocks of zeros become holes). Everything that decides
+  *whether* to write is the same code the Django view uses: knox's `TokenAuthentication`
+  (hashed token lookup, expiry, inactive users), `pfs.uploads.get` (another user's or an
+  unknown upload is 404), and `pfs.uploads.ChunkWriter`, which re-resolves the destination
+  through pfs.paths, checks the lock, the offset (409 with the current
+  offset), the declared size (413), the per-chunk checksum (460, chunk discarded) and
   completes the upload (size, whole-file sha256, atomic rename, usage accounting). The quota
   was reserved when the upload was created (pfs.uploads.create). Answers are the same JSON as
   the DRF view's (`UploadSerializer`, `{"detail": ...}` errors, `Upload-Offset` header). A
@@ -27,7 +30,9 @@ What is handled here, and nothing else:
 
 * All other HTTP goes to Django, through `LargeChunkASGIHandler`: the stock handler with
   response messages of up to `transfer.BLOCK` bytes instead of 64 KiB, so a download block
-  read by pfs.transfer is handed to the server in one `send` with no re-slicing.
+  read by pfs.transfer is handed to the server in one `send` with no re-slicing; and a file
+  download's bytes (`response.file_span`, set by pfs.transfer for the API, the pages and share
+  links alike) sent with the server's `http.response.zerocopysend` when it offers it.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
 from django.core.handlers.asgi import ASGIHandler
 
+from paddleweb.server import BODY_TO_FILE, ZERO_COPY_SEND
+
 from . import transfer
 
 UPLOAD_CHUNK_PATH = re.compile(r"^/api/v2/uploads/(?P<id>[^/]+)/$")
@@ -47,9 +54,47 @@ BATCH = 4 << 20  # bytes handed to one pwritev; two batches at most are held per
 
 class LargeChunkASGIHandler(ASGIHandler):
     """Django's ASGI handler sending response bodies in messages of up to transfer.BLOCK bytes
-    (the server does the low-level chunking and flow control)."""
+    (the server does the low-level chunking and flow control), and file spans by zero-copy
+    send when the server offers it."""
 
     chunk_size = transfer.BLOCK
+
+    async def handle(self, scope, receive, send):
+        if ZERO_COPY_SEND in scope.get("extensions", {}):
+            send = _ZeroCopyCapableSend(send)
+        await super().handle(scope, receive, send)
+
+    async def send_response(self, response, send):
+        span = getattr(response, "file_span", None)
+        if span is not None and isinstance(send, _ZeroCopyCapableSend):
+            response.streaming_content = ()  # Django sends the head; the span goes before the end
+            send = _SpanBeforeEndSend(send, span)
+        await super().send_response(response, send)
+
+
+class _ZeroCopyCapableSend:
+    """The server's `send`, marked as accepting `http.response.zerocopysend`."""
+
+    def __init__(self, send):
+        self.send = send
+
+    async def __call__(self, message):
+        await self.send(message)
+
+
+class _SpanBeforeEndSend(_ZeroCopyCapableSend):
+    """Passes Django's messages on, sending the file span by zero-copy send just before the
+    closing (empty, last) body message."""
+
+    def __init__(self, send, span: transfer.FileSpan):
+        super().__init__(send)
+        self.span = span
+
+    async def __call__(self, message):
+        if message["type"] == "http.response.body" and not message.get("more_body") and self.span.fd >= 0:
+            await self.send({"type": ZERO_COPY_SEND, "file": self.span.fd, "offset": self.span.start,
+                             "count": self.span.length, "more_body": True})
+        await self.send(message)
 
 
 class PfsASGI:
@@ -128,7 +173,7 @@ def _start(auth: str, upload_id: str, offset_h: str | None, length_h: str | None
         except (TypeError, ValueError):
             raise PathError("Content-Length is required (chunked request bodies are not accepted)", 411) from None
         checksum = uploads.parse_checksum(checksum_h)
-        return uploads.ChunkWriter(session, offset, length, checksum)
+        return uploads.ChunkWriter(session, offset, length, checksum, max_length=None)
     except PathError as e:
         raise _refusal(e) from None
 
@@ -218,7 +263,11 @@ async def patch_chunk(scope, receive, send, upload_id: str, auth: str) -> None:
                 await _respond(send, r.status, r.body, r.headers)
                 return
             try:
-                await _pump(receive, writer)
+                splice = scope.get("extensions", {}).get(BODY_TO_FILE)
+                if splice is not None and writer.hash is None:
+                    writer.advance(await splice["splice"](writer.fd, writer.pos, writer.length))
+                else:
+                    await _pump(receive, writer)
             except PathError as e:  # not expected: the size was checked against Content-Length
                 writer.abort()
                 r = _refusal(e)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 
 from . import usage
 from .paths import PathError, PfsPath, resolve
 from .services import _refuse_root, mkdir, put_in_place
 from .storage import locked, scratch_dir
-from .transfer import file_blocks, open_file
+from .transfer import FileSpan, open_file
 
 MIN_CHUNK = 4 << 10
 MAX_CHUNK = 32 << 20
@@ -31,7 +31,7 @@ def chunk_meta(user, path: str, offset: int, chunksize: int) -> dict:
     _check_chunk(offset, chunksize)
     fd, st = open_file(resolve(user, path))
     h, n = hashlib.md5(usedforsecurity=False), 0
-    for block in file_blocks(fd, offset, max(0, min(chunksize, st.st_size - offset))):
+    for block in FileSpan(fd, offset, max(0, min(chunksize, st.st_size - offset))):
         h.update(block)
         n += len(block)
     return {"offset": offset, "checksum": h.hexdigest(), "len": n}
@@ -99,8 +99,8 @@ def write_range(user, path: str, offset: int, read: Callable[[int], bytes], leng
     return written
 
 
-def read_range(user, path: str, offset: int, chunksize: int) -> Iterator[bytes]:
+def read_range(user, path: str, offset: int, chunksize: int) -> Iterable[bytes]:
     """The bytes of one chunk of a file (fewer at its end)."""
     _check_chunk(offset, chunksize)
     fd, st = open_file(resolve(user, path))
-    return file_blocks(fd, offset, max(0, min(chunksize, st.st_size - offset)))
+    return FileSpan(fd, offset, max(0, min(chunksize, st.st_size - offset)))

@@ -7,6 +7,8 @@ to `<PFS_ROOT>/<datacenter>/home/<user>/...` and `<PFS_ROOT>/<datacenter>/public
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import unicodedata
 from dataclasses import dataclass
@@ -96,6 +98,10 @@ class PfsPath:
                 parts.append(check_name(part))
         return PfsPath(self.datacenter, self.area, self.owner, tuple(parts))
 
+    def open(self, flags: int, mode: int = 0o600) -> int:
+        """Open this path race-free below its area root (see `open_beneath`)."""
+        return open_beneath(self.root, self.parts, flags, mode, virtual=self.virtual)
+
     def ensure_contained(self) -> Path:
         """Resolve symlinks and refuse a path that ends up outside its area root."""
         root = os.path.realpath(self.root)
@@ -103,6 +109,72 @@ class PfsPath:
         if real != root and not real.startswith(root + os.sep):
             raise PathError(f"{self.virtual}: a symbolic link points outside your storage", 403)
         return Path(real)
+
+
+# openat2(2): the same number on every Linux architecture; RESOLVE_BENEATH refuses any step
+# (`..`, an absolute symlink, a symlink leading up and out) that would leave the directory.
+_SYS_OPENAT2 = 437
+_RESOLVE_NO_MAGICLINKS, _RESOLVE_BENEATH = 0x02, 0x08
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def _openat2(dirfd: int, path: str, flags: int, mode: int) -> int:
+    how = _OpenHow(flags, mode if flags & os.O_CREAT else 0,  # openat2 refuses a mode without O_CREAT
+                   _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+    fd = _libc.syscall(_SYS_OPENAT2, dirfd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how))
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), path)
+    return fd
+
+
+def _open_stepwise(dirfd: int, parts: tuple[str, ...], flags: int, mode: int, virtual: str) -> int:
+    """Without openat2: one component at a time, following no symbolic link at all."""
+    fd = os.dup(dirfd)
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            try:
+                if last:
+                    return os.open(part, flags | os.O_NOFOLLOW, mode, dir_fd=fd)
+                step = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(f"/proc/self/fd/{fd}/{part}"):
+                    raise PathError(f"{virtual}: a symbolic link is in the way", 403) from None
+                raise
+            os.close(fd)
+            fd = step
+        raise AssertionError("not reached")
+    finally:
+        os.close(fd)
+
+
+def open_beneath(root: Path, parts: tuple[str, ...], flags: int, mode: int = 0o600, *, virtual: str = "") -> int:
+    """Open `root/parts...` so that nothing on the way can lead outside `root`, not even a
+    directory swapped for a symbolic link after the path was checked: the kernel resolves
+    the path under `root` (openat2 RESOLVE_BENEATH), or, where it cannot, each component is
+    opened without following links. Leaving `root` is a PathError (403); a missing file is
+    FileNotFoundError as for os.open."""
+    if not parts:
+        parts = (".",)
+    flags |= os.O_CLOEXEC
+    dirfd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            return _openat2(dirfd, "/".join(parts), flags, mode)
+        except OSError as e:
+            if e.errno == errno.EXDEV:
+                raise PathError(f"{virtual or 'the path'}: a symbolic link on the way leads outside your storage "
+                                "(links are followed only when relative and staying inside)", 403) from None
+            if e.errno != errno.ENOSYS:
+                raise
+        return _open_stepwise(dirfd, parts, flags, mode, virtual or "the path")
+    finally:
+        os.close(dirfd)
 
 
 def _check_datacenter(name: str) -> None:

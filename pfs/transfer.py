@@ -4,7 +4,8 @@ limits). Works under WSGI and ASGI alike: under ASGI each block is read in a wor
 instead of Django's fallback of reading the whole response into memory first, and handed to
 the server as one message (pfs.asgi_fast.LargeChunkASGIHandler does not re-slice it), so a
 download costs one thread hop and one `send` per BLOCK bytes; memory stays at a block or two
-per download whatever the file's size."""
+per download whatever the file's size. A file's bytes (`response.file_span`) go by zero-copy
+send instead when the server offers it (paddleweb.server), never entering Python at all."""
 
 from __future__ import annotations
 
@@ -37,18 +38,30 @@ class StreamingResponse(StreamingHttpResponse):
             yield part
 
 
-def file_blocks(fd: int, start: int, length: int, block: int = BLOCK) -> Iterator[bytes]:
-    """`length` bytes of the open file `fd` from `start`, in blocks; closes `fd` at the end."""
-    try:
-        pos, end = start, start + length
-        while pos < end:
-            data = os.pread(fd, min(block, end - pos), pos)
-            if not data:
-                break  # the file shrank meanwhile
-            pos += len(data)
-            yield data
-    finally:
-        os.close(fd)
+class FileSpan:
+    """`length` bytes of the open file `fd` from `start`. Iterating reads them in blocks; a
+    server with zero-copy send moves them itself (pfs.asgi_fast). Owns `fd`: closed at the end
+    of the iteration or by `close()` (which Django calls when the response is done)."""
+
+    def __init__(self, fd: int, start: int, length: int, block: int = BLOCK):
+        self.fd, self.start, self.length, self.block = fd, start, length, block
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            pos, end = self.start, self.start + self.length
+            while pos < end:
+                data = os.pread(self.fd, min(self.block, end - pos), pos)
+                if not data:
+                    break  # the file shrank meanwhile
+                pos += len(data)
+                yield data
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 def coalesce(parts: Iterable[bytes], size: int = BLOCK) -> Iterator[bytes]:
@@ -94,9 +107,10 @@ def etag(st: os.stat_result) -> str:
 
 
 def open_file(p: PfsPath) -> tuple[int, os.stat_result]:
-    """Open a checked path for reading without following a link at its last component."""
+    """Open a checked path for reading, race-free below its area root and without following a
+    link at its last component."""
     try:
-        fd = os.open(p.disk, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = p.open(os.O_RDONLY | os.O_NOFOLLOW)
     except (FileNotFoundError, NotADirectoryError):
         raise PathError(f"{p.virtual}: no such file or directory", 404) from None
     except OSError as e:  # ELOOP: a symbolic link at the last component
@@ -122,8 +136,9 @@ def file_response(p: PfsPath, *, range_header: str | None = None, if_range: str 
         resp["Content-Range"] = f"bytes */{st.st_size}"
         return resp
     start, length = rng if rng else (0, st.st_size)
-    resp = StreamingResponse(file_blocks(fd, start, length), status=206 if rng else 200,
-                             content_type="application/octet-stream")
+    span = FileSpan(fd, start, length)
+    resp = StreamingResponse(span, status=206 if rng else 200, content_type="application/octet-stream")
+    resp.file_span = span
     if rng:
         resp["Content-Range"] = f"bytes {start}-{start + length - 1}/{st.st_size}"
     resp["Content-Length"] = str(length)

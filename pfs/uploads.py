@@ -29,12 +29,14 @@ from accounts.models import Datacenter
 
 from . import usage
 from .models import UploadSession
-from .paths import RESERVED_NAME, PathError, PfsPath, resolve
+from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath, resolve
 from .services import _refuse_root, mkdir, put_in_place
 from .storage import scratch_dir
 
 BLOCK = 1 << 20
 UPLOAD_TTL = timedelta(seconds=getattr(settings, "PFS_UPLOAD_TTL", 24 * 3600))
+# The largest chunk Django takes in (it spools a request body to a temporary file before the
+# view runs); chunks streamed by pfs.asgi_fast are bounded only by the upload's size.
 MAX_CHUNK = getattr(settings, "PFS_MAX_CHUNK", 64 << 20)
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 CHECKSUM_ALGORITHMS = {"sha256": hashlib.sha256, "md5": hashlib.md5, "sha1": hashlib.sha1}
@@ -54,6 +56,15 @@ def part_path(session: UploadSession) -> Path:
     parts = session.path.split("/")
     area_root = PfsPath(parts[2], parts[3], parts[4] if parts[3] == "home" else None, ())
     return scratch_dir(area_root) / f"{session.id}.part"
+
+
+def _open_part(session: UploadSession, dest: PfsPath) -> int:
+    """The part file of an upload to `dest`, for writing. In a home it is opened race-free
+    below the home: jobs write to homes too, and could swap `.uploads` for a link."""
+    if dest.area == "home":
+        return open_beneath(dest.root, (RESERVED_NAME, f"{session.id}.part"), os.O_WRONLY | os.O_NOFOLLOW,
+                            virtual=session.path)
+    return os.open(part_path(session), os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
 
 def part_size(session: UploadSession) -> int:
@@ -119,19 +130,19 @@ class ChunkWriter:
     it from a blocking `read`; pfs.asgi_fast drives it straight from ASGI `receive()` messages.
 
     Opening checks, in this order: not already complete (409), destination path still allowed,
-    `length` within MAX_CHUNK (413), part file present (410), no other request writing it (409),
+    `length` within `max_length` (413), part file present (410), no other request writing it (409),
     `offset` equal to the data already there (409 with the offset), the chunk within the
     upload's declared size (413). The part file is locked for the writer's lifetime."""
 
     def __init__(self, session: UploadSession, offset: int, length: int | None,
-                 checksum: tuple[str, bytes] | None = None):
+                 checksum: tuple[str, bytes] | None = None, *, max_length: int | None = MAX_CHUNK):
         if session.completed:
             raise OffsetConflict(session.size, offset)
-        _dest(session)  # the destination is checked again on every request
-        if length is not None and length > MAX_CHUNK:
-            raise PathError(f"a chunk may be at most {MAX_CHUNK} bytes; send the file in several", 413)
+        dest = _dest(session)  # the destination is checked again on every request
+        if max_length is not None and length is not None and length > max_length:
+            raise PathError(f"a chunk may be at most {max_length} bytes; send the file in several", 413)
         try:
-            fd = os.open(part_path(session), os.O_WRONLY | os.O_NOFOLLOW)
+            fd = _open_part(session, dest)
         except FileNotFoundError:
             raise PathError("the upload's data is gone (expired?): start a new upload", 410) from None
         try:
@@ -178,6 +189,12 @@ class ChunkWriter:
                     self.pos += n
         finally:
             _pwritev(self.fd, run, run_at)
+
+    def advance(self, n: int) -> None:
+        """Count `n` bytes that were written at `pos` straight into `fd` (by the server's splice)."""
+        if self.pos + n > self.session.size:
+            raise PathError(f"the chunk goes past the upload's size ({self.session.size} bytes)", 413)
+        self.pos += n
 
     def finish(self) -> int:
         """Close the chunk: it must be whole (400 otherwise, keeping what arrived unless it has a

@@ -21,9 +21,11 @@ PROTOCOL = """
    `quota exceeded: used X of Y` refuses it before any byte is sent. A 0-byte file is complete at once.
 2. `PATCH /api/v2/uploads/<id>/` with headers `Upload-Offset: <offset>` (where this chunk starts,
    which must equal the upload's current offset), `Content-Type: application/offset+octet-stream`
-   (or `application/octet-stream`), `Content-Length: <chunk bytes>` (at most 64 MiB; 8-32 MiB is a
-   good size) and optionally `Upload-Checksum: sha256 <base64 digest of this chunk>` (also `md5`,
-   `sha1`); the body is the chunk's bytes. → **200** with the upload and an `Upload-Offset` header
+   (or `application/octet-stream`), `Content-Length: <chunk bytes>` and optionally
+   `Upload-Checksum: sha256 <base64 digest of this chunk>` (also `md5`, `sha1`); the body is the
+   chunk's bytes. With token authentication a chunk may be the whole rest of the file (the
+   fastest way: without a checksum the server moves it to disk with no copy through user
+   space); with a browser session a chunk is at most 64 MiB. → **200** with the upload and an `Upload-Offset` header
    holding the new offset. A wrong offset → **409** with `{"detail", "offset": <current>}` and the
    `Upload-Offset` header (nothing written); a chunk checksum mismatch → **460** (the chunk is
    discarded); a chunk past the declared size → **413**. With token authentication the chunk is

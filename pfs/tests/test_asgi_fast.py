@@ -1,12 +1,15 @@
-"""The ASGI HTTP entry (pfs/asgi_fast.py) over real HTTP: uvicorn, as in the Procfile, runs the
-project's ASGI application in a thread against the test database. Upload chunks sent with a
-token take the streaming route (auth, ownership, offsets, size, checksums, completion and a
-resume after a cut connection are checked there); downloads go through Django's handler with
-large messages (ranges, If-Range, 416, multi-block bodies)."""
+"""The ASGI HTTP entry (pfs/asgi_fast.py) over real HTTP: uvicorn with paddleweb.server's
+protocol, as in the Procfile, runs the project's ASGI application in a thread against the test
+database. Upload chunks sent with a token take the streaming route (auth, ownership, offsets,
+size, checksums, completion and a resume after a cut connection are checked there), their
+bodies spliced to disk unless a checksum needs them read; downloads go through Django's
+handler (ranges, If-Range, 416), their file bytes by sendfile."""
 
 import asyncio
 import base64
 import hashlib
+import http.client
+import json
 import os
 import socket
 import time
@@ -15,7 +18,7 @@ import pytest
 import requests
 
 from conftest import LiveASGI
-from pfs import asgi_fast
+from pfs import asgi_fast, uploads
 from pfs.models import UploadSession
 
 from .conftest import sha256_file, write
@@ -26,8 +29,9 @@ MiB = 2**20
 
 
 @pytest.fixture
-def live_asgi(transactional_db, alice, bob, home_dir, monkeypatch):
-    """The server, alice's and bob's token sessions, and a count of streamed chunks."""
+def live_asgi(transactional_db, alice, bob, home_dir, monkeypatch, zero_copy_calls):
+    """The server, alice's and bob's token sessions, a count of streamed chunks and the
+    zero-copy transfers the server made."""
     from accounts.services import issue_token
 
     streamed = []
@@ -40,6 +44,7 @@ def live_asgi(transactional_db, alice, bob, home_dir, monkeypatch):
     monkeypatch.setattr(asgi_fast, "patch_chunk", counting)
     with LiveASGI() as live:
         live.streamed = streamed
+        live.zero_copy = zero_copy_calls
         live.alice, live.bob = requests.Session(), requests.Session()
         live.alice_token = issue_token(alice)
         live.alice.headers["Authorization"] = f"Token {live.alice_token}"
@@ -80,6 +85,7 @@ def test_streamed_chunks_complete_the_upload(live_asgi, home_dir):
         if offset < len(data):
             assert not (home_dir / "in/dir/big.bin").exists()  # never partial
     assert len(live_asgi.streamed) == 3  # all three took the streaming route
+    assert live_asgi.zero_copy == []  # read in Python: their checksums had to be computed
     assert sha256_file(home_dir / "in/dir/big.bin") == digest
     assert [n for n in os.listdir(home_dir / ".uploads") if n != ".lock"] == []
     # the same answer as the Django view gives for the upload's state
@@ -174,7 +180,7 @@ def test_resume_after_a_cut_connection(live_asgi, home_dir, tmp_path):
     uid = create(live_asgi, f"{A}/data/src.bin", len(data), sha256=digest)
     sent = 6 * MiB + 17
     _patch_then_cut(live_asgi, uid, 0, data[:sent], 10 * MiB)  # dies 6 MiB into a 10 MiB chunk
-    assert live_asgi.streamed  # the streaming route had it
+    assert live_asgi.streamed and live_asgi.zero_copy == [("splice", 10 * MiB)]  # spliced to disk
     url = f"{live_asgi.url}/api/v2/uploads/{uid}/"
     deadline = time.monotonic() + 20
     while True:
@@ -246,3 +252,25 @@ def test_download_streams_whole_file_and_ranges(live_asgi, big):
     assert r.status_code == 416 and r.headers["Content-Range"] == f"bytes */{len(data)}"
     r = live_asgi.bob.get(url, params={"path": f"{A}/big.bin"})
     assert r.status_code == 403
+    # every file body went by sendfile, the whole file, the range, then the whole file again
+    assert live_asgi.zero_copy == [("sendfile", 0, len(data)), ("sendfile", start, len(data) - start),
+                                   ("sendfile", 0, len(data))]
+
+
+def test_a_whole_file_in_one_patch_spliced_on_a_kept_alive_connection(live_asgi, home_dir):
+    """A token PATCH may carry the whole rest of a file, past the 64 MiB a browser chunk may
+    have; without a checksum it is spliced to disk, and the connection serves the next request."""
+    data = os.urandom(uploads.MAX_CHUNK + 3 * MiB)
+    digest = hashlib.sha256(data).hexdigest()
+    uid = create(live_asgi, f"{A}/whole.bin", len(data), sha256=digest)
+    conn = http.client.HTTPConnection("127.0.0.1", live_asgi.port)
+    auth = {"Authorization": f"Token {live_asgi.alice_token}"}
+    conn.request("PATCH", f"/api/v2/uploads/{uid}/", body=data,
+                 headers={**auth, "Upload-Offset": "0", "Content-Type": OCTETS})
+    resp = conn.getresponse()
+    assert resp.status == 200 and json.loads(resp.read())["complete"] and not resp.will_close
+    assert live_asgi.zero_copy == [("splice", len(data))]
+    assert sha256_file(home_dir / "whole.bin") == digest
+    conn.request("GET", f"/api/v2/files/content/?path={A}/whole.bin", headers={**auth, "Range": "bytes=-5"})
+    resp = conn.getresponse()
+    assert resp.status == 206 and resp.read() == data[-5:]

@@ -1,13 +1,14 @@
 """Every hostile path is refused on every endpoint, with a 4xx saying why, and nothing outside
 the caller's own home (or public, read-only) is read or touched."""
 
+import errno
 import json
 import os
 from urllib.parse import quote
 
 import pytest
 
-from pfs import chunks
+from pfs import chunks, paths, transfer, uploads
 from pfs.paths import PathError
 
 from .conftest import write
@@ -202,6 +203,52 @@ def test_symlink_swapped_in_at_last_component_is_not_followed(alice_api, world, 
     os.symlink(world["bob"] / "secret.txt", home_dir / "innocent.txt")
     r = alice_api.get(f"/api/v2/files/content/?path={A}/innocent.txt")
     assert r.status_code == 403
+
+
+@pytest.fixture(params=["openat2", "stepwise"])
+def open_strategy(request, monkeypatch):
+    """Both ways pfs.paths opens below a root: openat2, and the one for kernels without it."""
+    if request.param == "stepwise":
+        def no_openat2(*args):
+            raise OSError(errno.ENOSYS, "openat2 not here")
+
+        monkeypatch.setattr(paths, "_openat2", no_openat2)
+    return request.param
+
+
+def _swap_for_link(directory, target):
+    """What a job racing the server could do: swap a checked directory for a link."""
+    os.rename(directory, str(directory) + ".real")
+    os.symlink(target, directory)
+
+
+def test_a_directory_swapped_for_a_link_after_the_check_is_not_followed(alice, world, home_dir, open_strategy):
+    write(home_dir / "data" / "secret.txt", b"alice's own")
+    p = paths.resolve(alice, f"{A}/data/secret.txt")  # checked while "data" is a directory
+    _swap_for_link(home_dir / "data", world["bob"])
+    with pytest.raises(PathError) as e:
+        transfer.open_file(p)
+    assert e.value.status == 403 and "symbolic link" in e.value.message
+    # a link that stays inside the home is still followed by openat2 (the step-wise way follows none)
+    (home_dir / "data").unlink()
+    os.symlink("data.real", home_dir / "data")
+    if open_strategy == "openat2":
+        fd, _ = transfer.open_file(p)
+        assert os.read(fd, 100) == b"alice's own"
+        os.close(fd)
+
+
+def test_an_uploads_directory_swapped_for_a_link_is_not_written_through(alice, world, home_dir, open_strategy):
+    session = uploads.create(alice, f"{A}/new.bin", 5)
+    target = world["outside"] / "part-target"
+    target.mkdir()
+    victim = target / f"{session.id}.part"
+    victim.write_bytes(b"")
+    _swap_for_link(home_dir / ".uploads", target)
+    with pytest.raises(PathError) as e:
+        uploads.ChunkWriter(uploads.get(alice, session.id), 0, 5)
+    assert e.value.status == 403
+    assert victim.read_bytes() == b""
 
 
 @pytest.mark.parametrize("raw", [_decoded(x) for x in ENCODED[:14]] + LINKED)

@@ -74,6 +74,15 @@ def test_offset_conflicts_and_bad_chunks(alice_api, home_dir):
     assert patch(alice_api, uid, 10, b"x").status_code == 409
 
 
+def test_a_chunk_django_would_buffer_is_limited_to_64_mib(alice_api, home_dir):
+    """Through Django (browser sessions) a chunk is spooled before the view runs, so its size is
+    bounded; refused from Content-Length alone, nothing written."""
+    uid = create(alice_api, f"{A}/f.bin", 2 * uploads.MAX_CHUNK).json()["id"]
+    r = patch(alice_api, uid, 0, b"abc", CONTENT_LENGTH=str(uploads.MAX_CHUNK + 1))
+    assert r.status_code == 413 and "at most" in r.json()["detail"]
+    assert alice_api.get(f"/api/v2/uploads/{uid}/").json()["offset"] == 0
+
+
 def test_whole_file_checksum_mismatch_discards(alice_api, home_dir):
     uid = create(alice_api, f"{A}/f.bin", 4, sha256="0" * 64).json()["id"]
     r = patch(alice_api, uid, 0, b"abcd")
