@@ -1,16 +1,18 @@
 """PFS storage over /api/v2/files, /api/v2/uploads: listing, moving, and transfers that resume.
 
-Uploads: small files go in one PUT; bigger ones use the resumable protocol (POST uploads/,
-then PATCH chunks at explicit offsets with a sha256 per chunk). After a dropped connection the
-client asks the server for the upload's offset and sends on from there; a later run of the same
-command finds the unfinished upload (same path, size and sha256) and continues it.
+Uploads: small files go in one PUT; bigger ones use the resumable protocol (POST uploads/ with
+the file's sha256, which the server checks when the last byte is in, then PATCH chunks at
+explicit offsets, streamed from the file). A chunk carries no checksum of its own, so the
+server can splice it straight to disk, and the bytes of a chunk cut off mid-way are kept.
+After a dropped connection the client asks the server for the upload's offset and sends on
+from there; a later run of the same command finds the unfinished upload (same path, size and
+sha256) and continues it.
 Downloads stream to `<dest>.part` and resume with `Range` + `If-Range` (the ETag), so a file
 that changed meanwhile is fetched again from the start rather than spliced.
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -30,7 +32,8 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int, int], None]
 SMALL_FILE = 4 << 20  # at most this: one PUT
-CHUNK = 8 << 20  # resumable upload chunk
+CHUNK = 64 << 20  # resumable upload chunk: the most a server takes in one request from any client
+BLOCK = 1 << 20  # bytes read from the file at a time while a chunk goes out
 RETRY_FOR = 300.0  # seconds a transfer keeps retrying a dropped connection
 
 
@@ -56,6 +59,27 @@ class _Meter:
     def report(self) -> None:
         if self.progress:
             self.progress(self.done, self.total)
+
+
+class _FileSlice:
+    """`length` bytes of the open file `f` from `offset`, read block by block as the request body
+    goes out (counted in `sent` and on the meter); iterable again if the request is resent."""
+
+    def __init__(self, f, local: Path, offset: int, length: int, meter: _Meter):
+        self.f, self.local, self.offset, self.length, self.meter = f, local, offset, length, meter
+        self.sent = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        self.f.seek(self.offset)
+        left = self.length
+        while left:
+            block = self.f.read(min(BLOCK, left))
+            if not block:
+                raise PaddlectlError(f"{self.local} got shorter while it was being uploaded")
+            left -= len(block)
+            self.sent += len(block)
+            self.meter.add(len(block))
+            yield block
 
 
 def _sha256(path: Path) -> str:
@@ -168,26 +192,21 @@ class Storage:
         deadline = time.monotonic() + RETRY_FOR
         with open(local, "rb") as f:
             while not upload.get("complete"):
-                f.seek(offset)
-                chunk = f.read(CHUNK)
-                digest = base64.b64encode(hashlib.sha256(chunk).digest()).decode()
+                body = _FileSlice(f, local, offset, min(CHUNK, size - offset), meter)
                 try:
-                    upload = self.api.request("PATCH", path, content=chunk, headers={
-                        "Upload-Offset": str(offset), "Content-Type": "application/offset+octet-stream",
-                        "Upload-Checksum": f"sha256 {digest}"})
+                    upload = self.api.request("PATCH", path, content=body, headers={
+                        "Upload-Offset": str(offset), "Content-Length": str(body.length),
+                        "Content-Type": "application/offset+octet-stream"})
                 except (ConnectionFailed, APIError) as e:
-                    if isinstance(e, APIError) and e.status not in (409, 460):
+                    if isinstance(e, APIError) and e.status != 409:
                         raise
-                    # Dropped connection, a stale offset or a damaged chunk: ask where we are.
+                    # Dropped connection or a stale offset: ask where we are.
                     upload = _retry_connection(lambda: self.api.get(path), f"upload of {local}", deadline)
-                    new = int(upload["offset"])
-                    meter.add(new - offset)
-                    offset = new
-                    continue
+                else:
+                    deadline = time.monotonic() + RETRY_FOR
                 new = int(upload["offset"])
-                meter.add(new - offset)
+                meter.add(new - offset - body.sent)  # the server's word over what went out
                 offset = new
-                deadline = time.monotonic() + RETRY_FOR
         return self.stat(remote)
 
     def upload_tree(self, local: str | Path, remote: str, progress: Progress | None = None) -> int:

@@ -129,6 +129,24 @@ def test_upload_resumes_after_a_dropped_connection(live_server, alice, settings,
     assert seen[-1] == len(data)
 
 
+def test_the_web_server_splices_uploads_straight_to_disk(alice, settings, tmp_path, small_chunks, zero_copy_calls):
+    """Against the server as the Procfile runs it, paddlectl's chunks (no per-chunk checksum)
+    go socket -> file inside the kernel; the file's sha256 is still checked at the end."""
+    from conftest import LiveASGI
+
+    from accounts.services import issue_token
+    from paddlectl import Client
+
+    data = os.urandom(300_000)  # three chunks of 128 KiB, the last one short
+    (tmp_path / "big.bin").write_bytes(data)
+    with LiveASGI() as live, Client(live.url, token=issue_token(alice), username="alice") as client:
+        seen = []
+        client.storage.upload_file(tmp_path / "big.bin", f"{HOME}/big.bin", progress=lambda d, t: seen.append(d))
+    assert disk(settings, "big.bin").read_bytes() == data
+    assert zero_copy_calls == [("splice", 128 << 10), ("splice", 128 << 10), ("splice", 300_000 - (256 << 10))]
+    assert seen == sorted(seen) and seen[-1] == len(data)
+
+
 def test_upload_continues_an_unfinished_upload_from_an_earlier_run(config, alice, settings, tmp_path, small_chunks,
                                                                    live_server):
     from accounts.services import issue_token
