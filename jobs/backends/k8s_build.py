@@ -66,15 +66,17 @@ def ensure_runtime_image(backend, job, heartbeat: Callable[[], None]) -> None:
             api.create(api.core.create_namespaced_config_map, ns, body=marker)
             return
         pod = _build_pod(api, ns, name)
-        if (conditions.get("Failed") or {}).get("status") == "True":
+        status = pod_status(pod, "build") if pod is not None else None
+        pod_failed = status is not None and status.state == "Failed"
+        # The pod fails a moment before the Job controller marks the Job Failed: either way the
+        # user gets the pod's reason and the end of the build log.
+        if pod_failed or (conditions.get("Failed") or {}).get("status") == "True":
+            why = f" ({status.reason}: {status.message})" if pod_failed else ""
             raise LaunchError("RuntimeImageBuildFailed",
-                              f"building the runtime image {image} from requirements.txt failed. Last log lines:\n"
-                              f"{_tail(api, ns, pod)}")
-        if pod is not None:
-            status = pod_status(pod, "build")
+                              f"building the runtime image {image} from requirements.txt failed{why}. "
+                              f"Last log lines:\n{_tail(api, ns, pod)}")
+        if status is not None:
             since = parse_time((pod.get("metadata") or {}).get("creationTimestamp")) or started
-            if status.state == "Failed":
-                raise LaunchError("RuntimeImageBuildFailed", f"the image build {status.reason}: {status.message}")
             if status.state == "Pending" and (timezone.now() - since).total_seconds() > st.pending_timeout:
                 raise LaunchError(status.reason or "PendingTimeout",
                                   f"the image build did not start within {st.pending_timeout} s: {status.message}")
