@@ -49,10 +49,15 @@ def test_fit_a_line_with_2_pservers_and_2_trainers(system, alice, alice_api):
     states = {r["name"]: r["state"] for r in body["replicas"]}
     assert states == {"pserver-0": "Terminated", "pserver-1": "Terminated",
                       "trainer-0": "Succeeded", "trainer-1": "Succeeded"}
-    assert set(losses(job)) == {"trainer-0", "trainer-1"}
-    for trainer, values in losses(job).items():
-        assert len(values) == 10, trainer
-        assert values[-1] < values[0] / 5, f"{trainer} loss did not go down: {values}"
+    curves = losses(job)
+    assert set(curves) == {"trainer-0", "trainer-1"}
+    assert all(len(values) == 10 for values in curves.values()), curves
+    # Async training shares the parameters: a trainer that starts late finds them half-trained,
+    # so its own first pass may already be low. The model learned if some trainer saw the
+    # untrained loss and every trainer ends near the data's noise floor (noise variance 4).
+    finals = [values[-1] for values in curves.values()]
+    assert max(finals) < 8, f"the loss did not reach the noise floor: {curves}"
+    assert max(values[0] for values in curves.values()) > 5 * max(finals), f"the loss did not go down: {curves}"
     model = home(alice, "local").child("models", "fit-a-line").disk
     assert any(model.rglob("*.pdiparams")), f"no model saved in {model}"
     assert job_processes(job) == []
