@@ -142,28 +142,6 @@ class EmulatedCluster:
             return {"apiVersion": "v1", "kind": "Status", "status": "Success", "metadata": {}}
         raise kmock.KubernetesError(405, "MethodNotAllowed", method)
 
-    async def _changes(self, timeout: float) -> AsyncIterator[None]:
-        """Yields on every store change until `timeout` passes or streams are dropped."""
-        ev = asyncio.Event()
-        gen = self.store.stream_generation
-        self.store.waiters.add(ev)
-        deadline = asyncio.get_running_loop().time() + timeout
-        try:
-            while self.store.stream_generation == gen:
-                left = deadline - asyncio.get_running_loop().time()
-                if left <= 0:
-                    return
-                try:
-                    await asyncio.wait_for(ev.wait(), left)
-                except TimeoutError:
-                    return
-                ev.clear()
-                if self.store.stream_generation != gen:
-                    return
-                yield None
-        finally:
-            self.store.waiters.discard(ev)
-
     async def _stream_watch(self, plural: str, ns: str | None, params: dict) -> AsyncIterator[Any]:
         yield b""  # send the headers now, even if nothing happens
         labels, fields = params.get("labelSelector", ""), params.get("fieldSelector", "")
@@ -173,30 +151,32 @@ class EmulatedCluster:
             return ((ns is None or obj["metadata"].get("namespace") == ns)
                     and _match_labels(labels, obj["metadata"].get("labels") or {}) and _match_fields(fields, obj))
 
-        rv_param = params.get("resourceVersion")
-        if rv_param in (None, "", "0"):
-            for obj in self.store.find(plural, ns, labels, fields):
-                yield {"type": "ADDED", "object": obj}
-            pos = self.store.last_rv
-        else:
-            pos = int(rv_param)
-        pending = self._changes(timeout)
-        while True:
-            try:
-                events = self.store.events_since(pos, plural)
-            except Gone:
-                yield {"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                                   "code": 410, "reason": "Expired",
-                                                   "message": f"too old resource version: {pos}"}}
-                return
-            for rv, type_, obj in events:
-                pos = rv
-                if wanted(obj):
-                    yield {"type": type_, "object": obj}
-            try:
-                await anext(pending)
-            except StopAsyncIteration:
-                return
+        changes = _Changes(self.store, timeout)
+        try:
+            rv_param = params.get("resourceVersion")
+            if rv_param in (None, "", "0"):
+                with self.store.lock:
+                    listed, pos = self.store.find(plural, ns, labels, fields), self.store.last_rv
+                for obj in listed:
+                    yield {"type": "ADDED", "object": obj}
+            else:
+                pos = int(rv_param)
+            while True:
+                try:
+                    events = self.store.events_since(pos, plural)
+                except Gone:
+                    yield {"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                                       "code": 410, "reason": "Expired",
+                                                       "message": f"too old resource version: {pos}"}}
+                    return
+                for rv, type_, obj in events:
+                    pos = rv
+                    if wanted(obj):
+                        yield {"type": type_, "object": obj}
+                if not await changes.wait():
+                    return
+        finally:
+            changes.close()
 
     async def _stream_log(self, ns: str, name: str, params: dict) -> AsyncIterator[bytes]:
         yield b""
@@ -204,21 +184,48 @@ class EmulatedCluster:
         since_dt = datetime.fromisoformat(since.replace("Z", "+00:00")) if since else None
         follow, stamps = params.get("follow") == "true", params.get("timestamps") == "true"
         sent = 0
-        pending = self._changes(3600)
-        while True:
-            try:
-                pod = self.store.get("pods", ns, name)
-            except kmock.KubernetesError:
-                pod = None
-            done = pod is None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-            lines = self.store.logs.get((ns, name), [])
-            for when, text in lines[sent:]:
-                if since_dt is None or when >= since_dt:
-                    yield (f"{stamp(when)} {text}\n" if stamps else f"{text}\n").encode()
-            sent = len(lines)
-            if not follow or done:
-                return
-            try:
-                await anext(pending)
-            except StopAsyncIteration:
-                return
+        changes = _Changes(self.store, 3600)
+        try:
+            while True:
+                try:
+                    pod = self.store.get("pods", ns, name)
+                except kmock.KubernetesError:
+                    pod = None
+                done = pod is None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+                # A slice, counted as taken: lines appended while this one is sent come next time.
+                new = self.store.logs.get((ns, name), [])[sent:]
+                sent += len(new)
+                for when, text in new:
+                    if since_dt is None or when >= since_dt:
+                        yield (f"{stamp(when)} {text}\n" if stamps else f"{text}\n").encode()
+                if not follow or done or not await changes.wait():
+                    return
+        finally:
+            changes.close()
+
+
+class _Changes:
+    """Wakes a stream on every store change until `timeout` passes or streams are dropped.
+    It listens from the moment it is made, so a change that lands between a stream's read
+    of the store and its wait still wakes it."""
+
+    def __init__(self, store, timeout: float):
+        self.store, self.generation = store, store.stream_generation
+        self.event = asyncio.Event()
+        self.deadline = asyncio.get_running_loop().time() + timeout
+        store.waiters.add(self.event)
+
+    async def wait(self) -> bool:
+        """True after a change; False when the stream should end."""
+        left = self.deadline - asyncio.get_running_loop().time()
+        if left <= 0 or self.store.stream_generation != self.generation:
+            return False
+        try:
+            await asyncio.wait_for(self.event.wait(), left)
+        except TimeoutError:
+            return False
+        self.event.clear()
+        return self.store.stream_generation == self.generation
+
+    def close(self) -> None:
+        self.store.waiters.discard(self.event)
