@@ -134,8 +134,11 @@ CELERY_BEAT_SCHEDULE["pfs-housekeeping"] = {"task": "pfs.tasks.housekeeping",
                                            "schedule": env.float("PFS_HOUSEKEEPING_INTERVAL", 3600.0)}
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("CHANNELS_PREFIX", "paddlecloud")},
+        "BACKEND": "paddleweb.channel_layer.RedisChannelLayer",
+        # A receive blocks in Redis for up to 5 s (channels_redis' brpop_timeout); redis-py's
+        # default read timeout is also 5 s, which made idle subscribers fail at random.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
+                   "prefix": env.str("CHANNELS_PREFIX", "paddlecloud")},
     }
 }
 

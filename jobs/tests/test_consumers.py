@@ -2,6 +2,7 @@
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
 from conftest import make_package
@@ -39,6 +40,18 @@ async def test_the_owner_gets_the_state_then_pushed_changes_and_logs(client, job
     await sync_to_async(notify.log_data)(job.pk, "trainer-0", 0, "hello\n", 6)
     assert await comm.receive_json_from(timeout=5) == {
         "type": "log", "replica": "trainer-0", "offset": 0, "text": "hello\n", "next_offset": 6}
+    await comm.disconnect()
+
+
+async def test_an_idle_subscriber_stays_subscribed(client, job):
+    await sync_to_async(client.login)(username="alice", password="password")
+    comm, connected, _ = await connect(client)
+    assert connected
+    assert (await comm.receive_json_from(timeout=5))["state"] == "Queued"
+    # Longer than one blocking read in Redis, so the layer has to wait again with no error.
+    assert await comm.receive_nothing(timeout=get_channel_layer().brpop_timeout + 2)
+    await sync_to_async(services.kill_job)(job)
+    assert (await comm.receive_json_from(timeout=5))["state"] == "Killed"
     await comm.disconnect()
 
 
