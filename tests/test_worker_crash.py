@@ -28,7 +28,7 @@ def database_url() -> str:
     return f"postgres://{s['USER']}:{s['PASSWORD']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
-def start_worker() -> subprocess.Popen:
+def worker_process() -> subprocess.Popen:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "paddleweb.settings", "DATABASE_URL": database_url(),
            "PFS_ROOT": str(settings.PFS_ROOT), "JOBS_ROOT": str(settings.JOBS_ROOT),
            "LOGS_ROOT": str(settings.LOGS_ROOT), "VENVS_ROOT": str(settings.VENVS_ROOT),
@@ -43,8 +43,26 @@ def start_worker() -> subprocess.Popen:
 
 
 def kill_9(worker: subprocess.Popen) -> None:
-    os.killpg(worker.pid, signal.SIGKILL)  # the worker with its pool and beat children
+    try:
+        os.killpg(worker.pid, signal.SIGKILL)  # the worker with its pool and beat children
+    except ProcessLookupError:
+        pass
     worker.wait()
+
+
+@pytest.fixture
+def start_worker():
+    """Starts workers; whatever happens in the test, none outlives it (a leftover would take
+    the next tests' tasks)."""
+    started: list[subprocess.Popen] = []
+
+    def start() -> subprocess.Popen:
+        started.append(worker_process())
+        return started[-1]
+
+    yield start
+    for worker in started:
+        kill_9(worker)
 
 
 @pytest.fixture
@@ -55,7 +73,7 @@ def worker_log():
         print(log.read_text()[-5000:])
 
 
-def test_worker_killed_while_the_job_runs(alice, worker_log):
+def test_worker_killed_while_the_job_runs(alice, worker_log, start_worker):
     pkg = make_package(alice, "run", {"train.py": "import time; print('working', flush=True); time.sleep(4)\n"})
     with running_system(worker=False):
         worker = start_worker()
@@ -73,7 +91,7 @@ def test_worker_killed_while_the_job_runs(alice, worker_log):
     assert [r.state for r in job.replicas.all()] == ["Succeeded", "Succeeded"]
 
 
-def test_worker_killed_while_building_the_runtime_is_taken_over_after_restart(alice, worker_log):
+def test_worker_killed_while_building_the_runtime_is_taken_over_after_restart(alice, worker_log, start_worker):
     # A runtime nobody has built yet, whose install needs no download (pip is in every venv).
     requirements = f"pip>=0.{time.time_ns()}\n"
     pkg = make_package(alice, "build", {"train.py": "print('trained', flush=True)\n",
