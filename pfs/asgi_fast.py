@@ -32,13 +32,18 @@ What is handled here, and nothing else:
   response messages of up to `transfer.BLOCK` bytes instead of 64 KiB, so a download block
   read by pfs.transfer is handed to the server in one `send` with no re-slicing; and a file
   download's bytes (`response.file_span`, set by pfs.transfer for the API, the pages and share
-  links alike) sent with the server's `http.response.zerocopysend` when it offers it.
+  links alike) and a static file's (WhiteNoise's FileResponse) sent with the server's
+  `http.response.zerocopysend` when it offers it; any other sync streaming body read block by
+  block in worker threads (Django would read it whole into memory first).
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
+import os
 import re
+import stat
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
@@ -65,11 +70,36 @@ class LargeChunkASGIHandler(ASGIHandler):
         await super().handle(scope, receive, send)
 
     async def send_response(self, response, send):
-        span = getattr(response, "file_span", None)
-        if span is not None and isinstance(send, _ZeroCopyCapableSend):
-            response.streaming_content = ()  # Django sends the head; the span goes before the end
-            send = _SpanBeforeEndSend(send, span)
+        if response.streaming and not response.is_async:
+            span = getattr(response, "file_span", None) or _whole_file_span(response)
+            if span is not None and isinstance(send, _ZeroCopyCapableSend):
+                response.streaming_content = _no_body()  # Django sends the head; the span goes before the end
+                send = _SpanBeforeEndSend(send, span)
+            else:  # Django would read a sync iterator whole into memory first
+                response.streaming_content = transfer.in_threads(response.streaming_content)
         await super().send_response(response, send)
+
+
+async def _no_body():
+    for part in ():
+        yield part
+
+
+def _whole_file_span(response) -> transfer.FileSpan | None:
+    """The rest of a FileResponse's regular file (WhiteNoise's static files) as a span."""
+    f = getattr(response, "file_to_stream", None)
+    if not isinstance(f, io.BufferedReader):  # ranges come as WhiteNoise's SlicedFile
+        return None
+    try:
+        st = os.fstat(f.fileno())
+        start = f.tell()
+    except (OSError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    span = transfer.FileSpan(os.dup(f.fileno()), start, int(response.get("Content-Length", st.st_size - start)))
+    response.streaming_content = span  # closed with the response, like the file
+    return span
 
 
 class _ZeroCopyCapableSend:

@@ -1,8 +1,8 @@
 """Downloads: files stream in blocks with HTTP Range support (one range: 206 + Content-Range;
 416 when unsatisfiable), directories stream as a zip built on the fly (ZIP64, so no 4 GB
-limits). Works under WSGI and ASGI alike: under ASGI each block is read in a worker thread
-instead of Django's fallback of reading the whole response into memory first, and handed to
-the server as one message (pfs.asgi_fast.LargeChunkASGIHandler does not re-slice it), so a
+limits). Works under WSGI and ASGI alike: under ASGI pfs.asgi_fast.LargeChunkASGIHandler reads
+each block in a worker thread (`in_threads`) instead of Django's fallback of reading the whole
+response into memory first, and hands it to the server as one message (not re-sliced), so a
 download costs one thread hop and one `send` per BLOCK bytes; memory stays at a block or two
 per download whatever the file's size. A file's bytes (`response.file_span`) go by zero-copy
 send instead when the server offers it (paddleweb.server), never entering Python at all."""
@@ -13,7 +13,7 @@ import asyncio
 import os
 import re
 import stat as statmod
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 
 from django.http import HttpResponse, StreamingHttpResponse
 from django.utils.http import content_disposition_header, http_date
@@ -25,17 +25,11 @@ BLOCK = 4 << 20  # bytes per read and per ASGI message
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
-class StreamingResponse(StreamingHttpResponse):
-    """A streaming response over a sync iterator that ASGI consumes one block at a time."""
-
-    async def __aiter__(self):
-        it = self._iterator
-        loop = asyncio.get_running_loop()
-        while True:
-            part = await loop.run_in_executor(None, next, it, None)
-            if part is None:
-                return
-            yield part
+async def in_threads(blocks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """A sync iterator's blocks for ASGI, each read in a worker thread as it is needed."""
+    loop = asyncio.get_running_loop()
+    while (part := await loop.run_in_executor(None, next, blocks, None)) is not None:
+        yield part
 
 
 class FileSpan:
@@ -137,7 +131,7 @@ def file_response(p: PfsPath, *, range_header: str | None = None, if_range: str 
         return resp
     start, length = rng if rng else (0, st.st_size)
     span = FileSpan(fd, start, length)
-    resp = StreamingResponse(span, status=206 if rng else 200, content_type="application/octet-stream")
+    resp = StreamingHttpResponse(span, status=206 if rng else 200, content_type="application/octet-stream")
     resp.file_span = span
     if rng:
         resp["Content-Range"] = f"bytes {start}-{start + length - 1}/{st.st_size}"
@@ -169,7 +163,7 @@ def zip_stream(p: PfsPath) -> ZipStream:
 
 def archive_response(p: PfsPath) -> HttpResponse:
     zs = zip_stream(p)
-    resp = StreamingResponse(coalesce(zs), content_type="application/zip")
+    resp = StreamingHttpResponse(coalesce(zs), content_type="application/zip")
     resp["Content-Length"] = str(len(zs))
     resp["Content-Disposition"] = content_disposition_header(True, f"{p.name}.zip")
     return resp

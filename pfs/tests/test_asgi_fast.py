@@ -274,3 +274,42 @@ def test_a_whole_file_in_one_patch_spliced_on_a_kept_alive_connection(live_asgi,
     conn.request("GET", f"/api/v2/files/content/?path={A}/whole.bin", headers={**auth, "Range": "bytes=-5"})
     resp = conn.getresponse()
     assert resp.status == 206 and resp.read() == data[-5:]
+
+
+def test_static_files_go_by_sendfile(live_asgi):
+    from django.conf import settings
+
+    css = settings.BASE_DIR / "static" / "css" / "app.css"
+    url, plain = f"{live_asgi.url}/static/css/app.css", {"Accept-Encoding": "identity"}
+    r = requests.get(url, headers=plain)
+    assert r.status_code == 200 and r.content == css.read_bytes()
+    assert live_asgi.zero_copy == [("sendfile", 0, css.stat().st_size)]
+    r = requests.get(url, headers={**plain, "Range": "bytes=5-9"})
+    assert r.status_code == 206 and r.content == css.read_bytes()[5:10]
+    assert len(live_asgi.zero_copy) == 1  # a range is read in Python
+
+
+async def test_without_zero_copy_a_static_file_streams_in_threads_without_a_warning():
+    import warnings
+
+    from asgiref.testing import ApplicationCommunicator
+    from django.conf import settings
+
+    from paddleweb.asgi import application
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": "/static/css/app.css", "raw_path": b"/static/css/app.css", "root_path": "", "query_string": b"",
+             "headers": [(b"host", b"testserver")], "server": ("testserver", 80), "client": ("127.0.0.1", 1)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        app = ApplicationCommunicator(application, scope)
+        await app.send_input({"type": "http.request", "body": b"", "more_body": False})
+        start = await app.receive_output(10)
+        body = b""
+        while True:
+            msg = await app.receive_output(10)
+            body += msg.get("body", b"")
+            if not msg.get("more_body"):
+                break
+    assert start["status"] == 200
+    assert body == (settings.BASE_DIR / "static" / "css" / "app.css").read_bytes()
