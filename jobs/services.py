@@ -46,19 +46,19 @@ def submit_with_upload(user, data: dict, files: Sequence) -> Job:
                 storage.extract_archive(staged, f, f.name)
             else:
                 target = staged.child(name)
-                target.disk.parent.mkdir(parents=True, exist_ok=True)
+                storage.make_dirs(target.parent)
                 storage.save_stream(target, f.chunks())
         storage.replace_dir(staged, dest)
     except PathError as e:
-        storage.remove_tree(staged.disk)
+        storage.remove(staged)
         raise ValidationError({"files": [e.message]}) from e
     except Exception:
-        storage.remove_tree(staged.disk)
+        storage.remove(staged)
         raise
     try:
         return _create(user, {**cleaned, "package": dest.virtual})
     except ValidationError:
-        storage.remove_tree(dest.disk)
+        storage.remove(dest)
         raise
 
 

@@ -53,7 +53,7 @@ def touch(user, path: str, size: int) -> PfsPath:
         with locked(p):
             fd, st = open_file(p)
             os.close(fd)
-            fd = os.open(p.disk, os.O_WRONLY | os.O_NOFOLLOW)
+            fd = p.open(os.O_WRONLY | os.O_NOFOLLOW)
             try:
                 os.ftruncate(fd, size)
             finally:
@@ -80,7 +80,7 @@ def write_range(user, path: str, offset: int, read: Callable[[int], bytes], leng
     grow = max(0, offset + length - st.st_size)
     if grow:
         usage.check_room(p, grow)
-    fd = os.open(p.disk, os.O_WRONLY | os.O_NOFOLLOW)
+    fd = p.open(os.O_WRONLY | os.O_NOFOLLOW)
     written = 0
     try:
         while written < length:

@@ -11,6 +11,8 @@ import ctypes
 import errno
 import os
 import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -101,6 +103,17 @@ class PfsPath:
     def open(self, flags: int, mode: int = 0o600) -> int:
         """Open this path race-free below its area root (see `open_beneath`)."""
         return open_beneath(self.root, self.parts, flags, mode, virtual=self.virtual)
+
+    @contextmanager
+    def parent_fd(self) -> Iterator[int]:
+        """The directory holding this path, opened race-free below the area root. Changes made
+        by name relative to it (`dir_fd=fd`, `self.name`) cannot be led outside by a directory
+        on the way swapped for a link after the checks."""
+        fd = open_beneath(self.root, self.parts[:-1], os.O_RDONLY | os.O_DIRECTORY, virtual=self.virtual)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
     def ensure_contained(self) -> Path:
         """Resolve symlinks and refuse a path that ends up outside its area root."""

@@ -9,8 +9,8 @@ pfs.shares, legacy chunk operations in pfs.chunks.
 from __future__ import annotations
 
 import os
-import shutil
 import stat as statmod
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import usage
 from .paths import RESERVED_NAME, PathError, PfsPath, home, resolve
-from .storage import CHUNK, locked, remove_tree, save_stream, write_temp
+from .storage import CHUNK, copy_tree, locked, make_dirs, remove_at, save_stream, write_temp
 
 __all__ = ["Entry", "PathError", "copy", "home_of", "listdir", "mkdir", "move", "remove", "stat", "write_file"]
 
@@ -47,8 +47,10 @@ def _entry(p: PfsPath, st: os.stat_result) -> Entry:
                  datetime.fromtimestamp(st.st_mtime, tz=UTC))
 
 
-def _lstat(p: PfsPath) -> os.stat_result:
+def _lstat(p: PfsPath, parent_fd: int | None = None) -> os.stat_result:
     try:
+        if parent_fd is not None:
+            return os.stat(p.name, dir_fd=parent_fd, follow_symlinks=False)
         return os.lstat(p.disk)
     except (FileNotFoundError, NotADirectoryError):
         raise PathError(f"{p.virtual}: no such file or directory", 404) from None
@@ -96,17 +98,7 @@ def listdir(user, path: str) -> list[Entry]:
 def mkdir(user, path: str) -> Entry:
     """Create the directory and its parents (`mkdir -p`); fine if it already exists."""
     p = _resolve(user, path, write=True)
-    p.root.mkdir(parents=True, exist_ok=True)  # a new user's home exists from their first write
-    # Create one level at a time, re-checking containment so a symlink met on the way is refused.
-    cur = PfsPath(p.datacenter, p.area, p.owner, ())
-    for part in p.parts:
-        cur = cur.child(part)
-        cur.ensure_contained()
-        try:
-            os.mkdir(cur.disk)
-        except FileExistsError:
-            if not cur.disk.is_dir():
-                raise PathError(f"{cur.virtual} exists and is not a directory", 409) from None
+    make_dirs(p)
     return stat(user, p.virtual)
 
 
@@ -120,18 +112,19 @@ def remove(user, path: str, *, recursive: bool = False) -> int:
     p = _resolve(user, path, write=True)
     _refuse_root(p, "removed")
     p.parent.ensure_contained()
-    st = _lstat(p)
-    if statmod.S_ISDIR(st.st_mode):
-        if not recursive:
-            raise PathError(f"{p.virtual} is a directory: remove it with recursive=true", 409)
-        freed = usage.tree_size(p.disk)
-        # Rename out of the way first, so the path is gone at once even for a huge tree.
-        trash = p.disk.with_name(f".{p.disk.name}.removing-{os.getpid()}-{id(p)}")
-        os.rename(p.disk, trash)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
-        freed = st.st_size if statmod.S_ISREG(st.st_mode) else 0
-        os.unlink(p.disk)
+    with p.parent_fd() as fd:
+        st = _lstat(p, fd)
+        if statmod.S_ISDIR(st.st_mode):
+            if not recursive:
+                raise PathError(f"{p.virtual} is a directory: remove it with recursive=true", 409)
+            freed = usage.tree_size(p.disk)
+            # Rename out of the way first, so the path is gone at once even for a huge tree.
+            trash = f".removing-{uuid.uuid4().hex}"  # not from the name: that may be 255 bytes already
+            os.rename(p.name, trash, src_dir_fd=fd, dst_dir_fd=fd)
+            remove_at(trash, fd)
+        else:
+            freed = st.st_size if statmod.S_ISREG(st.st_mode) else 0
+            os.unlink(p.name, dir_fd=fd)
     usage.adjust(p, -freed)
     return freed
 
@@ -149,8 +142,7 @@ def _dest(user, src: PfsPath, dst: str, overwrite: bool) -> PfsPath:
             raise PathError(f"{d.virtual} already exists (overwrite=true replaces it)", 409)
         if d.disk.is_dir() and not d.disk.is_symlink():
             raise PathError(f"{d.virtual} is an existing directory: remove it first", 409)
-    if not d.parent.disk.is_dir():
-        mkdir(user, d.parent.virtual)
+    make_dirs(d.parent)
     return d
 
 
@@ -167,18 +159,14 @@ def move(user, src: str, dst: str, *, overwrite: bool = False) -> Entry:
         if not same_home:
             usage.check_room(d, size, replaced_bytes=replaced)
         d.parent.ensure_contained()
-        os.replace(s.disk, d.disk)
+        with s.parent_fd() as src_dir, d.parent_fd() as dst_dir:
+            os.replace(s.name, d.name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
         if same_home:
             usage.adjust(d, -replaced)
         else:
             usage.adjust(s, -size)
             usage.adjust(d, size - replaced)
     return stat(user, d.virtual)
-
-
-def _copy_file(src: Path, dst: PfsPath) -> int:
-    with open(src, "rb", buffering=0) as f:
-        return save_stream(dst, iter(lambda: f.read(CHUNK), b""))
 
 
 def copy(user, src: str, dst: str, *, overwrite: bool = False) -> Entry:
@@ -189,27 +177,35 @@ def copy(user, src: str, dst: str, *, overwrite: bool = False) -> Entry:
     size = usage.tree_size(s.disk)
     replaced = usage.tree_size(d.disk) if os.path.lexists(d.disk) else 0
     usage.check_room(d, size, replaced_bytes=replaced)
-    if s.disk.is_dir():
-        tmp = d.parent.child(f".{d.name}.copying-{os.getpid()}")
-        try:
-            for root, dirs, files in os.walk(s.disk):
-                rel = os.path.relpath(root, s.disk)
-                base = tmp if rel == "." else tmp.child(rel)
-                base.disk.mkdir(parents=True, exist_ok=True)
-                dirs[:] = [x for x in dirs if not os.path.islink(os.path.join(root, x))]
-                for name in files:
-                    full = os.path.join(root, name)
-                    if os.path.isfile(full) and not os.path.islink(full):
-                        _copy_file(Path(full), base.child(name))
-            d.parent.ensure_contained()
-            os.rename(tmp.disk, d.disk)
-        except BaseException:
-            remove_tree(tmp.disk)
-            raise
-    else:
-        _copy_file(s.disk, d)
+    src_fd = s.open(os.O_RDONLY)
+    try:
+        if statmod.S_ISDIR(os.fstat(src_fd).st_mode):
+            _copy_dir(src_fd, d)
+        else:
+            with os.fdopen(os.dup(src_fd), "rb", buffering=0) as f:
+                save_stream(d, iter(lambda: f.read(CHUNK), b""))
+    finally:
+        os.close(src_fd)
     usage.adjust(d, size - replaced)
     return stat(user, d.virtual)
+
+
+def _copy_dir(src_fd: int, d: PfsPath) -> None:
+    """Copy the open directory into a hidden temporary one beside `d`, renamed onto `d` when whole."""
+    tmp = f".copying-{uuid.uuid4().hex}"
+    d.parent.ensure_contained()
+    with d.parent_fd() as parent:
+        os.mkdir(tmp, 0o755, dir_fd=parent)
+        try:
+            tmp_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            try:
+                copy_tree(src_fd, tmp_fd)
+            finally:
+                os.close(tmp_fd)
+            os.rename(tmp, d.name, src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException:
+            remove_at(tmp, parent)
+            raise
 
 
 def write_file(user, path: str, chunks: Iterable[bytes], *, length: int | None, overwrite: bool = True) -> Entry:
@@ -240,8 +236,7 @@ def write_file(user, path: str, chunks: Iterable[bytes], *, length: int | None, 
 
     tmp, size = write_temp(p, limited())
     try:
-        if not p.parent.disk.is_dir():
-            mkdir(user, p.parent.virtual)
+        make_dirs(p.parent)
         put_in_place(p, tmp, size, overwrite=overwrite)
     finally:
         tmp.unlink(missing_ok=True)
@@ -250,13 +245,16 @@ def write_file(user, path: str, chunks: Iterable[bytes], *, length: int | None, 
 
 def put_in_place(p: PfsPath, tmp: Path, size: int, *, overwrite: bool = True) -> None:
     """Atomically rename the finished temporary file onto `p` and account for it."""
-    with locked(p):
+    with locked(p), p.parent_fd() as fd:
         p.ensure_contained()  # re-check: a symlink could have been planted meanwhile
-        if os.path.isdir(p.disk) and not os.path.islink(p.disk):
+        try:
+            st = os.stat(p.name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and statmod.S_ISDIR(st.st_mode):
             raise PathError(f"{p.virtual} is a directory", 409)
-        if not overwrite and os.path.lexists(p.disk):
+        if not overwrite and st is not None:
             raise PathError(f"{p.virtual} already exists (overwrite=true replaces it)", 409)
-        st = os.lstat(p.disk) if os.path.lexists(p.disk) else None
         old = st.st_size if st is not None and statmod.S_ISREG(st.st_mode) else 0
-        os.replace(tmp, p.disk)
+        os.replace(tmp, p.name, dst_dir_fd=fd)
         usage.adjust(p, size - old)

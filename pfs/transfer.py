@@ -144,21 +144,46 @@ def file_response(p: PfsPath, *, range_header: str | None = None, if_range: str 
 
 
 def zip_stream(p: PfsPath) -> ZipStream:
-    """A sized, uncompressed zip of the directory `p`; links are left out, never followed."""
+    """A sized, uncompressed zip of the directory `p`; links are left out, never followed.
+    The tree is walked by descriptor and each file opened race-free when its bytes are sent,
+    so a directory swapped for a link meanwhile leads nowhere."""
     zs = ZipStream(compress_type=ZIP_STORED, sized=True)
-    base = str(p.disk)
-    for root, dirs, files in os.walk(base):
-        dirs[:] = sorted(d for d in dirs if not os.path.islink(os.path.join(root, d)))
-        rel = os.path.relpath(root, base)
-        prefix = "" if rel == "." else rel + "/"
-        if prefix and not files and not dirs:
-            zs.mkdir(prefix)
-        for name in sorted(files):
-            full = os.path.join(root, name)
-            if os.path.islink(full) or not os.path.isfile(full):
-                continue
-            zs.add_path(full, prefix + name)
+    top = p.open(os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for root, dirs, files, root_fd in os.fwalk(".", dir_fd=top):
+            dirs[:] = sorted(d for d in dirs if _is(statmod.S_ISDIR, d, root_fd))
+            rel = tuple(part for part in root.split("/") if part != ".")
+            prefix = "".join(f"{part}/" for part in rel)
+            if prefix and not files and not dirs:
+                zs.mkdir(prefix)
+            for name in sorted(files):
+                try:
+                    st = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if statmod.S_ISREG(st.st_mode):
+                    member = PfsPath(p.datacenter, p.area, p.owner, p.parts + rel + (name,))
+                    zs.add(_MemberBytes(member, st.st_size), prefix + name, size=st.st_size)
+    finally:
+        os.close(top)
     return zs
+
+
+def _is(kind, name: str, dir_fd: int) -> bool:
+    try:
+        return kind(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+class _MemberBytes:
+    """A zipped file's bytes, opened only when the zip reaches it."""
+
+    def __init__(self, p: PfsPath, size: int):
+        self.p, self.size = p, size
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(FileSpan(self.p.open(os.O_RDONLY | os.O_NOFOLLOW), 0, self.size))
 
 
 def archive_response(p: PfsPath) -> HttpResponse:

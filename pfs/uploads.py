@@ -315,7 +315,7 @@ def cleanup_stale(*, user=None, max_age: timedelta = UPLOAD_TTL) -> int:
 
 
 def _sweep_orphans(max_age: timedelta) -> int:
-    from .storage import remove_tree
+    from .storage import remove_at
 
     known = {f"{pk}.part" for pk in UploadSession.objects.values_list("pk", flat=True)}
     limit = time.time() - max_age.total_seconds()
@@ -325,13 +325,21 @@ def _sweep_orphans(max_age: timedelta) -> int:
         return 0
     dirs = list(root.glob(f"*/home/*/{RESERVED_NAME}")) + list(root.glob(f"*/.public/{RESERVED_NAME}"))
     for d in dirs:
-        for entry in d.iterdir():
-            if entry.name == ".lock" or entry.name in known:
-                continue
-            try:
-                if entry.lstat().st_mtime < limit:
-                    remove_tree(entry)
-                    count += 1
-            except FileNotFoundError:
-                continue
+        try:  # a job may have put a link here: it is not followed (that would sweep elsewhere)
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if entry.name == ".lock" or entry.name in known:
+                        continue
+                    try:
+                        if entry.stat(follow_symlinks=False).st_mtime < limit:
+                            remove_at(entry.name, fd)
+                            count += 1
+                    except FileNotFoundError:
+                        continue
+        finally:
+            os.close(fd)
     return count

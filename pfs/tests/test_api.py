@@ -1,5 +1,7 @@
 """The /api/v2 storage endpoints, through real HTTP handling (Django's test client) and real files."""
 
+import os
+
 import pytest
 
 from .conftest import write
@@ -160,3 +162,22 @@ def test_mkdir_for_a_user_whose_home_does_not_exist_yet(bob_api, settings):
     r = bob_api.post("/api/v2/files/mkdir/", {"path": f"{B}/jobs/fit"}, format="json")
     assert r.status_code == 201, r.content
     assert (settings.PFS_ROOT / "local" / "home" / "bob" / "jobs" / "fit").is_dir()
+
+
+def test_a_copied_tree_keeps_files_modes_and_empty_dirs_and_skips_links(alice_api, home_dir):
+    big = os.urandom(3 * 2**20 + 11)
+    write(home_dir / "t" / "deep" / "er" / "big.bin", big)
+    (home_dir / "t" / "empty").mkdir()
+    write(home_dir / "t" / "run.sh", b"#!/bin/sh\n")
+    os.chmod(home_dir / "t" / "run.sh", 0o750)
+    os.symlink("run.sh", home_dir / "t" / "link")
+    os.symlink("deep", home_dir / "t" / "dirlink")
+    r = alice_api.post("/api/v2/files/copy/", {"src": f"{A}/t", "dst": f"{A}/u"}, format="json")
+    assert r.status_code == 201, r.json()
+    u = home_dir / "u"
+    assert (u / "deep" / "er" / "big.bin").read_bytes() == big
+    assert (u / "empty").is_dir() and not any((u / "empty").iterdir())
+    assert os.stat(u / "run.sh").st_mode & 0o777 == 0o750
+    assert sorted(p.name for p in u.iterdir()) == ["deep", "empty", "run.sh"]
+    assert not [n for n in os.listdir(home_dir) if "copying" in n]
+    assert alice_api.get("/api/v2/storage/usage/").json()["used_bytes"] == 2 * (len(big) + 10)

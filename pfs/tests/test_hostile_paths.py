@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
-from pfs import chunks, paths, transfer, uploads
+from pfs import chunks, paths, services, transfer, uploads
 from pfs.paths import PathError
 
 from .conftest import write
@@ -249,6 +249,83 @@ def test_an_uploads_directory_swapped_for_a_link_is_not_written_through(alice, w
         uploads.ChunkWriter(uploads.get(alice, session.id), 0, 5)
     assert e.value.status == 403
     assert victim.read_bytes() == b""
+
+
+@pytest.fixture
+def racing_job(monkeypatch):
+    """A job that has a directory swapped for a link whenever the server is not checking:
+    every containment check sees the real directory, everything else the link."""
+    raced = {}
+    real_check = paths.PfsPath.ensure_contained
+
+    def check_unswapped(self):
+        if not raced:
+            return real_check(self)
+        os.unlink(raced["directory"])
+        os.rename(str(raced["directory"]) + ".real", raced["directory"])
+        try:
+            return real_check(self)
+        finally:
+            _swap_for_link(raced["directory"], raced["target"])
+
+    def start(directory, target):
+        raced.update(directory=directory, target=target)
+        _swap_for_link(directory, target)
+
+    monkeypatch.setattr(paths.PfsPath, "ensure_contained", check_unswapped)
+    return start
+
+
+RACED_OPERATIONS = {
+    "mkdir": lambda u: services.mkdir(u, f"{A}/data/new/deeper"),
+    "remove a file": lambda u: services.remove(u, f"{A}/data/f.txt"),
+    "remove a tree": lambda u: services.remove(u, f"{A}/data/sub", recursive=True),
+    "move in": lambda u: services.move(u, f"{A}/mine.txt", f"{A}/data/moved.txt"),
+    "move out": lambda u: services.move(u, f"{A}/data/f.txt", f"{A}/taken.txt"),
+    "copy a tree out": lambda u: services.copy(u, f"{A}/data", f"{A}/copied"),
+    "copy a file in": lambda u: services.copy(u, f"{A}/mine.txt", f"{A}/data/copied.txt"),
+    "write a file": lambda u: services.write_file(u, f"{A}/data/new.txt", [b"new"], length=3),
+}
+
+
+@pytest.mark.parametrize("operation", RACED_OPERATIONS)
+def test_a_directory_swapped_for_a_link_between_check_and_change_leads_nowhere(
+        alice, world, home_dir, racing_job, open_strategy, operation):
+    for base, text in ((home_dir / "data", b"alice's"), (world["outside"], b"outside")):
+        write(base / "f.txt", text)
+        write(base / "sub" / "g.txt", text)
+    outside_before = snapshot(world["outside"])
+    racing_job(home_dir / "data", world["outside"])
+    with pytest.raises(PathError) as e:
+        RACED_OPERATIONS[operation](alice)
+    assert e.value.status == 403
+    assert snapshot(world["outside"]) == outside_before
+    assert (home_dir / "mine.txt").read_bytes() == b"alice's file"
+    assert not any((home_dir / name).exists() for name in ("taken.txt", "copied"))
+
+
+def test_a_zipped_directory_swapped_for_a_link_while_streaming_sends_nothing_from_outside(
+        alice, world, home_dir, open_strategy):
+    for base, text in ((home_dir / "data", b"alice's"), (world["outside"], b"outside")):
+        write(base / "f.txt", text)
+        write(base / "sub" / "g.txt", text)
+    response = transfer.download(alice, f"{A}/data")  # the tree is walked now
+    _swap_for_link(home_dir / "data", world["outside"])
+    sent = b""
+    with pytest.raises(PathError) as e:
+        for part in response.streaming_content:
+            sent += part
+    assert e.value.status == 403 and b"outside" not in sent
+
+
+def test_housekeeping_does_not_sweep_through_a_linked_uploads_directory(alice, world, home_dir):
+    old = world["outside"] / "old.bin"
+    write(old, b"not an upload")
+    os.utime(old, (0, 0))
+    (home_dir / ".uploads").mkdir(exist_ok=True)
+    _swap_for_link(home_dir / ".uploads", world["outside"])
+    uploads.cleanup_stale()
+    assert old.read_bytes() == b"not an upload"
 
 
 @pytest.mark.parametrize("raw", [_decoded(x) for x in ENCODED[:14]] + LINKED)
