@@ -15,6 +15,28 @@ def issue_token(user) -> str:
     return token
 
 
+class TokenHeader:
+    """What knox's TokenAuthentication reads of a request: the Authorization header. For
+    requests that never become a Django request (streamed upload chunks, websockets)."""
+
+    def __init__(self, authorization: str):
+        self.headers = {"authorization": authorization}
+        self.META = {"HTTP_AUTHORIZATION": authorization}
+
+
+def user_for_token(authorization: str):
+    """The user an `Authorization: Token <key>` header stands for (knox's checks: the hashed
+    key, expiry, inactive users), or None."""
+    from knox.auth import TokenAuthentication
+    from rest_framework.exceptions import AuthenticationFailed
+
+    try:
+        found = TokenAuthentication().authenticate(TokenHeader(authorization))
+    except AuthenticationFailed:
+        return None
+    return found[0] if found else None
+
+
 def create_registry(user, *, name: str, server: str, username: str, password: str) -> Registry:
     errors = {}
     try:

@@ -6,10 +6,9 @@ import django  # noqa: E402
 
 django.setup(set_prefix=False)
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs Django set up first)
 
+from accounts.asgi import TokenOrSessionAuth  # noqa: E402
 from jobs.routing import websocket_urlpatterns  # noqa: E402
 from pfs.asgi_fast import LargeChunkASGIHandler, PfsASGI  # noqa: E402
 
@@ -20,6 +19,6 @@ django_asgi_app = LargeChunkASGIHandler()
 application = ProtocolTypeRouter(
     {
         "http": PfsASGI(django_asgi_app),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": TokenOrSessionAuth(URLRouter(websocket_urlpatterns)),
     }
 )

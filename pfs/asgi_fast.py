@@ -49,6 +49,7 @@ from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
 from django.core.handlers.asgi import ASGIHandler
 
+from accounts.asgi import header, is_token
 from paddleweb.server import BODY_TO_FILE, ZERO_COPY_SEND
 
 from . import transfer
@@ -140,33 +141,11 @@ class PfsASGI:
                 path = path[len(root):]
             m = UPLOAD_CHUNK_PATH.match(path)
             if m:
-                auth = _header(scope, b"authorization")
-                if auth is not None and _is_token(auth):
+                auth = header(scope, b"authorization")
+                if auth is not None and is_token(auth):
                     await patch_chunk(scope, receive, send, m.group("id"), auth)
                     return
         await self.django(scope, receive, send)
-
-
-def _header(scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
-
-
-def _is_token(auth: str) -> bool:
-    from knox.settings import knox_settings
-
-    parts = auth.split()
-    return bool(parts) and parts[0].lower() == knox_settings.AUTH_HEADER_PREFIX.lower()
-
-
-class _AuthRequest:
-    """What knox's TokenAuthentication reads of a request: the Authorization header."""
-
-    def __init__(self, auth: str):
-        self.headers = {"authorization": auth}
-        self.META = {"HTTP_AUTHORIZATION": auth}
 
 
 class _Refused(Exception):
@@ -180,11 +159,13 @@ def _start(auth: str, upload_id: str, offset_h: str | None, length_h: str | None
     from knox.auth import TokenAuthentication
     from rest_framework.exceptions import AuthenticationFailed
 
+    from accounts.services import TokenHeader
+
     from . import uploads
     from .paths import PathError
 
     try:
-        found = TokenAuthentication().authenticate(_AuthRequest(auth))
+        found = TokenAuthentication().authenticate(TokenHeader(auth))
     except AuthenticationFailed as e:
         raise _Refused(401, {"detail": str(e.detail)}, [(b"www-authenticate", b"Token")]) from None
     if found is None:  # not reached: the route only takes Token headers
@@ -287,8 +268,8 @@ async def patch_chunk(scope, receive, send, upload_id: str, auth: str) -> None:
         try:
             db = sync_to_async(_start, thread_sensitive=True)
             try:
-                writer = await db(auth, upload_id, _header(scope, b"upload-offset"),
-                                  _header(scope, b"content-length"), _header(scope, b"upload-checksum"))
+                writer = await db(auth, upload_id, header(scope, b"upload-offset"),
+                                  header(scope, b"content-length"), header(scope, b"upload-checksum"))
             except _Refused as r:
                 await _respond(send, r.status, r.body, r.headers)
                 return

@@ -64,3 +64,29 @@ async def test_another_user_cannot_subscribe(client, job, bob):
 async def test_anonymous_cannot_subscribe(client, job):
     comm, connected, code = await connect(client)
     assert not connected and code == 4403
+
+
+async def connect_with_token(token: str, name="fit"):
+    comm = WebsocketCommunicator(application, f"/ws/jobs/{name}/",
+                                 headers=[(b"authorization", f"Token {token}".encode()), (b"host", b"testserver")])
+    connected, code = await comm.connect()
+    return comm, connected, code
+
+
+async def test_an_api_token_subscribes_without_a_session_or_origin(job, alice):
+    from accounts.services import issue_token
+
+    comm, connected, _ = await connect_with_token(await sync_to_async(issue_token)(alice))
+    assert connected
+    assert (await comm.receive_json_from(timeout=5))["state"] == "Queued"
+    await sync_to_async(services.kill_job)(job)
+    assert (await comm.receive_json_from(timeout=5))["state"] == "Killed"
+    await comm.disconnect()
+
+
+async def test_a_wrong_or_another_users_token_cannot_subscribe(job, bob):
+    from accounts.services import issue_token
+
+    for token in ("nope", await sync_to_async(issue_token)(bob)):
+        comm, connected, code = await connect_with_token(token)
+        assert not connected and code == 4403
