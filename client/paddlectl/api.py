@@ -93,6 +93,13 @@ class API:
                     self._cache.put(self._cache_key, self._token)
         return {"Authorization": f"Token {self._token}"} if self._token else {}
 
+    def websocket(self, path: str) -> tuple[str, dict[str, str]]:
+        """The URL of the server's websocket `path` (e.g. `ws/jobs/<name>/`) and the headers
+        that authenticate on it."""
+        scheme, rest = self.endpoint.split("://", 1)
+        return f"{'wss' if scheme == 'https' else 'ws'}://{rest}/{path}", {
+            **self._auth_header(), "User-Agent": f"paddlectl/{__version__}"}
+
     # --- requests -------------------------------------------------------------------------
     def _retrying(self, method: str, deadline: float | None = None) -> Retrying:
         stop = stop_after_attempt(self.retries + 1)

@@ -3,7 +3,9 @@
 The server keeps every replica's log as an append-only file addressed by byte offset, and each
 answer says where the next read continues (`next_offset`). Following is therefore a loop of
 "read from where I stopped" per replica: after a dropped connection, or a server restart, the
-follower asks again from the same offsets and gets exactly the lines it has not seen.
+follower asks again from the same offsets and gets exactly the lines it has not seen. It reads
+again when the job's websocket says something happened (paddlectl.live), and every
+`poll_interval` seconds where there is no websocket.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from urllib.parse import quote
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from .errors import ConnectionFailed
+from .live import JobEvents
 
 if TYPE_CHECKING:
     from .api import API
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
 TERMINAL_STATES = ("Succeeded", "Failed", "Killed")
 REPLICA_DONE = ("Succeeded", "Failed", "Terminated")
 FULL_READ = 1 << 19  # a read this big may have stopped at the server's size limit: read on
+LIVE_POLL = 15.0  # with the websocket up, reads happen on its pushes; this only bounds a lost one
 
 
 @dataclass(frozen=True)
@@ -104,17 +108,26 @@ class LogReader:
             yield LogLine(name, self._partial.pop(name))
 
     def __iter__(self) -> Iterator[LogLine]:
+        # Listening starts before the first read, so nothing after it goes unnoticed.
+        events = JobEvents(self.api, self.job).start() if self.follow else None
+        try:
+            yield from self._read(events)
+        finally:
+            if events is not None:
+                events.close()
+
+    def _read(self, events: JobEvents | None) -> Iterator[LogLine]:
         first = self._fetch(lines=max(0, self.lines)) if self.lines is not None else self._fetch(offset=0)
         for chunk in first:
             yield from self._emit(chunk)
             if self.lines is None and int(chunk["next_offset"]) - int(chunk["offset"]) >= FULL_READ:
                 yield from self._drain(chunk["replica"])
-        if not self.follow:
+        if events is None:
             yield from self._flush()
             return
-        yield from self._follow()
+        yield from self._follow(events)
 
-    def _follow(self) -> Iterator[LogLine]:
+    def _follow(self, events: JobEvents) -> Iterator[LogLine]:
         job_path = f"jobs/{quote(self.job, safe='')}/"
         last_pass = False
         while True:
@@ -138,7 +151,7 @@ class LogReader:
                 last_pass = True
                 time.sleep(min(self.poll_interval, 0.5))
                 continue
-            time.sleep(self.poll_interval)
+            events.wait(max(self.poll_interval, LIVE_POLL) if events.connected.is_set() else self.poll_interval)
 
 
 def _summary(job: dict[str, Any]) -> tuple[Any, ...]:

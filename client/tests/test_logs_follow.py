@@ -161,3 +161,36 @@ def test_sdk_wait_kill_delete_list(client, alice):
 
     with pytest.raises(NotFound):
         client.get("sdk")
+
+
+def test_follow_reads_when_the_server_pushes_instead_of_waiting_for_the_next_poll(alice):
+    from conftest import LiveASGI
+
+    from accounts.services import issue_token
+    from jobs import logstore, notify
+    from paddlectl import Client
+
+    job, (t0, t1) = _job(alice, "push")
+    _set_states(job, "Running", "Running")
+    logstore.append(t0, b"first\n")
+    got: list[str] = []
+    ended = threading.Event()
+    with LiveASGI() as live:  # HTTP and websockets, as `make run` serves them
+        client = Client(live.url, token=issue_token(alice), username="alice")
+
+        def follow():
+            try:
+                for line in client.logs("push", follow=True, poll_interval=300):
+                    got.append(line.text)
+            finally:
+                ended.set()
+
+        threading.Thread(target=follow, daemon=True).start()
+        _wait(lambda: got == ["first"])
+        logstore.append(t1, b"second\n")
+        notify.log_data(job.pk, "trainer-1", 0, "second\n", 7)
+        _wait(lambda: got == ["first", "second"], timeout=20)  # long before a poll would come
+        _set_states(job, "Succeeded", "Succeeded")
+        notify.job_changed(job.pk)
+        assert ended.wait(20)
+    assert got == ["first", "second"]

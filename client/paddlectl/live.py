@@ -1,0 +1,73 @@
+"""Wake-ups from the server: a job's websocket (`ws/jobs/<name>/`) pushes its state changes and
+new log output as they happen. Followers still read everything over HTTP by offset, so the
+socket only decides *when* to read: a push lost, or a server or proxy without websockets,
+costs latency and never a line."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from websockets.exceptions import InvalidHandshake, InvalidURI, WebSocketException
+from websockets.sync.client import connect
+
+if TYPE_CHECKING:
+    from .api import API
+
+
+class JobEvents:
+    """Listens on a job's websocket in a thread; `wait()` returns early when something came."""
+
+    def __init__(self, api: API, job: str, *, open_timeout: float = 3.0):
+        self.url, self.headers = api.websocket(f"ws/jobs/{quote(job, safe='')}/")
+        self.open_timeout = open_timeout
+        self.connected = threading.Event()
+        self.settled = threading.Event()  # connected, or given up for now
+        self._news = threading.Event()
+        self._stop = threading.Event()
+        self._ws = None
+        self._thread = threading.Thread(target=self._run, name=f"paddlectl-events-{job}", daemon=True)
+
+    def start(self) -> JobEvents:
+        self._thread.start()
+        self.settled.wait(self.open_timeout + 1)
+        return self
+
+    def wait(self, timeout: float) -> bool:
+        """Until news or `timeout`; True when there was news."""
+        news = self._news.wait(timeout)
+        self._news.clear()
+        return news
+
+    def close(self) -> None:
+        self._stop.set()
+        ws = self._ws
+        if ws is not None:
+            ws.close()
+        self._thread.join(self.open_timeout + 1)
+
+    def _run(self) -> None:
+        delay = 1.0
+        while not self._stop.is_set():
+            try:
+                with connect(self.url, additional_headers=self.headers, open_timeout=self.open_timeout) as ws:
+                    self._ws = ws
+                    self.connected.set()
+                    self.settled.set()
+                    delay = 1.0
+                    for _ in ws:
+                        self._news.set()
+            except (InvalidHandshake, InvalidURI):
+                break  # refused (no websockets there, or no access): HTTP polling alone
+            except (OSError, TimeoutError, EOFError, WebSocketException):
+                pass  # dropped or not reachable now: try again in a while
+            finally:
+                self._ws = None
+                self.connected.clear()
+            if not self._stop.is_set():
+                self._news.set()  # reconnected streams may have missed pushes: read once
+            self.settled.set()
+            self._stop.wait(delay)
+            delay = min(delay * 2, 30.0)
+        self.settled.set()
