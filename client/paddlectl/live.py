@@ -16,8 +16,11 @@ if TYPE_CHECKING:
     from .api import API
 
 
+LIVE_POLL = 15.0  # with the websocket up, reads happen on its pushes; this only bounds a lost one
+
+
 class JobEvents:
-    """Listens on a job's websocket in a thread; `wait()` returns early when something came."""
+    """Listens on a job's websocket in a thread; `pause()` returns early when something came."""
 
     def __init__(self, api: API, job: str, *, open_timeout: float = 3.0):
         self.url, self.headers = api.websocket(f"ws/jobs/{quote(job, safe='')}/")
@@ -34,9 +37,17 @@ class JobEvents:
         self.settled.wait(self.open_timeout + 1)
         return self
 
-    def wait(self, timeout: float) -> bool:
-        """Until news or `timeout`; True when there was news."""
-        news = self._news.wait(timeout)
+    def __enter__(self) -> JobEvents:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def pause(self, poll_interval: float, limit: float | None = None) -> bool:
+        """Wait before the next read: until news, or `poll_interval` seconds (longer while the
+        websocket is up, as its pushes say when to read), never past `limit`. True on news."""
+        timeout = max(poll_interval, LIVE_POLL) if self.connected.is_set() else poll_interval
+        news = self._news.wait(timeout if limit is None else max(0.0, min(timeout, limit)))
         self._news.clear()
         return news
 

@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 TERMINAL_STATES = ("Succeeded", "Failed", "Killed")
 REPLICA_DONE = ("Succeeded", "Failed", "Terminated")
 FULL_READ = 1 << 19  # a read this big may have stopped at the server's size limit: read on
-LIVE_POLL = 15.0  # with the websocket up, reads happen on its pushes; this only bounds a lost one
 
 
 @dataclass(frozen=True)
@@ -151,7 +150,7 @@ class LogReader:
                 last_pass = True
                 time.sleep(min(self.poll_interval, 0.5))
                 continue
-            events.wait(max(self.poll_interval, LIVE_POLL) if events.connected.is_set() else self.poll_interval)
+            events.pause(self.poll_interval)
 
 
 def _summary(job: dict[str, Any]) -> tuple[Any, ...]:

@@ -26,6 +26,7 @@ from . import config as cfgmod
 from .api import API
 from .errors import APIError, ConfigError, NotFound, PaddlectlError
 from .job import PaddleJob, check_job_name
+from .live import JobEvents
 from .logs import TERMINAL_STATES, LogLine, LogReader
 
 ACTIVE_STATES = ("Queued", "Building", "Starting", "Running")
@@ -195,19 +196,22 @@ class Client:
 
     def wait(self, name: str, states: str | Iterable[str] = TERMINAL_STATES, timeout: float | None = None,
              interval: float = 1.0) -> JobDict:
-        """Poll until the job is in one of `states` (default: ended); TimeoutError after `timeout` s."""
+        """Until the job is in one of `states` (default: ended); TimeoutError after `timeout` s.
+        Reads the job when its websocket pushes a change, or every `interval` s without one."""
         wanted = {states} if isinstance(states, str) else set(states)
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            job = self.get(name)
-            if job["state"] in wanted:
-                return job
-            if job["state"] in TERMINAL_STATES and not wanted & set(TERMINAL_STATES):
-                raise PaddlectlError(f"job {name} ended ({job['state']}: {job.get('message') or job.get('reason')}) "
-                                     f"before reaching {', '.join(sorted(wanted))}")
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"job {name} is still {job['state']} after {timeout:g}s")
-            time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
+        with JobEvents(self.api, name) as events:
+            while True:
+                job = self.get(name)
+                if job["state"] in wanted:
+                    return job
+                if job["state"] in TERMINAL_STATES and not wanted & set(TERMINAL_STATES):
+                    raise PaddlectlError(f"job {name} ended ({job['state']}: "
+                                         f"{job.get('message') or job.get('reason')}) "
+                                         f"before reaching {', '.join(sorted(wanted))}")
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"job {name} is still {job['state']} after {timeout:g}s")
+                events.pause(interval, None if deadline is None else deadline - time.monotonic())
 
     def logs(self, name: str, replica: str | None = None, lines: int | None = None, follow: bool = False,
              poll_interval: float = 1.0, reconnect_for: float = 300.0,

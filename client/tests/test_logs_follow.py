@@ -194,3 +194,24 @@ def test_follow_reads_when_the_server_pushes_instead_of_waiting_for_the_next_pol
         notify.job_changed(job.pk)
         assert ended.wait(20)
     assert got == ["first", "second"]
+
+
+def test_wait_returns_when_the_server_pushes_the_change(alice):
+    from conftest import LiveASGI
+
+    from accounts.services import issue_token
+    from jobs import notify
+    from paddlectl import Client
+
+    job, _ = _job(alice, "waited")
+    _set_states(job, "Running", "Running")
+    result: list[dict] = []
+    with LiveASGI() as live:
+        client = Client(live.url, token=issue_token(alice), username="alice")
+        thread = threading.Thread(target=lambda: result.append(client.wait("waited", interval=300)), daemon=True)
+        thread.start()
+        time.sleep(1)  # it has read "Running" and is waiting
+        _set_states(job, "Succeeded", "Succeeded")
+        notify.job_changed(job.pk)
+        thread.join(20)
+    assert result and result[0]["state"] == "Succeeded"
