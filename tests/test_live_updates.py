@@ -4,6 +4,7 @@ websocket receives the watcher's pushes of new log output and state changes, and
 import json
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from conftest import LiveASGI, logged_in_browser, make_package, needs_chromium
 from jobs import services
@@ -23,8 +24,14 @@ def test_the_job_page_shows_pushed_logs_and_state(system, alice, monkeypatch):
         page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(json.loads(payload))))
         page.goto(f"{server.url}/jobs/{job.name}/")
         page.wait_for_function("document.body.dataset.live === 'open'")
-        page.locator("pre.log", has_text="second line").wait_for(timeout=60_000)
-        page.locator(".jobstate .state", has_text="Succeeded").wait_for(timeout=60_000)
+        try:
+            page.locator("pre.log", has_text="second line").wait_for(timeout=60_000)
+            page.locator(".jobstate .state", has_text="Succeeded").wait_for(timeout=60_000)
+        except PlaywrightTimeout:
+            job.refresh_from_db()
+            replicas = list(job.replicas.values_list("name", "state"))
+            raise AssertionError(f"job {job.state} ({job.message!r}), replicas {replicas}, websocket frames {frames}, "
+                                 f"page says live={page.evaluate('document.body.dataset.live')}") from None
 
     pushed = "".join(f["text"] for f in frames if f["type"] == "log" and f["replica"] == "trainer-0")
     assert "second line" in pushed  # delivered through the websocket, not only by polling
