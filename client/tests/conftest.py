@@ -19,7 +19,7 @@ CLIENT_DIR = Path(__file__).resolve().parent.parent
 if str(CLIENT_DIR) not in sys.path:  # test the source even when the package is not installed
     sys.path.insert(0, str(CLIENT_DIR))
 
-SDK_LIBRARIES = ("httpx", "rich", "tenacity", "yaml")
+SDK_LIBRARIES = ("httpx", "rich", "tenacity", "yaml", "websockets")
 DEPS_MISSING = [name for name in SDK_LIBRARIES if importlib.util.find_spec(name) is None]
 if DEPS_MISSING:
     # The in-job helpers (stdlib only) still run; the SDK and CLI tests are left out, and
