@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from . import usage
 from .paths import PathError, PfsPath, resolve
 from .services import _refuse_root, mkdir, put_in_place
-from .storage import locked, scratch_dir
+from .storage import locked, sparse_temp
 from .transfer import FileSpan, open_file
 
 MIN_CHUNK = 4 << 10
@@ -60,9 +60,7 @@ def touch(user, path: str, size: int) -> PfsPath:
                 os.close(fd)
             usage.adjust(p, size - st.st_size)
         return p
-    tmp = scratch_dir(p) / f"touch-{os.getpid()}-{id(p)}.part"
-    with open(tmp, "wb") as f:
-        f.truncate(size)
+    tmp = sparse_temp(p, size)
     try:
         put_in_place(p, tmp, size)
     finally:

@@ -267,6 +267,19 @@ def locked(p: PfsPath):
         os.close(fd)
 
 
+def sparse_temp(p: PfsPath, size: int) -> Path:
+    """A new temporary file of `size` bytes, all a hole (no disk used), in `p`'s scratch
+    directory. The caller puts it in place (services.put_in_place) or removes it."""
+    name = f"sparse-{uuid.uuid4().hex}"
+    with scratch_fd(p) as scratch:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=scratch)
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+    return scratch_dir(p) / name
+
+
 def write_temp(p: PfsPath, chunks: Iterable[bytes]) -> tuple[Path, int]:
     """Stream `chunks` into a new temporary file in `p`'s scratch directory; returns (path,
     size). The caller puts it in place (services.put_in_place) or removes it."""

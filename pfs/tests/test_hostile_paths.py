@@ -285,6 +285,7 @@ RACED_OPERATIONS = {
     "copy a tree out": lambda u: services.copy(u, f"{A}/data", f"{A}/copied"),
     "copy a file in": lambda u: services.copy(u, f"{A}/mine.txt", f"{A}/data/copied.txt"),
     "write a file": lambda u: services.write_file(u, f"{A}/data/new.txt", [b"new"], length=3),
+    "touch (legacy)": lambda u: chunks.touch(u, f"{A}/data/new.bin", 10),
 }
 
 
