@@ -39,9 +39,11 @@ def run_until_done(job, timeout=30):
     launch_job(job.pk)
 
     def done():
+        # Processes first: a keeper gone by now has recorded its exit, which this sync then sees.
+        gone = not job_processes(job)
         job.refresh_from_db()
         sync_job(job)
-        return job.state in ("Succeeded", "Failed", "Killed") and not job_processes(job)
+        return job.state in ("Succeeded", "Failed", "Killed") and gone
 
     wait_for(done, timeout, what=f"job {job.name} to end (state {job.state})")
     return job
