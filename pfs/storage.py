@@ -24,13 +24,15 @@ from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath
 
 CHUNK = 1 << 20
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC  # never an existing file or link
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _write_temp_at(dir_fd: int, prefix: str, chunks: Iterable[bytes]) -> tuple[str, int]:
     """Stream `chunks` into a new temporary file in directory `dir_fd`; removed again if
     anything fails. Returns (name, size)."""
     name = f"{prefix}{uuid.uuid4().hex}"
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+    fd = os.open(name, _NEW_FILE, 0o600, dir_fd=dir_fd)
     size = 0
     try:
         with os.fdopen(fd, "wb") as f:
@@ -90,9 +92,6 @@ def save_stream(dest: PfsPath, chunks: Iterable[bytes]) -> int:
     return size
 
 
-_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
 def copy_tree(src_fd: int, dst_fd: int) -> None:
     """Copy the tree in directory `src_fd` into the empty directory `dst_fd`, all by
     descriptor: links are skipped, and neither side can be led elsewhere meanwhile."""
@@ -130,8 +129,7 @@ def _copy_file_at(name: str, src_dir: int, dst_dir: int) -> None:
     src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_dir)
     try:
         st = os.fstat(src)
-        dst = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                      stat.S_IMODE(st.st_mode), dir_fd=dst_dir)
+        dst = os.open(name, _NEW_FILE, stat.S_IMODE(st.st_mode), dir_fd=dst_dir)
         try:
             offset = 0
             while sent := os.sendfile(dst, src, offset, max(st.st_size - offset, CHUNK)):
@@ -272,7 +270,7 @@ def sparse_temp(p: PfsPath, size: int) -> Path:
     directory. The caller puts it in place (services.put_in_place) or removes it."""
     name = f"sparse-{uuid.uuid4().hex}"
     with scratch_fd(p) as scratch:
-        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=scratch)
+        fd = os.open(name, _NEW_FILE, 0o600, dir_fd=scratch)
         try:
             os.ftruncate(fd, size)
         finally:
