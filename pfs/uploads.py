@@ -29,9 +29,9 @@ from accounts.models import Datacenter
 
 from . import usage
 from .models import UploadSession
-from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath, resolve
+from .paths import RESERVED_NAME, PathError, PfsPath, resolve
 from .services import _refuse_root, mkdir, put_in_place
-from .storage import scratch_dir
+from .storage import scratch_dir, scratch_fd
 
 BLOCK = 1 << 20
 UPLOAD_TTL = timedelta(seconds=getattr(settings, "PFS_UPLOAD_TTL", 24 * 3600))
@@ -59,12 +59,10 @@ def part_path(session: UploadSession) -> Path:
 
 
 def _open_part(session: UploadSession, dest: PfsPath) -> int:
-    """The part file of an upload to `dest`, for writing. In a home it is opened race-free
-    below the home: jobs write to homes too, and could swap `.uploads` for a link."""
-    if dest.area == "home":
-        return open_beneath(dest.root, (RESERVED_NAME, f"{session.id}.part"), os.O_WRONLY | os.O_NOFOLLOW,
-                            virtual=session.path)
-    return os.open(part_path(session), os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    """The part file of an upload to `dest`, for writing, opened in the scratch directory
+    (race-free below a home: jobs write to homes too, and could swap `.uploads` for a link)."""
+    with scratch_fd(dest) as scratch:
+        return os.open(f"{session.id}.part", os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=scratch)
 
 
 def part_size(session: UploadSession) -> int:
