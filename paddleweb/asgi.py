@@ -10,15 +10,17 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs
 
 from accounts.asgi import TokenOrSessionAuth  # noqa: E402
 from jobs.routing import websocket_urlpatterns  # noqa: E402
+from paddleweb.body_limits import BodyLimit  # noqa: E402
 from pfs.asgi_fast import LargeChunkASGIHandler, PfsASGI  # noqa: E402
 
-# HTTP: Django (responses sent in large messages), with upload chunks sent with a token
-# streamed straight to disk in front of it (see pfs/asgi_fast.py).
+# HTTP: every body bounded (anonymous ones refused) from the head alone (body_limits.py); then
+# Django (responses sent in large messages), with upload chunks sent with a token streamed
+# straight to disk in front of it (see pfs/asgi_fast.py).
 django_asgi_app = LargeChunkASGIHandler()
 
 application = ProtocolTypeRouter(
     {
-        "http": PfsASGI(django_asgi_app),
+        "http": BodyLimit(PfsASGI(django_asgi_app)),
         "websocket": TokenOrSessionAuth(URLRouter(websocket_urlpatterns)),
     }
 )

@@ -213,3 +213,9 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+# Request bodies, checked from the head before any byte is read (paddleweb/body_limits.py):
+# without login only these paths take a body, of at most ANONYMOUS_BODY_MAX bytes; a logged-in
+# body at most REQUEST_BODY_MAX (a 64 MiB one-shot PUT or upload chunk, plus form overhead).
+ANONYMOUS_BODY_PATHS = ("/login/", "/admin/login/", "/api/v2/auth/token/", "/api-token-auth/")
+ANONYMOUS_BODY_MAX = env.int("ANONYMOUS_BODY_MAX", 16 * 1024)
+REQUEST_BODY_MAX = env.int("REQUEST_BODY_MAX", 65 * 1024 * 1024)
