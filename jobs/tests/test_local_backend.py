@@ -157,16 +157,26 @@ def test_kill_stops_replicas_that_ignore_sigterm_after_the_grace_period(alice, s
     assert not services.kill_job(job)  # already ended: nothing to do
 
 
+def _running_with(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if marker in " ".join(proc.info["cmdline"] or []) and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found
+
+
 def test_grandchildren_are_killed_with_their_replica(alice):
-    workload = ("import subprocess, sys, os\n"
-                "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
-                "open('grandchild.pid', 'w').write(str(p.pid))\n")
+    # Found by a marker in its command line: inside the sandbox's PID namespace its pid means nothing here.
+    marker = f"escaped-grandchild-{os.getpid()}"
+    workload = ("import subprocess, sys, time\n"
+                f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', '{marker}'],"
+                " start_new_session=True)\n"
+                "open('grandchild.started', 'w').write('yes')\n")
     job = run_until_done(submit(alice, "orphans", {"train.py": workload}, mode="collective", pservers=0, trainers=1))
     work = LocalBackend(job.datacenter).replica_dir(job.replicas.get()) / "work"
-    pid = int((work / "grandchild.pid").read_text())
+    assert (work / "grandchild.started").exists()
     assert job.state == "Succeeded"
-    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 5,
-             what="the escaped grandchild to be killed")
+    wait_for(lambda: not _running_with(marker), 5, what="the escaped grandchild to be killed")
 
 
 def test_replicas_outlive_the_process_that_launched_them(alice):

@@ -1,8 +1,14 @@
 """Local backend: every replica is a process group on this machine, kept by jobs/shim.py.
 
+With the datacenter's default isolation ("sandbox", see config.py) each replica runs in a
+bubblewrap sandbox (sandbox.py) as its user's job uid, inside its job's network namespace
+(netns.py), held to its memory, CPU and pids limits by a cgroup of its own (cgroups.py).
+A machine where the sandbox does not work fails the job with reason SandboxUnavailable.
+
 Layout under JOBS_ROOT/<job id>/: `package/` (the job's snapshot of its PFS package) and, per
-replica, `<role>-<index>/` holding `state/` (the keeper's pid and exit files) and `work/` (the
-replica's working directory: its own copy of the package plus trainer_id/trainer_count).
+replica, `<role>-<index>/` holding `state/` (the keeper's pid and exit files, the sandbox's
+options), `etc/` (the sandbox's account files) and `work/` (the replica's working directory: its
+own copy of the package plus trainer_id/trainer_count).
 """
 
 from __future__ import annotations
@@ -22,15 +28,20 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from kubernetes.utils import parse_quantity
 
 from pfs.paths import resolve
 
-from .. import contract, logstore, runtime
-from ..models import Job, Replica, ReplicaState
-from .base import Backend, LaunchError, ReplicaStatus, copy_tree_atomic, snapshot_package
+from ... import contract, logstore, runtime
+from ...models import Job, Replica, ReplicaState
+from ..base import Backend, LaunchError, ReplicaStatus, copy_tree_atomic, snapshot_package
+from . import cgroups, config, netns, sandbox
 
-SHIM = Path(__file__).resolve().parent.parent / "shim.py"
+SHIM = Path(__file__).resolve().parents[2] / "shim.py"
 HOST = "127.0.0.1"
+# The keeper's own environment when the job's goes to the sandbox instead: enough to find nsenter.
+KEEPER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DONE = (ReplicaState.SUCCEEDED, ReplicaState.FAILED, ReplicaState.TERMINATED)
 
 
 def _free_port() -> int:
@@ -46,7 +57,24 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def _cgroup_name(job, replica) -> str:
+    return f"{netns.name(job)}-{replica.name}"
+
+
+def _limits(job, replica, pids: int) -> cgroups.Limits:
+    ps = replica.role == Replica.Role.PSERVER
+    cpu, memory = (job.pscpu, job.psmemory) if ps else (job.cpu, job.memory)
+    return cgroups.Limits(memory_bytes=int(parse_quantity(memory)), cpu_millis=int(parse_quantity(cpu) * 1000),
+                          pids=pids)
+
+
 class LocalBackend(Backend):
+    def settings(self) -> config.LocalSettings:
+        try:
+            return config.parse(self.datacenter.config)
+        except config.SettingsError as e:
+            raise LaunchError("BadDatacenterConfig", f"datacenter {self.datacenter.name}: {e}") from e
+
     def job_dir(self, job) -> Path:
         return settings.JOBS_ROOT / str(job.pk)
 
@@ -66,6 +94,9 @@ class LocalBackend(Backend):
 
     # --- launch ----------------------------------------------------------------------------
     def launch(self, job) -> None:
+        cfg = self.settings()
+        if cfg.sandboxed and (why := sandbox.probe()):
+            raise LaunchError("SandboxUnavailable", f"local jobs cannot be isolated on this machine: {why}")
         self._assign_ports(job)
         replicas = list(job.replicas.all())
         topo = contract.Topology(
@@ -73,10 +104,16 @@ class LocalBackend(Backend):
             trainers=[r.endpoint for r in replicas if r.role == Replica.Role.TRAINER],
         )
         bin_dir = runtime.ensure_env(self._requirements(job))
+        home = resolve(job.user, f"/pfs/{job.datacenter.name}/home/{job.user.get_username()}")
+        home.disk.mkdir(parents=True, exist_ok=True)
+        ns = None
+        if cfg.sandboxed:
+            ns = netns.ensure(job)
+            sandbox.give_to(home.disk, sandbox.job_uid(job.user))  # what the service put there since
         for replica in replicas:
             if not Job.objects.filter(pk=job.pk, state=job.state).exists():
                 return  # killed or failed while we were starting replicas
-            self._start(job, replica, topo, bin_dir)
+            self._start(job, replica, topo, bin_dir, home, cfg, ns)
 
     def _assign_ports(self, job) -> None:
         with transaction.atomic():
@@ -84,7 +121,8 @@ class LocalBackend(Backend):
                 replica.host, replica.port = HOST, _free_port()
                 replica.save(update_fields=["host", "port"])
 
-    def _start(self, job, replica, topo: contract.Topology, bin_dir: Path) -> None:
+    def _start(self, job, replica, topo: contract.Topology, bin_dir: Path, home, cfg: config.LocalSettings,
+               ns: Path | None) -> None:
         rdir = self.replica_dir(replica)
         state = rdir / "state"
         if (state / "shim.pid").exists() or (state / "stop").exists():
@@ -95,18 +133,16 @@ class LocalBackend(Backend):
         if replica.role == Replica.Role.TRAINER:
             for name, text in contract.trainer_files(replica.index, job.trainers).items():
                 (work / name).write_text(text)
-        home = resolve(job.user, f"/pfs/{job.datacenter.name}/home/{job.user.get_username()}")
-        home.disk.mkdir(parents=True, exist_ok=True)
         env = {
             # A clean environment: nothing of the server's (database URLs, secrets) leaks in.
             "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(rdir),
+            "HOME": str(work if cfg.sandboxed else rdir),
             "LANG": "C.UTF-8",
             "PYTHONUNBUFFERED": "1",
             "VIRTUAL_ENV": str(bin_dir.parent),
             **job.env,
-            **contract.replica_env(job, replica.role, replica.index, topo,
-                                   pfs_home=str(home.disk), package=job.package),
+            **contract.replica_env(job, replica.role, replica.index, topo, package=job.package,
+                                   pfs_home=home.virtual if cfg.sandboxed else str(home.disk)),
         }
         argv = shlex.split(job.entry)
         if "/" not in argv[0]:
@@ -114,11 +150,25 @@ class LocalBackend(Backend):
         log = logstore.path(replica)
         log.parent.mkdir(parents=True, exist_ok=True)
         log.touch()
-        subprocess.run(
-            [sys.executable, str(SHIM), "--state-dir", str(state), "--log", str(log),
-             "--grace", str(settings.KILL_GRACE_SECONDS), "--cwd", str(work), "--", *argv],
-            env=env, check=True, stdin=subprocess.DEVNULL,
-        )
+        keeper = [sys.executable, str(SHIM), "--state-dir", str(state), "--log", str(log), "--require", argv[0],
+                  "--grace", str(settings.KILL_GRACE_SECONDS), "--cwd", str(work)]
+        cgroup = cgroups.create(_cgroup_name(job, replica), _limits(job, replica, cfg.pids_limit))
+        if cgroup:
+            keeper += [arg for d in cgroup.dirs for arg in ("--cgroup", str(d))]
+            keeper += ["--oom-file", str(cgroup.oom_file)] if cgroup.oom_file else []
+        if cfg.sandboxed:
+            uid = sandbox.job_uid(job.user)
+            sandbox.give_to(work, uid)
+            sandbox.write_etc(rdir / "etc", uid, job.user.get_username(), home.virtual)
+            public = resolve(job.user, f"/pfs/{job.datacenter.name}/public")
+            sandbox.write_options(state / "sandbox.args", sandbox.options(
+                hostname=f"{job.name}-{replica.name}"[:63], work=work, home=home.disk, home_at=home.virtual,
+                public=public.disk, public_at=public.virtual, venv=bin_dir.parent, etc=rdir / "etc", env=env))
+            keeper += ["--fd3", str(state / "sandbox.args"), "--sandboxed", "--", *sandbox.command(ns, uid, argv)]
+            env = {"PATH": KEEPER_PATH, "LANG": "C.UTF-8"}
+        else:
+            keeper += ["--", *argv]
+        subprocess.run(keeper, env=env, check=True, stdin=subprocess.DEVNULL)
         # The keeper writes its pid right after detaching; wait so observe() never sees a gap.
         deadline = time.monotonic() + 10
         while not (state / "shim.pid").exists():
@@ -147,7 +197,15 @@ class LocalBackend(Backend):
             if time.monotonic() > deadline:
                 raise LaunchError("DeleteTimeout", "replicas did not stop in time")
             time.sleep(0.1)
+        self._release(job, replicas)
         shutil.rmtree(self.job_dir(job), ignore_errors=True)
+
+    def _release(self, job, replicas) -> None:
+        """Drop what the job's replicas held on the host: its network namespace, any cgroup a
+        keeper that died left behind (idempotent)."""
+        netns.remove(job)
+        for replica in replicas:
+            cgroups.remove(_cgroup_name(job, replica))
 
     # --- observe ---------------------------------------------------------------------------
     def _live_shim(self, state: Path) -> int | None:
@@ -164,7 +222,11 @@ class LocalBackend(Backend):
         return pid if str(SHIM).encode() in cmdline and str(state).encode() in cmdline else None
 
     def observe(self, job) -> dict[tuple[str, int], ReplicaStatus]:
-        return {(r.role, r.index): self._observe_one(r) for r in job.replicas.all()}
+        replicas = list(job.replicas.all())
+        statuses = {(r.role, r.index): self._observe_one(r) for r in replicas}
+        if all(s.state in DONE for s in statuses.values()):
+            self._release(job, replicas)
+        return statuses
 
     def _observe_one(self, replica) -> ReplicaStatus:
         state = self.replica_dir(replica) / "state"
@@ -181,6 +243,9 @@ class LocalBackend(Backend):
             code = result["exit_code"]
             if result["terminated"]:
                 return ReplicaStatus(ReplicaState.TERMINATED, code, "Terminated", "stopped by PaddleCloud",
+                                     finished=finished, **base)
+            if result.get("oom_killed"):
+                return ReplicaStatus(ReplicaState.FAILED, code, "OOMKilled", "killed for exceeding its memory limit",
                                      finished=finished, **base)
             if code == 0:
                 return ReplicaStatus(ReplicaState.SUCCEEDED, 0, "Completed", "", finished=finished, **base)

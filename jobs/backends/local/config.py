@@ -1,0 +1,52 @@
+"""Settings of a `local` datacenter, read from its Datacenter.config (JSON); every key is optional.
+
+    isolation   "sandbox" (default): every replica runs in a bubblewrap sandbox as a uid that owns
+                nothing on the host, in a network namespace of its job, seeing only its working copy,
+                its user's home, the public area (read-only) and its runtime (read-only).
+                "none": the explicit single-user opt-out. Replicas run as the service's own user and
+                can read and change everything the service can (its database, secret key, every
+                user's files). Only for a machine where the one user is also the operator.
+    pids_limit  the most processes and threads one replica may have (default 1024); a fork bomb
+                stops there. Enforced through the cgroup pids controller where the machine has it.
+
+Example: {"isolation": "sandbox", "pids_limit": 2048}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ISOLATION_CHOICES = ("sandbox", "none")
+DEFAULT_PIDS_LIMIT = 1024
+KEYS = frozenset({"isolation", "pids_limit"})
+
+
+class SettingsError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    isolation: str = "sandbox"
+    pids_limit: int = DEFAULT_PIDS_LIMIT
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.isolation == "sandbox"
+
+
+def parse(config: dict | None) -> LocalSettings:
+    """The datacenter's local settings; SettingsError names the first bad key."""
+    config = config or {}
+    if not isinstance(config, dict):
+        raise SettingsError("config must be a JSON object")
+    unknown = sorted(set(config) - KEYS)
+    if unknown:
+        raise SettingsError(f"unknown key {unknown[0]!r} for a local datacenter (known: {', '.join(sorted(KEYS))})")
+    isolation = config.get("isolation", "sandbox")
+    if isolation not in ISOLATION_CHOICES:
+        raise SettingsError(f"isolation: must be one of {', '.join(ISOLATION_CHOICES)}")
+    pids = config.get("pids_limit", DEFAULT_PIDS_LIMIT)
+    if isinstance(pids, bool) or not isinstance(pids, int) or not 16 <= pids <= 4_194_304:
+        raise SettingsError("pids_limit: must be a whole number from 16 to 4194304")
+    return LocalSettings(isolation, pids)

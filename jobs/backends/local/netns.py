@@ -1,0 +1,49 @@
+"""One network namespace per local job, shared by its replicas (iproute2's named namespaces).
+
+Inside, only `lo` is up: the replicas reach each other on 127.0.0.1 as before, while the
+host's loopback services (Redis, PostgreSQL, the web server) and other jobs' ports are in
+other namespaces and out of reach. The name carries a hash of JOBS_ROOT so two installs on
+one machine (a dev server beside a test run) never share a namespace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+from django.conf import settings
+
+NETNS_DIR = Path("/run/netns")
+
+
+def name(job) -> str:
+    tag = hashlib.sha256(str(settings.JOBS_ROOT).encode()).hexdigest()[:8]
+    return f"pc-{tag}-{job.pk}"
+
+
+def path(job) -> Path:
+    return NETNS_DIR / name(job)
+
+
+def _ip(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], capture_output=True, text=True)
+
+
+def ensure(job) -> Path:
+    """The job's namespace with loopback up; idempotent (a launch may run twice)."""
+    ns = name(job)
+    if not (NETNS_DIR / ns).exists():
+        done = _ip("netns", "add", ns)
+        if done.returncode and "File exists" not in done.stderr:
+            raise OSError(f"ip netns add {ns}: {done.stderr.strip()}")
+    done = _ip("-n", ns, "link", "set", "lo", "up")
+    if done.returncode:
+        raise OSError(f"ip -n {ns} link set lo up: {done.stderr.strip()}")
+    return NETNS_DIR / ns
+
+
+def remove(job) -> None:
+    """Drop the job's namespace (idempotent). Processes still inside keep it alive until they end."""
+    if (NETNS_DIR / name(job)).exists():
+        _ip("netns", "delete", name(job))
