@@ -8,7 +8,10 @@ One job in its user's namespace is:
   `<job>-pserver-<i>.<job>-pserver.<ns>.svc` before it starts; a TCP readiness probe on its port,
 - trainers: Indexed Job `<job>-trainer` (index = trainer id) + headless Service for their names
   (`<job>-trainer-<i>.<job>-trainer.<ns>.svc`; rank 0 is the collective master),
-- optionally the runtime image build Job `<job>-build` (kaniko), see k8s_extra.py.
+- `<job>-peers`, the NetworkPolicy that lets the job's pods (and only they) reach each other,
+- optionally the runtime image build Job `<job>-build` (kaniko), see backends/k8s_build.py.
+
+Every pod is hardened by backends/k8s_hardening.py (non-root, no capabilities, seccomp).
 
 A pod template is shared by every index, so per-index values of the process contract come from
 the pod itself (downward API) through Kubernetes' `$(VAR)` expansion; everything literal is
@@ -22,6 +25,7 @@ import shlex
 from typing import Any
 
 from . import contract
+from .backends import k8s_hardening
 from .backends.k8s_settings import K8sSettings, sanitize
 
 LABEL_JOB = "paddlecloud/job"
@@ -34,6 +38,8 @@ ANNOTATION_USERNAME = "paddlecloud/username"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "paddlecloud"}
 CONTAINER = "paddle"
 WORKSPACE = "/workspace"
+# A writable HOME for a non-root uid the image does not know (pip's user installs go there).
+HOME = "/home/paddlecloud"
 PACKAGE_MOUNT = "/paddlecloud/package"
 # Where Kubernetes puts a pod's index: Indexed Job pods (1.21+) and training-operator pods.
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -239,7 +245,8 @@ def replica_env(job, settings: K8sSettings, ns: str, role: str, *, runtime_ready
     """The process contract for every pod of `role`: contract.replica_env for index 0, with
     the per-index values replaced by expressions of the pod's own index or name."""
     topo = topology(job, settings, ns)
-    base = {"PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8", "PADDLECLOUD_RUNTIME_READY": "1" if runtime_ready else "0",
+    base = {"PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8", "HOME": HOME,
+            "PADDLECLOUD_RUNTIME_READY": "1" if runtime_ready else "0",
             **job.env,
             **contract.replica_env(job, role, 0, topo, pfs_home=pfs_home(job, settings), package=job.package)}
     ps_fmt, tr_fmt = _host_formats(job, settings, ns)
@@ -264,7 +271,7 @@ def pod_spec(job, settings: K8sSettings, ns: str, role: str, *, image: str, env:
     gpu = job.gpu if role == "trainer" else 0
     res = resources(job.cpu, job.memory, gpu) if role == "trainer" else resources(job.pscpu, job.psmemory)
     init_script = f"set -e\ncp -R {PACKAGE_MOUNT}/. {WORKSPACE}/\n"
-    mounts = [{"name": "workspace", "mountPath": WORKSPACE}, *pfs_mount_list]
+    mounts = [{"name": "workspace", "mountPath": WORKSPACE}, {"name": "home", "mountPath": HOME}, *pfs_mount_list]
     init_env = [e for e in env if e["name"] in ("PADDLECLOUD_INDEX", "PADDLE_TRAINERS_NUM")]
     if role == "trainer":
         # Seed 004: programs read /trainer_id and /trainer_count (locally: the working dir).
@@ -293,8 +300,9 @@ def pod_spec(job, settings: K8sSettings, ns: str, role: str, *, image: str, env:
             "volumeMounts": [{"name": "workspace", "mountPath": WORKSPACE}, pfs_mount_list[-1]],
         }],
         "containers": [container],
-        "volumes": [{"name": "workspace", "emptyDir": {}}, pfs_volume],
+        "volumes": [{"name": "workspace", "emptyDir": {}}, {"name": "home", "emptyDir": {}}, pfs_volume],
     }
+    k8s_hardening.harden(spec, settings)
     node_selector = {**settings.node_selector, **(settings.gpu_node_selector if gpu else {})}
     tolerations = settings.tolerations + (settings.gpu_tolerations if gpu else [])
     if node_selector:
@@ -306,6 +314,12 @@ def pod_spec(job, settings: K8sSettings, ns: str, role: str, *, image: str, env:
     if pull_secrets:
         spec["imagePullSecrets"] = [{"name": s} for s in pull_secrets]
     return spec
+
+
+def network_policy(job, ns: str, owner: Obj | None) -> Obj:
+    """`<job>-peers`: the job's pods reach each other; the namespace's policies deny the rest."""
+    selector = {LABEL_JOB: job.name, LABEL_JOB_ID: str(job.pk)}
+    return k8s_hardening.job_policy(f"{job.name}-peers", ns, labels(job), selector, owner)
 
 
 def pserver_statefulset(job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
@@ -339,46 +353,7 @@ def trainer_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, image
                      "template": {"metadata": {"labels": labels(job, "trainer")}, "spec": spec}}}
 
 
-# --- optional: runtime image build (seed 001) and Kubeflow PaddleJob ---------------------------
-def build_dockerfile(base_image: str) -> str:
-    """The runtime image: the base image plus the package's requirements. The package itself
-    is not baked in (pods copy it from PFS), so jobs with equal requirements share one image."""
-    return (f"FROM {base_image}\n"
-            "COPY requirements.txt /tmp/paddlecloud-requirements.txt\n"
-            "RUN python -m pip install --no-cache-dir --disable-pip-version-check "
-            "-r /tmp/paddlecloud-requirements.txt\n")
-
-
-def build_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, destination: str,
-              auth_secret: str | None) -> Obj:
-    """A kaniko Job building `destination` from the snapshot's Dockerfile and package."""
-    pfs_volume, pfs_mount_list = pfs_mounts(job, settings)
-    snapshot = {**pfs_mount_list[-1], "mountPath": "/context",
-                "subPath": pfs_mount_list[-1]["subPath"].rsplit("/", 1)[0]}
-    mounts = [snapshot]
-    volumes = [pfs_volume]
-    if auth_secret:
-        mounts.append({"name": "docker-config", "mountPath": "/kaniko/.docker", "readOnly": True})
-        volumes.append({"name": "docker-config", "secret": {
-            "secretName": auth_secret, "items": [{"key": ".dockerconfigjson", "path": "config.json"}]}})
-    b = settings.build
-    spec: Obj = {
-        "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
-        "containers": [{"name": "kaniko", "image": b.kaniko_image, "imagePullPolicy": "IfNotPresent",
-                        "args": ["--dockerfile=/context/Dockerfile", "--context=dir:///context/package",
-                                 f"--destination={destination}", "--cache=true", "--push-retry=3"],
-                        "resources": resources(b.cpu, b.memory), "volumeMounts": mounts}],
-        "volumes": volumes,
-    }
-    if settings.node_selector:
-        spec["nodeSelector"] = dict(settings.node_selector)
-    if settings.tolerations:
-        spec["tolerations"] = list(settings.tolerations)
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": _meta(f"{job.name}-build", ns, labels(job, "build"), owner),
-            "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": labels(job, "build")}, "spec": spec}}}
-
-
+# --- optional: Kubeflow PaddleJob (the runtime image build is in backends/k8s_build.py) ---------
 def paddle_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
                pull_secrets: list[str], grace_seconds: int) -> Obj:
     """A Kubeflow training-operator PaddleJob (kubeflow.org/v1): Master = pservers, Worker =

@@ -3,8 +3,21 @@ requirements.txt, built by a kaniko Job and pushed to the datacenter's registry,
 need Docker. Optional per datacenter (`build.enabled`).
 
 The image is named by a hash of the base image and the requirements, like the local backend's
-cached virtualenvs: jobs with the same requirements share it. A ConfigMap in the user's
-namespace records a successful build, so the next job skips it. The build runs while the job
+cached virtualenvs, in a repository of the user's own (`<registry>/paddlecloud-runtime/<ns>`):
+that user's jobs with the same requirements share it, and no other user's build can replace it.
+A ConfigMap in the user's namespace records a successful build, so the next job skips it.
+
+The build runs user code (pip runs setup scripts), and kaniko runs RUN steps in its own
+filesystem, where they can read its /kaniko/.docker; so kaniko never gets the push credentials.
+It builds into a tarball (--no-push) in an init container that holds only credentials to pull
+the base image (the user's own registry's and the datacenter's read-only pull_secret). Then a
+second container, which runs no user code and shares only the tarball's emptyDir with it, pushes
+the tarball to the one destination the server chose (crane). The push credentials are copied
+for this build only into a Secret `<job>-push` mounted into that container alone, deleted as
+soon as the build ends (and with the job's root if the job is killed). What is not protected
+here: the push credentials are the datacenter's, so the registry must scope them (a robot
+account that may push only to <registry>/paddlecloud-runtime); the remote layer cache is off
+(it would need push credentials inside kaniko). The build runs while the job
 is Building, awaited by the launch task (whose heartbeat keeps its lease); a failed build fails
 the job with the build log's tail, a build stuck Pending fails it with the reason.
 """
@@ -12,19 +25,26 @@ the job with the build log's tail, a build stuck Pending fails it with the reaso
 from __future__ import annotations
 
 import hashlib
+import json
 import time
+from base64 import b64decode
 from collections.abc import Callable
 
 from django.utils import timezone
 
 from .. import manifests
 from ..models import Job, JobState
+from . import k8s_hardening
 from .base import LaunchError
 from .k8s_settings import K8sSettings
-from .k8s_status import parse_time, pod_status
+from .k8s_status import _how, parse_time, pod_status
 
 POLL_SECONDS = 2.0
 LOG_TAIL_LINES = 25
+IMAGE_TAR = "/image/image.tar"
+PUSH_AUTH = "/push-auth"
+PUSH_USER = 65532  # the push container's uid: it needs no root and no capability
+Obj = dict
 
 
 def requirements_key(base_image: str, requirements: str) -> str:
@@ -32,8 +52,99 @@ def requirements_key(base_image: str, requirements: str) -> str:
     return hashlib.sha256((base_image + "\n" + "\n".join(lines)).encode()).hexdigest()[:16]
 
 
-def runtime_image_name(settings: K8sSettings, base_image: str, requirements: str) -> str:
-    return f"{settings.build.registry.rstrip('/')}/paddlecloud-runtime:{requirements_key(base_image, requirements)}"
+def runtime_image_name(settings: K8sSettings, namespace: str, base_image: str, requirements: str) -> str:
+    key = requirements_key(base_image, requirements)
+    return f"{settings.build.registry.rstrip('/')}/paddlecloud-runtime/{namespace}:{key}"
+
+
+def build_dockerfile(base_image: str) -> str:
+    """The runtime image: the base image plus the package's requirements. The package itself
+    is not baked in (pods copy it from PFS), so jobs with equal requirements share one image."""
+    return (f"FROM {base_image}\n"
+            "COPY requirements.txt /tmp/paddlecloud-requirements.txt\n"
+            "RUN python -m pip install --no-cache-dir --disable-pip-version-check "
+            "-r /tmp/paddlecloud-requirements.txt\n")
+
+
+def _secret_volume(name: str, secret: str) -> Obj:
+    items = [{"key": ".dockerconfigjson", "path": "config.json"}]
+    return {"name": name, "secret": {"secretName": secret, "items": items}}
+
+
+def build_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, destination: str,
+              pull_auth: str | None, push_auth: str | None) -> Obj:
+    """A Job building `destination` from the snapshot's Dockerfile and package: kaniko (init
+    container, root, user code, no push credentials) writes a tarball that crane pushes."""
+    pfs_volume, pfs_mount_list = manifests.pfs_mounts(job, settings)
+    context = pfs_mount_list[-1]["subPath"].rsplit("/", 1)[0]  # the snapshot: Dockerfile and package/
+    snapshot = {**pfs_mount_list[-1], "mountPath": "/context", "subPath": context}
+    kaniko_mounts = [snapshot, {"name": "image", "mountPath": "/image"}]
+    push_mounts = [{"name": "image", "mountPath": "/image", "readOnly": True}]
+    volumes = [pfs_volume, {"name": "image", "emptyDir": {}}]
+    if pull_auth:
+        kaniko_mounts.append({"name": "pull-auth", "mountPath": "/kaniko/.docker", "readOnly": True})
+        volumes.append(_secret_volume("pull-auth", pull_auth))
+    if push_auth:
+        push_mounts.append({"name": "push-auth", "mountPath": PUSH_AUTH, "readOnly": True})
+        volumes.append(_secret_volume("push-auth", push_auth))
+    b = settings.build
+    kaniko = {"name": "kaniko", "image": b.kaniko_image, "imagePullPolicy": "IfNotPresent",
+              "args": ["--dockerfile=/context/Dockerfile", "--context=dir:///context/package",
+                       f"--destination={destination}", "--no-push", f"--tar-path={IMAGE_TAR}"],
+              "resources": manifests.resources(b.cpu, b.memory), "volumeMounts": kaniko_mounts,
+              "securityContext": {"runAsUser": 0, "runAsNonRoot": False,
+                                  **k8s_hardening.container_security(k8s_hardening.BUILD_CAPABILITIES)}}
+    push = {"name": "push", "image": b.push_image, "imagePullPolicy": "IfNotPresent",
+            "args": ["push", IMAGE_TAR, destination], "env": [{"name": "DOCKER_CONFIG", "value": PUSH_AUTH}],
+            "resources": manifests.resources("500m", "256Mi"), "volumeMounts": push_mounts,
+            "securityContext": {"runAsUser": PUSH_USER, "runAsGroup": PUSH_USER, "runAsNonRoot": True,
+                                **k8s_hardening.container_security()}}
+    spec: Obj = {
+        "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
+        "hostNetwork": False, "hostPID": False, "hostIPC": False,
+        "securityContext": k8s_hardening.build_pod_security(),
+        "initContainers": [kaniko], "containers": [push], "volumes": volumes,
+    }
+    if settings.node_selector:
+        spec["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
+        spec["tolerations"] = list(settings.tolerations)
+    lbls = manifests.labels(job, "build")
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": f"{job.name}-build", "namespace": ns, "labels": lbls,
+                         **({"ownerReferences": [owner]} if owner else {})},
+            "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": dict(lbls)}, "spec": spec}}}
+
+
+def shared_auths(api, settings: K8sSettings, name: str) -> dict:
+    """The registry auths of a dockerconfigjson Secret in the service's namespace."""
+    source = api.raw(api.core.read_namespaced_secret, name, settings.secrets_namespace)
+    if source is None:
+        raise LaunchError("SecretMissing", f"Secret {name} not found in namespace {settings.secrets_namespace}")
+    raw = (source.get("data") or {}).get(".dockerconfigjson")
+    return (json.loads(b64decode(raw)).get("auths") or {}) if raw else {}
+
+
+def _build_secrets(backend, job, ns: str, owner: Obj) -> tuple[str | None, str | None]:
+    """This build's own Secrets: pull (base image) for kaniko, push for the push container."""
+    api, st = backend.api, backend.settings
+    pull: dict = {}
+    if st.build.pull_secret and st.secrets_namespace:
+        pull.update(shared_auths(api, st, st.build.pull_secret))
+    if job.registry_id:
+        pull[job.registry.server] = manifests.docker_auth(job.registry.username, job.registry.password)
+    push = shared_auths(api, st, st.build.push_secret) if st.build.push_secret and st.secrets_namespace else {}
+    names: list[str | None] = []
+    for suffix, auths in (("build-pull", pull), ("push", push)):
+        if not auths:
+            names.append(None)
+            continue
+        name = f"{job.name}-{suffix}"
+        body = manifests.dockerconfig_secret(name, ns, auths, manifests.labels(job, "build"), owner)
+        if api.create(api.core.create_namespaced_secret, ns, body=body) is None:
+            api.call(api.core.replace_namespaced_secret, name, ns, body=body)  # credentials may have changed
+        names.append(name)
+    return names[0], names[1]
 
 
 def marker_name(image: str) -> str:
@@ -47,11 +158,21 @@ def ensure_runtime_image(backend, job, heartbeat: Callable[[], None]) -> None:
     if api.raw(api.core.read_namespaced_config_map, marker_name(image), ns) is not None:
         return  # built before
     owner = manifests.owner_reference(backend.ensure_root(job, ns))
-    auth = backend.ensure_pull_secret(job, ns, owner, True)
-    (backend.snapshot(job) / "Dockerfile").write_text(manifests.build_dockerfile(manifests.image_for(job, st)))
+    (backend.snapshot(job) / "Dockerfile").write_text(build_dockerfile(manifests.image_for(job, st)))
+    secrets = _build_secrets(backend, job, ns, owner)
+    try:
+        api.create(api.batch.create_namespaced_job, ns, body=build_job(
+            job, st, ns, owner, destination=image, pull_auth=secrets[0], push_auth=secrets[1]))
+        _await_build(backend, job, image, ns, heartbeat)
+    finally:
+        # The push credentials live only as long as the build.
+        for name in filter(None, secrets):
+            api.delete(api.core.delete_namespaced_secret, name, ns)
+
+
+def _await_build(backend, job, image: str, ns: str, heartbeat: Callable[[], None]) -> None:
+    api, st = backend.api, backend.settings
     name = f"{job.name}-build"
-    api.create(api.batch.create_namespaced_job, ns, body=manifests.build_job(
-        job, st, ns, owner, destination=image, auth_secret=auth[0] if auth else None))
     started = timezone.now()
     while True:
         heartbeat()
@@ -71,10 +192,10 @@ def ensure_runtime_image(backend, job, heartbeat: Callable[[], None]) -> None:
         # The pod fails a moment before the Job controller marks the Job Failed: either way the
         # user gets the pod's reason and the end of the build log.
         if pod_failed or (conditions.get("Failed") or {}).get("status") == "True":
-            why = f" ({status.reason}: {status.message})" if pod_failed else ""
+            container, why = _failed_step(pod) if pod_failed else ("kaniko", "")
             raise LaunchError("RuntimeImageBuildFailed",
                               f"building the runtime image {image} from requirements.txt failed{why}. "
-                              f"Last log lines:\n{_tail(api, ns, pod)}")
+                              f"Last log lines:\n{_tail(api, ns, pod, container)}")
         if status is not None:
             since = parse_time((pod.get("metadata") or {}).get("creationTimestamp")) or started
             if status.state == "Pending" and (timezone.now() - since).total_seconds() > st.pending_timeout:
@@ -85,18 +206,27 @@ def ensure_runtime_image(backend, job, heartbeat: Callable[[], None]) -> None:
 
 def _build_pod(api, ns: str, job_name: str) -> dict | None:
     resp = api.call(api.core.list_namespaced_pod, ns, label_selector=f"job-name={job_name}", _preload_content=False)
-    import json
-
     items = json.loads(resp.data).get("items") or []
     return max(items, key=lambda p: p["metadata"].get("creationTimestamp") or "") if items else None
 
 
-def _tail(api, ns: str, pod: dict | None) -> str:
+def _failed_step(pod: dict) -> tuple[str, str]:
+    """Which container failed (the build or the push) and how, for the user's message."""
+    st = pod.get("status") or {}
+    for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
+        term = (cs.get("state") or {}).get("terminated") or {}
+        if term.get("exitCode"):
+            step = "building" if cs.get("name") == "kaniko" else "pushing"
+            return cs["name"], f" ({step}: {_how(term)})"
+    return "kaniko", f" ({st.get('reason') or 'Failed'}: {st.get('message') or 'the build pod failed'})"
+
+
+def _tail(api, ns: str, pod: dict | None, container: str) -> str:
     if pod is None:
         return "(no build pod)"
     try:
-        resp = api.call(api.core.read_namespaced_pod_log, pod["metadata"]["name"], ns, tail_lines=LOG_TAIL_LINES,
-                        _preload_content=False)  # raw bytes: a log need not be valid UTF-8
+        resp = api.call(api.core.read_namespaced_pod_log, pod["metadata"]["name"], ns, container=container,
+                        tail_lines=LOG_TAIL_LINES, _preload_content=False)  # raw bytes: a log need not be valid UTF-8
     except Exception as e:  # noqa: BLE001 - the failure is reported either way
         return f"(the build log is unavailable: {e})"
     return resp.data.decode("utf-8", "replace").rstrip()

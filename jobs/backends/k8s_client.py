@@ -87,6 +87,7 @@ class Api:
         self.apps = client.AppsV1Api(api)
         self.batch = client.BatchV1Api(api)
         self.custom = client.CustomObjectsApi(api)
+        self.networking = client.NetworkingV1Api(api)
         self.timeout = settings.api_timeout
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -12,13 +12,28 @@ datacenter is saved rather than when a user's job starts. Every key is optional:
                        (path), pvc (claim_name), cephfs (monitors_addr, user, secret_name, path;
                        seed 002), nfs (server, path); all take sub_path (the PFS root inside the
                        volume) and mount_path (where /pfs is in the pod, default "/pfs")
-    secrets_namespace  ""               copy storage.secret_name / build.push_secret from here
-                                        into user namespaces (the service's own namespace)
+    secrets_namespace  ""               the service's own namespace: storage.secret_name is copied
+                                        from here into user namespaces; build.push_secret and
+                                        build.pull_secret are read from here (never copied whole)
     node_selector, tolerations, gpu_node_selector, gpu_tolerations, priority_class_name
     pending_timeout    600              seconds a replica may stay Pending before the job fails
     pserver_port 7164, trainer_port 8500, cluster_domain "" (e.g. "cluster.local" for FQDNs)
-    build              {"enabled": false, "registry": "", "kaniko_image": ..., "push_secret": "",
-                        "cpu": "1", "memory": "2Gi"} runtime images from requirements.txt
+    build              {"enabled": false, "registry": "", "kaniko_image": ..., "push_image": crane,
+                        "push_secret": "", "pull_secret": "", "cpu": "1", "memory": "2Gi"}
+                        runtime images from requirements.txt (k8s_build.py says how the push
+                        credentials are kept from the build's user code); pull_secret: read-only
+                        credentials for pulling runtime images (default: the push secret's)
+    run_as_user 10001, run_as_group 10001   uid/gid of every training pod (runAsNonRoot); set
+                        run_as_user to the uid the service runs as on the shared PFS, so each can
+                        manage what the other writes; 0 runs as the image's user (root: weaker)
+    network            NetworkPolicies in user namespaces (k8s_hardening.py):
+        internet        "all" | "build" | "none"; default "all" without build.enabled (pods
+                        pip install at start), "build" with it (only the image build reaches out)
+        internet_except private, link-local (cloud metadata) and loopback ranges: never "internet"
+        cluster_egress  false: true lets pods reach other namespaces' pods (e.g. a package mirror),
+                        except the control plane and other users' namespaces
+        control_plane_label "paddlecloud.org/control-plane=true": marks the service's namespace
+        dns_namespace "kube-system", dns_pod_labels {"k8s-app": "kube-dns"}: where DNS may go
     kubeflow           false            emit a kubeflow.org/v1 PaddleJob instead of raw objects
     watch_timeout 300, resync_seconds 600, api_timeout 30, api_retries 5
 """
@@ -33,9 +48,14 @@ from typing import Any
 DEFAULT_IMAGE = "paddlepaddle/paddle:2.6.2"
 DEFAULT_GPU_IMAGE = "paddlepaddle/paddle:2.6.2-gpu-cuda12.0-cudnn8.9-trt8.6"
 DEFAULT_KANIKO = "gcr.io/kaniko-project/executor:v1.23.2"
+DEFAULT_CRANE = "gcr.io/go-containerregistry/crane:v0.20.6"
+INTERNET_MODES = ("all", "build", "none")
+PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8")
+PRIVATE_RANGES_V6 = ("fc00::/7", "fe80::/10", "::1/128")
 STORAGE_KINDS = ("hostPath", "pvc", "cephfs", "nfs")
 _PREFIX = re.compile(r"^[a-z]([-a-z0-9]{0,18})$")
 _SUB_PATH = re.compile(r"^[A-Za-z0-9._/-]*$")
+_LABEL = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
 class SettingsError(ValueError):
@@ -60,9 +80,26 @@ class Build:
     enabled: bool = False
     registry: str = ""  # e.g. registry.example.com/paddlecloud: runtime images are pushed here
     kaniko_image: str = DEFAULT_KANIKO
+    push_image: str = DEFAULT_CRANE
     push_secret: str = ""  # a kubernetes.io/dockerconfigjson Secret in secrets_namespace
+    pull_secret: str = ""  # the same, read-only; default: push_secret's credentials
     cpu: str = "1"
     memory: str = "2Gi"
+
+
+@dataclass(frozen=True)
+class Network:
+    internet: str = ""  # "" = by build.enabled, see K8sSettings.internet
+    internet_except: tuple[str, ...] = PRIVATE_RANGES + PRIVATE_RANGES_V6
+    cluster_egress: bool = False
+    control_plane_label: str = "paddlecloud.org/control-plane=true"
+    dns_namespace: str = "kube-system"
+    dns_pod_labels: dict[str, str] = field(default_factory=lambda: {"k8s-app": "kube-dns"})
+
+    @property
+    def control_plane(self) -> tuple[str, str]:
+        key, _, value = self.control_plane_label.partition("=")
+        return key, value
 
 
 @dataclass(frozen=True)
@@ -86,6 +123,9 @@ class K8sSettings:
     cluster_domain: str = ""
     build: Build = field(default_factory=Build)
     kubeflow: bool = False
+    run_as_user: int = 10001
+    run_as_group: int = 10001
+    network: Network = field(default_factory=Network)
     watch_timeout: int = 300
     resync_seconds: int = 600
     api_timeout: int = 30
@@ -97,6 +137,12 @@ class K8sSettings:
     def service_domain(self, namespace: str) -> str:
         """The DNS suffix of a Service in `namespace` (short form unless cluster_domain is set)."""
         return f"{namespace}.svc.{self.cluster_domain}" if self.cluster_domain else f"{namespace}.svc"
+
+    @property
+    def internet(self) -> str:
+        """Who may reach the internet: a runtime image carries the requirements, so with builds
+        only the build needs the package index; without, every pod pip installs at start."""
+        return self.network.internet or ("build" if self.build.enabled else "all")
 
 
 def sanitize(text: str, limit: int) -> str:
@@ -177,6 +223,46 @@ def _parse_build(raw: Any) -> Build:
     return b
 
 
+def _parse_network(raw: Any) -> Network:
+    _check(isinstance(raw, dict), "network: an object")
+    known = set(Network.__dataclass_fields__)
+    unknown = sorted(set(raw) - known)
+    _check(not unknown, f"network: unknown keys {unknown}; known: {sorted(known)}")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "internet":
+            _check(value in INTERNET_MODES, f"network.internet: one of {', '.join(INTERNET_MODES)}")
+            out[key] = value
+        elif key == "internet_except":
+            _check(isinstance(value, list), "network.internet_except: a list of CIDRs")
+            for cidr in value:
+                _check(isinstance(cidr, str) and _is_cidr(cidr), f"network.internet_except: {cidr!r} is not a CIDR")
+            out[key] = tuple(value)
+        elif key == "cluster_egress":
+            _check(isinstance(value, bool), "network.cluster_egress: true or false")
+            out[key] = value
+        elif key == "dns_pod_labels":
+            out[key] = _dict_of_str(value, "network.dns_pod_labels")
+        else:
+            out[key] = _str(value, f"network.{key}")
+    net = Network(**out)
+    key, value = net.control_plane
+    _check(bool(key) and bool(value) and _LABEL.match(key) is not None,
+           "network.control_plane_label: key=value, e.g. paddlecloud.org/control-plane=true")
+    _check(bool(net.dns_namespace), "network.dns_namespace: the namespace of the cluster DNS")
+    return net
+
+
+def _is_cidr(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_network(text)
+    except ValueError:
+        return False
+    return "/" in text
+
+
 def parse(datacenter_name: str, config: dict[str, Any] | None) -> K8sSettings:
     config = dict(config or {})
     known = set(K8sSettings.__dataclass_fields__) - {"datacenter"}
@@ -188,6 +274,10 @@ def parse(datacenter_name: str, config: dict[str, Any] | None) -> K8sSettings:
             out[key] = _parse_storage(value)
         elif key == "build":
             out[key] = _parse_build(value)
+        elif key == "network":
+            out[key] = _parse_network(value)
+        elif key in ("run_as_user", "run_as_group"):
+            out[key] = _int(value, key, 0, 2**31 - 1)
         elif key in ("node_selector", "gpu_node_selector"):
             out[key] = _dict_of_str(value, key)
         elif key in ("tolerations", "gpu_tolerations"):

@@ -1,11 +1,12 @@
 """Kubernetes backend: a job's replicas as objects in its user's namespace (jobs/manifests.py).
 
 prepare: the package is snapshotted in PFS (as the local backend copies it), the user's
-  namespace, ResourceQuota and copied Secrets are ensured, and the runtime image is built if the
-  datacenter builds them (k8s_build.py).
-launch: root ConfigMap, pull Secret, headless Services, pserver StatefulSet; the trainer Job only
-  once every pserver is ready (seed 001's order): the watcher calls `advance()` when the
-  StatefulSet reports them ready. Collective jobs start their trainers at once.
+  namespace, ResourceQuota, NetworkPolicies (k8s_hardening.py) and copied Secrets are ensured,
+  and the runtime image is built if the datacenter builds them (k8s_build.py).
+launch: root ConfigMap, pull Secret, the job's NetworkPolicy, headless Services, pserver
+  StatefulSet; the trainer Job only once every pserver is ready (seed 001's order): the
+  watcher calls `advance()` when the StatefulSet reports them ready. Collective jobs start
+  their trainers at once.
 stop: deleting the root cascades to everything (kill leaves nothing behind); stopping only the
   pservers (all trainers done) deletes their StatefulSet.
 delete: a foreground delete of the root, waited for, so the name is free when the job row goes.
@@ -16,11 +17,9 @@ Every step is idempotent: creates that meet 409 and deletes that meet 404 count 
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import time
-from base64 import b64decode
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from quotas.services import effective_quota
 
 from .. import manifests
 from ..models import Job, JobState, Replica
+from . import k8s_hardening
 from .base import Backend, LaunchError, ReplicaStatus, snapshot_package
 from .k8s_client import Api, api_for
 from .k8s_settings import K8sSettings, SettingsError, for_datacenter
@@ -77,7 +77,7 @@ class KubernetesBackend(Backend):
         base = manifests.image_for(job, self.settings)
         requirements = self.requirements(job)
         if self.settings.build.enabled and requirements.strip():
-            return runtime_image_name(self.settings, base, requirements), True
+            return runtime_image_name(self.settings, self.namespace(job), base, requirements), True
         return base, False
 
     # --- prepare ---------------------------------------------------------------------------
@@ -97,7 +97,8 @@ class KubernetesBackend(Backend):
         (base / "public").mkdir(parents=True, exist_ok=True)
 
     def ensure_namespace(self, user) -> str:
-        """The user's namespace with its ResourceQuota and copied Secrets; safe to repeat."""
+        """The user's namespace with its ResourceQuota, NetworkPolicies and copied Secrets; safe to
+        repeat, and a repeat brings them up to date with the quota and the settings."""
         st, api = self.settings, self.api
         ns = st.namespace(user.get_username())
         api.create(api.core.create_namespace, body=manifests.namespace(st, user.get_username()))
@@ -106,6 +107,9 @@ class KubernetesBackend(Backend):
                                         gpus=quota.gpus)
         if api.create(api.core.create_namespaced_resource_quota, ns, body=body) is None:
             api.call(api.core.replace_namespaced_resource_quota, body["metadata"]["name"], ns, body=body)
+        for policy in k8s_hardening.namespace_policies(st, ns):
+            if api.create(api.networking.create_namespaced_network_policy, ns, body=policy) is None:
+                api.call(api.networking.replace_namespaced_network_policy, policy["metadata"]["name"], ns, body=policy)
         for name in self._shared_secrets():
             source = api.raw(api.core.read_namespaced_secret, name, st.secrets_namespace)
             if source is None:
@@ -120,10 +124,8 @@ class KubernetesBackend(Backend):
         st = self.settings
         if not st.secrets_namespace:
             return []
-        names = [st.storage.secret_name] if st.storage.kind == "cephfs" else []
-        if st.build.enabled and st.build.push_secret:
-            names.append(st.build.push_secret)
-        return names
+        # Registry credentials are never copied whole: see k8s_build.py and ensure_pull_secret.
+        return [st.storage.secret_name] if st.storage.kind == "cephfs" else []
 
     # --- launch ----------------------------------------------------------------------------
     def _still(self, job) -> bool:
@@ -138,6 +140,7 @@ class KubernetesBackend(Backend):
         image, ready = self.runtime(job)
         pulls = self.ensure_pull_secret(job, ns, owner, ready)
         self._assign_endpoints(job, ns)
+        api.create(api.networking.create_namespaced_network_policy, ns, body=manifests.network_policy(job, ns, owner))
         opts = {"image": image, "runtime_ready": ready, "pull_secrets": pulls, "grace_seconds": self._grace()}
         if st.kubeflow:
             api.create(api.custom.create_namespaced_custom_object, "kubeflow.org", "v1", ns, "paddlejobs",
@@ -206,8 +209,7 @@ class KubernetesBackend(Backend):
             time.sleep(1)
 
     def pull_secret_names(self, job, runtime_ready: bool) -> list[str]:
-        st = self.settings
-        built = runtime_ready and st.build.push_secret and st.secrets_namespace
+        built = runtime_ready and self._runtime_pull_secret()
         return [manifests.pull_secret_name(job)] if job.registry_id or built else []
 
     def ensure_pull_secret(self, job, ns: str, owner: dict, runtime_ready: bool) -> list[str]:
@@ -216,17 +218,22 @@ class KubernetesBackend(Backend):
             return []
         api, st = self.api, self.settings
         auths: dict[str, dict] = {}
-        if runtime_ready and st.build.push_secret and st.secrets_namespace:
-            source = api.raw(api.core.read_namespaced_secret, st.build.push_secret, st.secrets_namespace) or {}
-            raw = (source.get("data") or {}).get(".dockerconfigjson")
-            if raw:
-                auths.update(json.loads(b64decode(raw)).get("auths") or {})
+        if runtime_ready and self._runtime_pull_secret():
+            from .k8s_build import shared_auths
+
+            auths.update(shared_auths(api, st, self._runtime_pull_secret()))
         if job.registry_id:
             reg = job.registry
             auths[reg.server] = manifests.docker_auth(reg.username, reg.password)
         body = manifests.dockerconfig_secret(names[0], ns, auths, manifests.labels(job), owner)
         api.create(api.core.create_namespaced_secret, ns, body=body)
         return names
+
+    def _runtime_pull_secret(self) -> str:
+        """Pods pull runtime images with the read-only pull_secret, else the push secret (whose
+        copy the kubelet uses; no container mounts it, and pods have no API token to read it)."""
+        st = self.settings
+        return (st.build.pull_secret or st.build.push_secret) if st.secrets_namespace else ""
 
     def _assign_endpoints(self, job, ns: str) -> None:
         topo = manifests.topology(job, self.settings, ns)

@@ -92,6 +92,13 @@ class Cluster(EmulatedCluster):
         self._status(ns, pod, {"phase": "Failed", "containerStatuses": [
             _container({"terminated": {"exitCode": exit_code, "reason": reason, "finishedAt": now()}})]})
 
+    def init_failed(self, ns: str, pod: str, container: str, exit_code: int = 1) -> None:
+        """An init container failed: the pod fails and its main containers never start."""
+        self._status(ns, pod, {"phase": "Failed", "initContainerStatuses": [{
+            "name": container, "state": {"terminated": {"exitCode": exit_code, "reason": "Error", "finishedAt": now()}},
+            "lastState": {}, "ready": False, "restartCount": 0, "image": "img", "imageID": ""}],
+            "containerStatuses": [{**_container({"waiting": {"reason": "PodInitializing"}}), "name": "push"}]})
+
     def pod_crashloop(self, ns: str, pod: str, exit_code: int = 2, restarts: int = 3) -> None:
         self._status(ns, pod, {"phase": "Running", "containerStatuses": [_container(
             {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"}},
@@ -114,8 +121,9 @@ class Cluster(EmulatedCluster):
 
     def objects_in(self, ns: str) -> list[tuple[str, str]]:
         """(plural, name) of every object left in a namespace, except the per-user setup (the
-        quota, Secrets copied for storage or pushes: no job label) and events."""
+        quota, the namespace's NetworkPolicies, Secrets copied for storage: no job label) and events."""
         with self.store.lock:
             return sorted((p, name) for (p, n, name), o in self.store.objects.items()
-                          if n == ns and p != "events" and (p != "resourcequotas" and not (
-                              p == "secrets" and "paddlecloud/job" not in (o["metadata"].get("labels") or {}))))
+                          if n == ns and p not in ("events", "resourcequotas") and not (
+                              p in ("secrets", "networkpolicies")
+                              and "paddlecloud/job" not in (o["metadata"].get("labels") or {})))

@@ -25,6 +25,7 @@ KINDS = {  # plural -> (apiVersion, kind, namespaced)
     "persistentvolumeclaims": ("v1", "PersistentVolumeClaim", True),
     "statefulsets": ("apps/v1", "StatefulSet", True), "jobs": ("batch/v1", "Job", True),
     "paddlejobs": ("kubeflow.org/v1", "PaddleJob", True),
+    "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy", True),
 }
 
 

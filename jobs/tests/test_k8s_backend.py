@@ -22,7 +22,8 @@ def test_launch_creates_pservers_first_with_owner_references(alice, k8s_dc, clus
     quota = cluster.store.get("resourcequotas", ns, "paddlecloud-quota")
     assert quota["spec"]["hard"]["limits.cpu"] == "64000m"
     root = cluster.store.get("configmaps", ns, "fit")
-    assert cluster.objects_in(ns) == [("configmaps", "fit"), ("services", "fit-pserver"), ("services", "fit-trainer"),
+    assert cluster.objects_in(ns) == [("configmaps", "fit"), ("networkpolicies", "fit-peers"),
+                                      ("services", "fit-pserver"), ("services", "fit-trainer"),
                                       ("statefulsets", "fit-pserver")]
     for plural, name in cluster.objects_in(ns):
         obj = cluster.store.get(plural, ns, name)
@@ -126,4 +127,4 @@ def test_kubeflow_datacenters_get_one_paddlejob(alice, k8s_dc, cluster):
     ns = ns_of(job)
     pj = cluster.store.get("paddlejobs", ns, "fit")
     assert set(pj["spec"]["paddleReplicaSpecs"]) == {"Master", "Worker"}
-    assert [p for p, _ in cluster.objects_in(ns)] == ["configmaps", "paddlejobs"]
+    assert [p for p, _ in cluster.objects_in(ns)] == ["configmaps", "networkpolicies", "paddlejobs"]

@@ -12,6 +12,7 @@ import pytest
 
 from accounts.models import Datacenter, Registry
 from jobs import contract, manifests
+from jobs.backends import k8s_build, k8s_hardening
 from jobs.backends.k8s_settings import SettingsError, parse, sanitize, user_namespace
 from jobs.models import Job
 
@@ -32,7 +33,8 @@ VARIANTS = [
      "gpu_node_selector": {"accelerator": "nvidia"}, "priority_class_name": "batch", "cluster_domain": "cluster.local"},
     {"kubeflow": True},
     {"build": {"enabled": True, "registry": "registry.example.com/pc", "push_secret": "push"},
-     "secrets_namespace": "paddlecloud"},
+     "secrets_namespace": "paddlecloud", "network": {"cluster_egress": True}},
+    {"run_as_user": 0, "network": {"internet": "none", "internet_except": [], "dns_pod_labels": {"app": "dns"}}},
 ]
 
 
@@ -65,13 +67,16 @@ def every_manifest(job, settings, ns="paddle-alice-1234abcd"):
         yield manifests.headless_service(job, ns, "pserver", settings.pserver_port, owner)
         yield manifests.pserver_statefulset(job, settings, ns, owner, **opts)
     yield manifests.trainer_job(job, settings, ns, owner, **opts)
-    yield manifests.build_job(job, settings, ns, owner, destination="registry.example.com/pc/rt:abc",
-                              auth_secret="fit-pull")
+    yield manifests.network_policy(job, ns, owner)
+    yield from k8s_hardening.namespace_policies(settings, ns)
+    for auth in (None, "fit-build-pull"):
+        yield k8s_build.build_job(job, settings, ns, owner, destination="registry.example.com/pc/rt:abc",
+                                  pull_auth=auth, push_auth=auth and "fit-push")
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("storage", STORAGES, ids=[s["kind"] for s in STORAGES])
-@pytest.mark.parametrize("variant", VARIANTS, ids=["plain", "scheduling", "kubeflow", "build"])
+@pytest.mark.parametrize("variant", VARIANTS, ids=["plain", "scheduling", "kubeflow", "build", "root-closed"])
 @pytest.mark.parametrize("shape", [dict(mode="ps"), dict(mode="collective", pservers=0, gpu=2)], ids=["ps", "gpu"])
 def test_every_manifest_validates(alice, storage, variant, shape):
     settings = parse("k8s", {**variant, "storage": storage})
@@ -172,8 +177,10 @@ def test_pods_mount_the_home_public_and_the_package_snapshot(alice):
         "readOnly")
     assert mounts["/pfs/k8s/public"]["readOnly"] and mounts[manifests.PACKAGE_MOUNT]["readOnly"]
     assert mounts["/trainer_id"]["subPath"] == "trainer_id"
-    assert spec["volumes"][1]["cephfs"] == {"monitors": ["m:6789"], "path": "/paddle", "user": "admin",
-                                            "secretRef": {"name": "ceph"}}
+    assert mounts[manifests.HOME] == {"name": "home", "mountPath": manifests.HOME}  # writable for a non-root uid
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["pfs"]["cephfs"] == {"monitors": ["m:6789"], "path": "/paddle", "user": "admin",
+                                        "secretRef": {"name": "ceph"}}
     assert c["resources"]["limits"] == {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}
     assert c["image"] == settings.gpu_image and spec["automountServiceAccountToken"] is False
 
@@ -190,6 +197,10 @@ def test_namespaces_are_dns_safe_and_collision_proof():
     ({"storage": {"kind": "s3"}}, "storage.kind"), ({"namespace_prefix": "Bad"}, "namespace_prefix"),
     ({"pending_timeout": -1}, "pending_timeout"), ({"storage": {"kind": "cephfs"}}, "monitors_addr"),
     ({"build": {"enabled": True}}, "build.registry"), ({"imagee": "x"}, "unknown keys"),
+    ({"network": {"internet": "some"}}, "network.internet"), ({"network": {"internet_except": ["10.0.0.0"]}},
+                                                              "network.internet_except"),
+    ({"network": {"control_plane_label": "no-value"}}, "network.control_plane_label"),
+    ({"network": {"firewall": True}}, "network: unknown keys"), ({"run_as_user": -1}, "run_as_user"),
 ])
 def test_bad_settings_name_the_key(config, key):
     with pytest.raises(SettingsError, match=re.escape(key)):
