@@ -1,0 +1,322 @@
+"""The local sandbox, tried as a hostile user would: real jobs of alice in real bubblewrap sandboxes,
+real network namespaces and cgroups, against the service's real files and sockets."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import psutil
+import pytest
+from django.db import connection
+
+from accounts.models import Datacenter
+from jobs import logstore, services
+from jobs.backends.local import LocalBackend, cgroups, netns, sandbox
+from jobs.tasks import launch_job
+from jobs.tests.helpers import job_processes, wait_for
+from jobs.tests.test_local_backend import run_until_done, submit
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PROBE = r"""
+import json, os, socket
+
+checks = json.load(open("checks.json"))
+result = {}
+
+
+def attempt(name, action):
+    try:
+        action()
+        result[name] = "ok"
+    except Exception as e:
+        result[name] = f"{type(e).__name__}: {e}"
+
+
+def unix(path):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(3)
+    s.connect(path)
+    s.close()
+
+
+for name, path in checks["read"].items():
+    attempt("read " + name, lambda p=path: open(p, "rb").read(1))
+for name, path in checks["write"].items():
+    attempt("write " + name, lambda p=path: open(p, "w").write("x"))
+for name, path in checks["link"].items():
+    attempt("link " + name, lambda p=path: os.link(p, os.path.join(os.environ["PADDLE_PFS_HOME"], "stolen")))
+for name, (host, port) in checks["tcp"].items():
+    attempt("tcp " + name, lambda a=(host, port): socket.create_connection(a, timeout=3).close())
+for name, path in checks["unix"].items():
+    attempt("unix " + name, lambda p=path: unix(p))
+status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
+result["uid"] = os.getuid()
+result["status"] = {k: status[k].strip() for k in ("CapEff", "CapPrm", "CapBnd", "NoNewPrivs")}
+result["env"] = sorted(os.environ)
+result["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+home = os.environ["PADDLE_PFS_HOME"]
+with open(os.path.join(home, "written-by-job.txt"), "w") as f:
+    f.write("hello")
+with open("probe.json", "w") as f:
+    json.dump(result, f)
+"""
+
+
+def _tcp_open(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def fresh_probe():
+    """Each test sees this machine's real sandbox support (some tests change PATH)."""
+    sandbox.probe.cache_clear()
+    yield
+    sandbox.probe.cache_clear()
+
+
+def set_config(**config):
+    Datacenter.objects.filter(name="local").update(config=config)
+
+
+def work_dir(job, name="trainer-0") -> Path:
+    role, index = name.split("-")
+    return LocalBackend(job.datacenter).replica_dir(job.replicas.get(role=role, index=int(index))) / "work"
+
+
+def test_a_job_reaches_none_of_the_services_files_sockets_or_other_users_data(alice, bob, settings):
+    from pfs.paths import home
+
+    secret = settings.VAR_DIR / "secret.key"
+    sqlite = connection.vendor == "sqlite"
+    database = Path(connection.settings_dict["NAME"]) if sqlite else settings.VAR_DIR / "db.sqlite3"
+    bob_home = home(bob, "local").disk
+    bob_home.mkdir(parents=True)
+    (bob_home / "private.txt").write_text("bob's")
+    public = settings.PFS_ROOT / "local" / "public"
+    public.mkdir(parents=True)
+    (public / "data.txt").write_text("shared")
+    # Everything the job is to be refused is really there and open to the service itself.
+    for path in (secret, database, bob_home / "private.txt", Path(f"/proc/{os.getpid()}/environ")):
+        assert path.read_bytes()
+    tcp = {"redis": ["127.0.0.1", 6379], "postgresql": ["127.0.0.1", 5432]}
+    unix = {"bundled redis": settings.EMBEDDED_REDIS_SOCKET} if settings.EMBEDDED_REDIS_SOCKET else {}
+    for path in unix.values():
+        socket.socket(socket.AF_UNIX).connect(path)
+    open_here = {name for name, (_, port) in tcp.items() if _tcp_open(port)}
+    checks = {
+        "read": {"secret key": str(secret), "database": str(database), "bob's home": "/pfs/local/home/bob/private.txt",
+                 "bob's home on disk": str(bob_home / "private.txt"), "service environ": f"/proc/{os.getpid()}/environ",
+                 "public": "/pfs/local/public/data.txt"},
+        "write": {"/usr": "/usr/pwned", "/etc": "/etc/pwned", "/": "/pwned", "public": "/pfs/local/public/pwned",
+                  "bob's home": "/pfs/local/home/bob/pwned", "jobs root": str(settings.JOBS_ROOT / "pwned"),
+                  "state dir": str(settings.VAR_DIR / "pwned")},
+        "link": {"secret key": str(secret)},
+        "tcp": tcp,
+        "unix": unix,
+    }
+    job = run_until_done(submit(alice, "probe", {"train.py": PROBE, "checks.json": json.dumps(checks)},
+                                mode="collective", pservers=0, trainers=1, env={"MY_SETTING": "1"}))
+    assert job.state == "Succeeded", job.message
+    result = json.loads((work_dir(job) / "probe.json").read_text())
+
+    assert result["read public"] == "ok"
+    refused = {k: v for k, v in result.items() if k.split(" ")[0] in ("read", "write", "link", "tcp", "unix")
+               and k != "read public"}
+    assert all(v != "ok" for v in refused.values()), refused
+    assert open_here, "neither Redis nor PostgreSQL listens here: the TCP checks prove nothing"
+    assert "ConnectionRefusedError" in result["tcp redis"]
+    for name in ("/usr", "/etc", "/", "jobs root", "state dir"):
+        assert not (Path(checks["write"][name]).exists()), name
+    assert not (public / "pwned").exists() and not (bob_home / "pwned").exists()
+    # No privileges: its own uid, no capabilities at all, no way to gain any.
+    assert result["uid"] == settings.JOB_UID_BASE + alice.pk
+    assert result["status"] == {"CapEff": "0" * 16, "CapPrm": "0" * 16, "CapBnd": "0" * 16, "NoNewPrivs": "1"}
+    # Its environment is the process contract's (plus the user's own), nothing of the service's.
+    assert "MY_SETTING" in result["env"] and "PADDLE_TRAINER_ID" in result["env"]
+    assert not set(result["env"]) & {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DJANGO_SETTINGS_MODULE"}
+    assert os.getpid() not in result["pids"] and max(result["pids"]) < 10  # its own PID namespace
+    # And it still writes its own home, as its own uid.
+    written = home(alice, "local").disk / "written-by-job.txt"
+    assert written.read_text() == "hello"
+    assert written.stat().st_uid == settings.JOB_UID_BASE + alice.pk
+
+
+SERVER = r"""
+import os, socket, sys, time
+port = int(os.environ["PADDLE_PORT"])
+if os.environ["TRAINING_ROLE"] == "PSERVER":
+    s = socket.create_server(("127.0.0.1", port))
+    print("listening", flush=True)
+    while True:
+        conn, _ = s.accept()
+        conn.sendall(b"hello from " + os.environ["PADDLE_JOB_NAME"].encode())
+        conn.close()
+host, port = os.environ["PADDLE_PSERVERS_IP_PORT_LIST"].split(",")[0].split(":")
+deadline = time.monotonic() + 20
+while True:
+    try:
+        print(socket.create_connection((host, int(port)), timeout=3).recv(100).decode(), flush=True)
+        break
+    except OSError as e:
+        if time.monotonic() > deadline:
+            print("cannot reach the pserver:", e, flush=True)
+            sys.exit(4)
+        time.sleep(0.1)
+time.sleep(600)
+"""
+
+INTRUDER = r"""
+import os, socket
+try:
+    print(socket.create_connection(("127.0.0.1", int(os.environ["TARGET_PORT"])), timeout=3).recv(100), flush=True)
+except OSError as e:
+    print("refused:", type(e).__name__, flush=True)
+"""
+
+
+def test_replicas_of_a_job_reach_each_other_but_no_other_job_or_the_host_reaches_them(alice, bob):
+    job = submit(alice, "pair", {"train.py": SERVER}, pservers=1, trainers=1)
+    launch_job(job.pk)
+    trainer = job.replicas.get(role="trainer")
+    wait_for(lambda: "hello from pair" in logstore.read(trainer).text, 30, what="the trainer to reach its pserver")
+    port = job.replicas.get(role="pserver").port
+
+    intruder = run_until_done(submit(bob, "intruder", {"train.py": INTRUDER}, mode="collective", pservers=0,
+                                     trainers=1, env={"TARGET_PORT": str(port)}))
+    assert "refused: ConnectionRefusedError" in logstore.read(intruder.replicas.get()).text
+    assert not _tcp_open(port)  # nor from the host: the port is in the job's own namespace
+
+    services.kill_job(job)
+    LocalBackend(job.datacenter).stop(job)
+    wait_for(lambda: not job_processes(job), 20, what="processes to go")
+
+
+FORK_BOMB = r"""
+import os, sys, time
+n = 0
+try:
+    while True:
+        if os.fork() == 0:
+            while True:  # every child forks on, as a real bomb does
+                try:
+                    os.fork()
+                except OSError:
+                    time.sleep(0.01)
+        n += 1
+except OSError as e:
+    print(f"fork refused after {n} children: {e}", flush=True)
+    sys.exit(3)
+"""
+
+
+def test_a_fork_bomb_stops_at_the_pids_limit_and_everything_of_it_is_killed(alice):
+    set_config(pids_limit=64)
+    job = run_until_done(submit(alice, "bomb", {"train.py": FORK_BOMB}, mode="collective", pservers=0, trainers=1),
+                         timeout=60)
+    replica = job.replicas.get()
+    assert (replica.state, replica.exit_code) == ("Failed", 3)
+    assert "fork refused after" in logstore.read(replica).text
+    assert job_processes(job) == []
+    assert subprocess.run(["true"]).returncode == 0  # the server still forks
+
+
+MEMORY_HOG = r"""
+blocks = []
+for i in range(64):
+    blocks.append(b"x" * (16 << 20))
+    print("allocated", (i + 1) * 16, "MiB", flush=True)
+"""
+
+
+def test_a_replica_over_its_memory_is_oom_killed(alice):
+    job = run_until_done(submit(alice, "hog", {"train.py": MEMORY_HOG}, mode="collective", pservers=0, trainers=1,
+                                memory="64Mi"))
+    replica = job.replicas.get()
+    assert job.state == "Failed"
+    assert (replica.state, replica.reason, replica.exit_code) == ("Failed", "OOMKilled", 137)
+    assert "allocated 1024 MiB" not in logstore.read(replica).text
+
+
+def test_the_jobs_network_namespace_and_cgroups_are_gone_when_it_ends(alice):
+    job = submit(alice, "tidy", {"train.py": "import time; time.sleep(600)\n"}, mode="collective", pservers=0,
+                 trainers=2)
+    launch_job(job.pk)
+    assert netns.path(job).exists()
+    names = [f"{netns.name(job)}-{r.name}" for r in job.replicas.all()]
+    parents = set(cgroups.support().parents.values())
+    assert parents, cgroups.support().summary()
+    assert all((p / n).is_dir() for p in parents for n in names)
+
+    services.kill_job(job)
+    LocalBackend(job.datacenter).stop(job)
+    wait_for(lambda: not job_processes(job), 20, what="processes to go")
+    LocalBackend(job.datacenter).observe(job)  # what the watcher does next
+    assert not netns.path(job).exists()
+    assert not any((p / n).exists() for p in parents for n in names)
+
+
+def test_without_bwrap_jobs_fail_closed_with_sandbox_unavailable(alice, tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"  # a machine with everything but bubblewrap
+    bin_dir.mkdir()
+    for tool in ("nsenter", "ip", "setpriv"):
+        os.symlink(shutil.which(tool), bin_dir / tool)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    job = run_until_done(submit(alice, "open", {"train.py": "print('ran', flush=True)\n"}, mode="collective",
+                                pservers=0, trainers=1))
+    assert (job.state, job.reason) == ("Failed", "SandboxUnavailable")
+    assert "apt-get install bubblewrap" in job.message
+    assert logstore.read(job.replicas.get()).text == ""  # nothing ran
+
+
+def test_isolation_none_is_an_explicit_opt_out_that_runs_jobs_unsandboxed(alice, settings):
+    set_config(isolation="none")
+    probe = "import os; print('uid', os.getuid(), open(os.environ['SECRET']).read() != '', flush=True)\n"
+    job = run_until_done(submit(alice, "trusted", {"train.py": probe}, mode="collective", pservers=0, trainers=1,
+                                env={"SECRET": str(settings.VAR_DIR / "secret.key")}))
+    assert job.state == "Succeeded", job.message
+    assert f"uid {os.getuid()} True" in logstore.read(job.replicas.get()).text
+
+
+def test_a_bad_local_setting_fails_the_job_with_the_key_named(alice):
+    set_config(isolation="off")
+    job = run_until_done(submit(alice, "badcfg", {"train.py": ""}, mode="collective", pservers=0, trainers=1))
+    assert (job.state, job.reason) == ("Failed", "BadDatacenterConfig")
+    assert "isolation: must be one of sandbox, none" in job.message
+
+
+def _oom_score_adj_settable() -> bool:
+    """Some machines (this one's sandboxed kernel among them) refuse any change with an I/O error."""
+    done = subprocess.run(["sh", "-c", "echo -1000 > /proc/self/oom_score_adj && cat /proc/self/oom_score_adj"],
+                          capture_output=True, text=True)
+    return done.stdout.strip() == "-1000"
+
+
+def _memory_cgroup(pid: int) -> str:
+    lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    return next(line.split(":", 2)[2] for line in lines if line.split(":")[1] in ("memory", ""))
+
+
+def test_the_program_runs_as_the_job_uid_in_its_cgroup_while_its_keeper_stays_outside(alice):
+    job = submit(alice, "keeper", {"train.py": "import time; time.sleep(600)\n"}, mode="collective", pservers=0,
+                 trainers=1)
+    launch_job(job.pk)
+    keeper = next(p for p in job_processes(job) if "shim.py" in " ".join(p.cmdline()))
+    program = wait_for(lambda: [p for p in keeper.children(recursive=True) if p.name().startswith("python")],
+                       10, what="the program")[0]
+    assert psutil.Process(program.pid).uids().real == sandbox.job_uid(alice)
+    assert _memory_cgroup(program.pid).endswith(f"/{netns.name(job)}-trainer-0")
+    assert _memory_cgroup(keeper.pid) == _memory_cgroup(os.getpid())  # a replica at its limit cannot take it down
+    if _oom_score_adj_settable():
+        assert Path(f"/proc/{keeper.pid}/oom_score_adj").read_text().strip() == "-1000"
+        assert Path(f"/proc/{program.pid}/oom_score_adj").read_text().strip() == "0"
+    services.kill_job(job)
+    LocalBackend(job.datacenter).stop(job)
+    wait_for(lambda: not job_processes(job), 20, what="processes to go")
