@@ -1,5 +1,6 @@
 from django import forms
 from django.contrib import admin
+from django.utils.html import format_html_join
 
 from .models import Datacenter, Registry
 
@@ -42,7 +43,38 @@ class DatacenterForm(forms.ModelForm):
                 parse(cleaned.get("name") or "", cleaned.get("config") or {})
             except SettingsError as e:
                 self.add_error("config", str(e))
+        elif cleaned.get("backend") == Datacenter.Backend.LOCAL:
+            from jobs.backends.local import config
+
+            try:
+                config.parse(cleaned.get("config"))
+            except config.SettingsError as e:
+                self.add_error("config", str(e))
         return cleaned
+
+
+def local_isolation(dc: Datacenter) -> list[str]:
+    """What a local datacenter enforces on its jobs on this machine, and what it does not."""
+    from jobs.backends.local import cgroups, config, sandbox
+
+    try:
+        cfg = config.parse(dc.config)
+    except config.SettingsError as e:
+        return [f"Jobs fail until the config is fixed: {e}"]
+    if not cfg.sandboxed:
+        lines = ["Sandbox OFF (isolation: none): jobs run as the service's user and can read and change "
+                 "everything it can, every user's data included. For a single-user machine only."]
+    elif why := sandbox.probe():
+        lines = [f"Sandbox UNAVAILABLE: jobs fail with SandboxUnavailable. {why}"]
+    else:
+        lines = ["Sandbox enforced (bubblewrap): every job runs as its user's own uid in a network namespace "
+                 "of its own, every replica in its own mount and PID namespace, with no capabilities and "
+                 "no internet access."]
+    support = cgroups.support()
+    enforced = {"memory": "memory", "cpu": "CPU", "pids": f"pids (at most {cfg.pids_limit} per replica)"}
+    lines += [f"Limit enforced: {enforced[c]}" for c in sorted(support.parents)]
+    lines += [f"Limit NOT enforced: {c}: {reason}" for c, reason in sorted(support.missing.items())]
+    return lines
 
 
 @admin.register(Datacenter)
@@ -51,6 +83,13 @@ class DatacenterAdmin(admin.ModelAdmin):
     list_display = ["name", "backend", "description", "created"]
     list_filter = ["backend"]
     search_fields = ["name", "description"]
+    readonly_fields = ["isolation"]
+
+    @admin.display(description="Isolation of jobs")
+    def isolation(self, obj):
+        if obj is None or obj.pk is None or obj.backend != Datacenter.Backend.LOCAL:
+            return "-"
+        return format_html_join("", "<div>{}</div>", ((line,) for line in local_isolation(obj)))
 
 
 class RegistryForm(forms.ModelForm):

@@ -320,3 +320,30 @@ def test_the_program_runs_as_the_job_uid_in_its_cgroup_while_its_keeper_stays_ou
     services.kill_job(job)
     LocalBackend(job.datacenter).stop(job)
     wait_for(lambda: not job_processes(job), 20, what="processes to go")
+
+
+@pytest.fixture
+def admin_client(client, django_user_model, datacenter):
+    client.force_login(django_user_model.objects.create_superuser("root", "root@example.com", "password"))
+    return client
+
+
+def test_the_datacenter_admin_page_says_what_isolation_and_which_limits_are_enforced(admin_client, datacenter):
+    page = admin_client.get(f"/admin/accounts/datacenter/{datacenter.pk}/change/").content.decode()
+    assert "Sandbox enforced (bubblewrap)" in page
+    for limit in ("memory", "CPU", "pids (at most 1024 per replica)"):
+        assert f"Limit enforced: {limit}" in page  # this machine's cgroup v1 allows all three
+    set_config(isolation="none")
+    page = admin_client.get(f"/admin/accounts/datacenter/{datacenter.pk}/change/").content.decode()
+    assert "Sandbox OFF (isolation: none)" in page
+
+
+def test_the_admin_page_shows_an_unavailable_sandbox_and_refuses_bad_local_settings(admin_client, datacenter,
+                                                                                     monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap (nor anything else) here
+    page = admin_client.get(f"/admin/accounts/datacenter/{datacenter.pk}/change/").content.decode()
+    assert "Sandbox UNAVAILABLE" in page and "apt-get install bubblewrap" in page
+    res = admin_client.post(f"/admin/accounts/datacenter/{datacenter.pk}/change/", {
+        "name": "local", "backend": "local", "description": "", "config": '{"pids_limit": 5}', "kubeconfig": ""})
+    assert res.status_code == 200
+    assert "pids_limit: must be a whole number from 16 to 4194304" in res.content.decode()
