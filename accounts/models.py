@@ -52,3 +52,21 @@ class Registry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user}/{self.name}"
+
+
+class ApiToken(models.Model):
+    """What a user sees of one of their API tokens (knox keeps only the token's hash): a name,
+    usually the device it was issued to. A named device holds at most one token, so logging in
+    again from it replaces its token instead of adding one."""
+
+    auth_token = models.OneToOneField(settings.KNOX_TOKEN_MODEL, on_delete=models.CASCADE, related_name="info")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [models.UniqueConstraint(fields=["user", "name"], condition=~models.Q(name=""),
+                                               name="api_token_one_per_named_device")]
+
+    def __str__(self) -> str:
+        return f"{self.user}/{self.name or self.pk}"

@@ -4,15 +4,60 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
+from django.utils import timezone
 from knox.models import AuthToken
 
-from .models import Registry, dns_label
+from .models import ApiToken, Registry, dns_label
+
+TOKEN_NAME_MAX = ApiToken._meta.get_field("name").max_length
 
 
-def issue_token(user) -> str:
-    """A new API token for `user`; only its hash is stored, so this is the one time it is seen."""
-    _, token = AuthToken.objects.create(user=user, expiry=None)
-    return token
+def create_token(user, *, name: str = "", never_expires: bool = False) -> tuple[ApiToken, str]:
+    """A new API token for `user` and the one time its secret is seen (knox stores a hash).
+    It expires after the operator's API_TOKEN_TTL_DAYS unless `never_expires` (an explicit
+    choice, for legacy clients). A named device holds one token: its old one is revoked."""
+    name = " ".join(str(name).split())
+    if len(name) > TOKEN_NAME_MAX:
+        raise ValidationError({"name": [f"at most {TOKEN_NAME_MAX} characters"]})
+    expiry = {"expiry": None} if never_expires else {}
+    failures = 0
+    while True:
+        try:
+            with transaction.atomic():
+                if name:
+                    AuthToken.objects.filter(user=user, info__name=name).delete()
+                auth_token, secret = AuthToken.objects.create(user=user, **expiry)
+                info = ApiToken.objects.create(auth_token=auth_token, user=user, name=name)
+            return info, secret
+        except IntegrityError:
+            # Another login from the same device won the race: replace its token in turn.
+            failures += 1
+            if failures == 3:
+                raise
+
+
+def issue_token(user, *, name: str = "", never_expires: bool = False) -> str:
+    """create_token's secret alone."""
+    return create_token(user, name=name, never_expires=never_expires)[1]
+
+
+def delete_expired_tokens(user=None) -> int:
+    """Delete expired tokens (of `user`, or everyone's); knox already refuses them."""
+    expired = AuthToken.objects.filter(expiry__lt=timezone.now())
+    if user is not None:
+        expired = expired.filter(user=user)
+    return expired.delete()[1].get(AuthToken._meta.label, 0)
+
+
+def tokens_of(user) -> QuerySet[ApiToken]:
+    """A user's live tokens, newest first."""
+    return (ApiToken.objects.filter(user=user).select_related("auth_token")
+            .filter(Q(auth_token__expiry__isnull=True) | Q(auth_token__expiry__gte=timezone.now())))
+
+
+def revoke_token(token: ApiToken) -> None:
+    token.auth_token.delete()  # the ApiToken goes with it
 
 
 class TokenHeader:

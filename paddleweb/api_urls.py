@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from accounts.api.views import DatacenterViewSet, RegistryViewSet, obtain_token, version
+from accounts.api.views import DatacenterViewSet, RegistryViewSet, TokenViewSet, obtain_token, version
 from jobs.api.views import JobViewSet
 from quotas.api.views import quota
 
@@ -12,6 +12,7 @@ router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
 router.register("registries", RegistryViewSet, basename="registry")
 router.register("datacenters", DatacenterViewSet, basename="datacenter")
+router.register("auth/tokens", TokenViewSet, basename="api-token")
 
 urlpatterns = [
     path("", include(router.urls)),

@@ -6,6 +6,7 @@ With DATABASE_URL / REDIS_URL: PostgreSQL and that Redis. The same code runs in 
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -50,6 +51,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "channels",
+    "axes",
     "accounts",
     "quotas",
     "pfs",
@@ -66,6 +68,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a login refused during a cool-down into its 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "paddleweb.urls"
@@ -132,6 +136,8 @@ CELERY_BEAT_SCHEDULE = {
 # PFS: drop abandoned uploads and recount every home's usage (jobs write to homes directly).
 CELERY_BEAT_SCHEDULE["pfs-housekeeping"] = {"task": "pfs.tasks.housekeeping",
                                            "schedule": env.float("PFS_HOUSEKEEPING_INTERVAL", 3600.0)}
+# knox refuses an expired token (and deletes its owner's expired ones); this sweeps the rest.
+CELERY_BEAT_SCHEDULE["expired-tokens"] = {"task": "accounts.tasks.delete_expired_tokens", "schedule": 3600.0}
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "paddleweb.channel_layer.RedisChannelLayer",
@@ -146,6 +152,21 @@ CHANNEL_LAYERS = {
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# django-axes first: it refuses a locked-out client before any password is checked.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# Brute force: failures are counted per client address (whatever account they try), so one
+# address cannot guess on, and an attacker elsewhere cannot lock an account's owner out.
+# A cool-down, not a permanent lock; a success does not reset the count (an attacker with an
+# account of their own could otherwise log in with it between guesses).
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", 10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("LOGIN_COOLOFF_MINUTES", 15.0))
+AXES_RESET_ON_SUCCESS = False
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "accounts.throttle.client_address"
+# The client's address is REMOTE_ADDR unless the operator says how many proxies of their own
+# stand in front (each appends to X-Forwarded-For); a header the client sends is never trusted.
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", 0)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "jobs:list"
 LOGOUT_REDIRECT_URL = "login"
@@ -160,9 +181,16 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # DRF throttles and django-axes find the client's address the same way (accounts.throttle).
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,
 }
-# Tokens are stored hashed by knox; CLI and legacy tokens stay valid until revoked.
-REST_KNOX = {"TOKEN_TTL": None, "AUTH_HEADER_PREFIX": "Token", "AUTO_REFRESH": False}
+# Tokens are stored hashed by knox and expire after API_TOKEN_TTL_DAYS (0: never); a token that
+# never expires is an explicit choice per token (legacy clients), see accounts.services.issue_token.
+API_TOKEN_TTL_DAYS = env.int("API_TOKEN_TTL_DAYS", 90)
+# Named so accounts.ApiToken can refer to it (knox declares its token model swappable).
+KNOX_TOKEN_MODEL = "knox.AuthToken"
+REST_KNOX = {"TOKEN_TTL": timedelta(days=API_TOKEN_TTL_DAYS) if API_TOKEN_TTL_DAYS > 0 else None,
+             "AUTH_HEADER_PREFIX": "Token", "AUTO_REFRESH": False}
 SPECTACULAR_SETTINGS = {
     "TITLE": "PaddleCloud API",
     "DESCRIPTION": "Submit and watch PaddlePaddle distributed training jobs.",
@@ -174,6 +202,23 @@ SPECTACULAR_SETTINGS = {
     "SCHEMA_PATH_PREFIX": "/api/v2",
     "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.JobState", "ReplicaStateEnum": "jobs.models.ReplicaState"},
 }
+
+# --- HTTPS ----------------------------------------------------------------------------------
+# One switch for a deployment served over TLS; each value can still be set on its own. Off by
+# default, because `make run` serves plain http on a laptop.
+HTTPS = env.bool("HTTPS", False)
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", HTTPS)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", HTTPS)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", HTTPS)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+# The preload directive only matters once the operator submits the domain to the browsers' list.
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", HTTPS)
+# X-Forwarded-Proto says "https" only when it comes from a proxy of the operator's (TLS ends there).
+if env.bool("TRUST_X_FORWARDED_PROTO", HTTPS and TRUSTED_PROXY_COUNT > 0):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Kubernetes probes call over plain http from inside the cluster.
+SECURE_REDIRECT_EXEMPT = [r"^api/v2/health/$"]
 
 # --- storage, jobs --------------------------------------------------------------------------
 PFS_ROOT = Path(env.str("PFS_ROOT", str(VAR_DIR / "pfs"))).resolve()

@@ -10,6 +10,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("account/", include("accounts.urls")),
     path("api/v2/", include(("paddleweb.api_urls", "api"))),
     path("jobs/", include("jobs.urls")),
     path("files/", include("pfs.urls")),

@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from accounts.models import Datacenter, Registry
+from accounts.models import ApiToken, Datacenter, Registry
 
 
 class RegistrySerializer(serializers.ModelSerializer):
@@ -22,9 +22,37 @@ class DatacenterSerializer(serializers.ModelSerializer):
 
 
 class TokenRequestSerializer(serializers.Serializer):
-    username = serializers.CharField()
-    password = serializers.CharField(style={"input_type": "password"})
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=4096, style={"input_type": "password"})
+    name = serializers.CharField(max_length=64, required=False, allow_blank=True, default="",
+                                 help_text="The device or purpose of the token; a new token for a name you "
+                                           "already use replaces the old one. Unnamed tokens are always new.")
+    never_expires = serializers.BooleanField(required=False, default=False,
+                                             help_text="Issue a token that does not expire (for clients that "
+                                                       "cannot log in again); revoke it when done.")
 
 
-class TokenSerializer(serializers.Serializer):
-    token = serializers.CharField()
+class ApiTokenSerializer(serializers.ModelSerializer):
+    """A token as listed: never its secret."""
+
+    created = serializers.DateTimeField(source="auth_token.created", read_only=True)
+    expiry = serializers.DateTimeField(source="auth_token.expiry", read_only=True, allow_null=True,
+                                       help_text="null: never expires")
+    current = serializers.SerializerMethodField(help_text="whether this request was made with this token")
+
+    class Meta:
+        model = ApiToken
+        fields = ["id", "name", "created", "expiry", "current"]
+
+    def get_current(self, obj: ApiToken) -> bool:
+        request = self.context.get("request")
+        return obj.auth_token_id == getattr(getattr(request, "auth", None), "pk", None)
+
+
+class TokenSerializer(ApiTokenSerializer):
+    """A new token: the one time its secret is shown."""
+
+    token = serializers.CharField(read_only=True)
+
+    class Meta(ApiTokenSerializer.Meta):
+        fields = ["token", *ApiTokenSerializer.Meta.fields]

@@ -1,17 +1,21 @@
 from django.conf import settings
-from django.contrib.auth import authenticate
-from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.decorators import api_view, permission_classes, throttle_classes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions, mixins, status, viewsets
+from rest_framework.decorators import api_view, authentication_classes, permission_classes
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
-from rest_framework.throttling import AnonRateThrottle
 
-from accounts import services
-from accounts.models import Datacenter, Registry
+from accounts import services, throttle
+from accounts.models import ApiToken, Datacenter, Registry
 from paddleweb.api import OwnedViewSet, field_errors
 
-from .serializers import DatacenterSerializer, RegistrySerializer, TokenRequestSerializer, TokenSerializer
+from .serializers import (
+    ApiTokenSerializer,
+    DatacenterSerializer,
+    RegistrySerializer,
+    TokenRequestSerializer,
+    TokenSerializer,
+)
 
 
 class RegistryViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, OwnedViewSet):
@@ -38,22 +42,40 @@ class DatacenterViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     pagination_class = None
 
 
-class LoginThrottle(AnonRateThrottle):
-    rate = "30/min"
-
-
-@extend_schema(request=TokenRequestSerializer, responses={200: TokenSerializer}, auth=[])
+@extend_schema(request=TokenRequestSerializer, auth=[], responses={
+    200: TokenSerializer, 400: OpenApiResponse(description="wrong username or password, or invalid fields"),
+    429: OpenApiResponse(description="too many failed logins from this address: wait for the cool-down")})
 @api_view(["POST"])
+@authentication_classes([])
 @permission_classes([AllowAny])
-@throttle_classes([LoginThrottle])
 def obtain_token(request):
-    """Exchange a username and password for an API token (send it as `Authorization: Token <token>`)."""
+    """Exchange a username and password for an API token (send it as `Authorization: Token <token>`).
+    It expires after the server's default lifetime unless `never_expires`; logging in again with
+    the same `name` (e.g. the device's) replaces that token."""
     data = TokenRequestSerializer(data=request.data)
     data.is_valid(raise_exception=True)
-    user = authenticate(request, **data.validated_data)
-    if user is None:
-        raise serializers.ValidationError({"non_field_errors": ["wrong username or password"]})
-    return Response({"token": services.issue_token(user)})
+    fields = data.validated_data
+    try:
+        with field_errors():
+            user = throttle.check_password(request, fields["username"], fields["password"])
+            info, secret = services.create_token(user, name=fields["name"], never_expires=fields["never_expires"])
+    except throttle.LoginThrottled as e:
+        raise exceptions.Throttled(wait=e.wait.total_seconds() if e.wait else None, detail=str(e)) from None
+    return Response({"token": secret, **ApiTokenSerializer(info, context={"request": request}).data})
+
+
+class TokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, OwnedViewSet):
+    """Your API tokens: when each was made and expires, never its secret. Deleting one revokes it."""
+
+    queryset = ApiToken.objects.all()
+    serializer_class = ApiTokenSerializer
+
+    def get_queryset(self):
+        services.delete_expired_tokens(self.request.user)
+        return services.tokens_of(self.request.user)
+
+    def perform_destroy(self, instance):
+        services.revoke_token(instance)
 
 
 @extend_schema(responses={200: {"type": "object", "properties": {"version": {"type": "string"}}}})
