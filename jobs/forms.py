@@ -3,6 +3,7 @@ from django.conf import settings
 
 from accounts.models import Datacenter, Registry
 
+from .logstore import MAX_LOG_LINES
 from .models import Job
 
 
@@ -78,3 +79,9 @@ class JobForm(forms.Form):
         if data.get("source") == "upload" and not data.get("files"):
             self.add_error("files", "choose the package's files, or one .zip or .tar.gz")
         return data
+
+
+class LogLinesForm(forms.Form):
+    """?lines= of a replica's log page: how many of the last lines to show."""
+
+    lines = forms.IntegerField(required=False, min_value=0, max_value=MAX_LOG_LINES)

@@ -16,6 +16,9 @@ from pathlib import Path
 from django.conf import settings
 
 MAX_READ = 1 << 20
+# Bounds of what a reader may ask for: a byte offset any file can have, and a tail length.
+MAX_LOG_OFFSET = (1 << 62) - 1
+MAX_LOG_LINES = 100_000
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,8 @@ def append(replica, data: bytes) -> int:
 
 def read(replica, offset: int = 0, limit: int = MAX_READ) -> LogChunk:
     """Bytes from `offset`, ending on a line boundary unless one line alone exceeds `limit`."""
-    offset = max(0, offset)
+    if not 0 <= offset <= MAX_LOG_OFFSET:
+        raise ValueError(f"offset must be between 0 and {MAX_LOG_OFFSET}")
     try:
         with open(path(replica), "rb") as f:
             f.seek(offset)
@@ -65,6 +69,8 @@ def read(replica, offset: int = 0, limit: int = MAX_READ) -> LogChunk:
 
 def tail(replica, lines: int) -> LogChunk:
     """The last `lines` complete lines (plus a trailing partial one), read backwards in blocks."""
+    if not 0 <= lines <= MAX_LOG_LINES:
+        raise ValueError(f"lines must be between 0 and {MAX_LOG_LINES}")
     try:
         f = open(path(replica), "rb")
     except FileNotFoundError:

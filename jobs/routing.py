@@ -1,5 +1,10 @@
-from django.urls import path
+from channels.security.websocket import WebsocketDenier
+from django.urls import path, re_path
 
 from .consumers import JobConsumer
 
-websocket_urlpatterns = [path("ws/jobs/<str:name>/", JobConsumer.as_asgi())]
+websocket_urlpatterns = [
+    path("ws/jobs/<str:name>/", JobConsumer.as_asgi()),
+    # Any other path is refused with a close, not an unrouted-path error.
+    re_path(r"", WebsocketDenier.as_asgi()),
+]

@@ -13,11 +13,12 @@ from django.db.models import QuerySet
 from accounts.models import dns_label
 from pfs import storage
 from pfs.paths import PathError, home
+from quotas.services import lock_admissions
 
 from . import logstore
 from .lifecycle import transition
 from .models import ACTIVE_STATES, Job, JobEvent, JobState, Replica
-from .validation import validate_submission
+from .validation import admission_errors, validate_submission
 
 
 def visible_jobs(user) -> QuerySet[Job]:
@@ -36,25 +37,11 @@ def submit_with_upload(user, data: dict, files: Sequence) -> Job:
     if not files:
         raise ValidationError({"files": ["choose the package's files, or one .zip or .tar.gz"]})
     cleaned = validate_submission(user, {**data, "package": _package_path(user, data)}, package_pending=True)
-    user_home = home(user, cleaned["datacenter"].name)
-    dest = user_home.child("jobs", cleaned["name"])
-    staged = storage.staging_dir(user_home)
+    dest = home(user, cleaned["datacenter"].name).child("jobs", cleaned["name"])
     try:
-        for f in files:
-            name = getattr(f, "relative_path", None) or f.name
-            if len(files) == 1 and storage.is_archive(f.name):
-                storage.extract_archive(staged, f, f.name)
-            else:
-                target = staged.child(name)
-                storage.make_dirs(target.parent)
-                storage.save_stream(target, f.chunks())
-        storage.replace_dir(staged, dest)
+        storage.save_package(dest, files)  # reserved against the storage quota as it is written
     except PathError as e:
-        storage.remove(staged)
         raise ValidationError({"files": [e.message]}) from e
-    except Exception:
-        storage.remove(staged)
-        raise
     try:
         return _create(user, {**cleaned, "package": dest.virtual})
     except ValidationError:
@@ -74,10 +61,16 @@ def _package_path(user, data: dict) -> str:
 
 
 def _create(user, cleaned: dict) -> Job:
+    """Admit and queue: the quota check and the new job that counts against it are one
+    transaction holding the user's admission lock, so parallel submissions cannot all fit."""
     from .tasks import launch_job
 
     try:
         with transaction.atomic():
+            lock_admissions(user)
+            errors = admission_errors(user, cleaned)
+            if errors:
+                raise ValidationError({k: [v] for k, v in errors.items()})
             job = Job.objects.create(user=user, **cleaned)
             Replica.objects.bulk_create(
                 [Replica(job=job, role=Replica.Role.PSERVER, index=i) for i in range(job.pservers)]
@@ -114,7 +107,11 @@ def delete_job(job: Job) -> None:
 
 
 def replica_log(replica: Replica, *, offset: int | None = None, lines: int | None = None) -> logstore.LogChunk:
-    """From a byte offset (to resume a follow), or the last `lines` lines (default 100)."""
-    if offset is not None:
-        return logstore.read(replica, offset)
-    return logstore.tail(replica, lines or 100)
+    """From a byte offset (to resume a follow), or the last `lines` lines (default 100). Raises
+    ValidationError for an offset or a line count out of range."""
+    try:
+        if offset is not None:
+            return logstore.read(replica, offset)
+        return logstore.tail(replica, 100 if lines is None else lines)
+    except ValueError as e:
+        raise ValidationError({"offset" if offset is not None else "lines": [str(e)]}) from None

@@ -11,14 +11,23 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import Datacenter, Registry, dns_label
 from pfs.paths import PathError, resolve
+from pfs.usage import QuotaExceeded, get_usage
 from quotas.services import check_job_quota, job_resources
 from quotas.units import cpu_millicores, memory_bytes
 
 from .contract import RESERVED_ENV
 from .models import Job
 
+# Bounds of every number in a job spec (the API schema publishes the same ones).
 MAX_TRAINERS = 1000
 MAX_PSERVERS = 100
+MAX_GPUS = 16
+MAX_PASSES = 100_000
+MAX_TIMEOUT = 366 * 24 * 3600  # a year, in seconds
+MAX_QUANTITY_LENGTH = 20  # cpu/memory strings, as stored
+# The environment a user adds to the process contract's: documented limits.
+MAX_ENV_VARS = 100
+MAX_ENV_BYTES = 32 * 1024  # names and values together, UTF-8
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,299}$")
 
@@ -34,7 +43,7 @@ def _int(data, field, errors, *, low, high=None):
         value = int(value)
         if isinstance(data.get(field), float) and data[field] != value:
             raise ValueError
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         errors[field] = "must be a whole number"
         return None
     if value < low:
@@ -82,9 +91,9 @@ def validate_submission(user, data: dict, *, package_pending: bool = False) -> d
         errors["pservers"] = "parameter-server mode needs at least 1 pserver"
     if mode == Job.Mode.COLLECTIVE and out["pservers"]:
         errors["pservers"] = "collective mode has no pservers: set 0"
-    out["gpu"] = _int(data, "gpu", errors, low=0, high=16)
-    out["passes"] = _int(data, "passes", errors, low=1, high=100000)
-    out["timeout"] = None if data.get("timeout") is None else _int(data, "timeout", errors, low=1)
+    out["gpu"] = _int(data, "gpu", errors, low=0, high=MAX_GPUS)
+    out["passes"] = _int(data, "passes", errors, low=1, high=MAX_PASSES)
+    out["timeout"] = None if data.get("timeout") is None else _int(data, "timeout", errors, low=1, high=MAX_TIMEOUT)
 
     for field, parse in (("cpu", cpu_millicores), ("pscpu", cpu_millicores),
                          ("memory", memory_bytes), ("psmemory", memory_bytes)):
@@ -93,6 +102,8 @@ def validate_submission(user, data: dict, *, package_pending: bool = False) -> d
             parse(out[field])
         except ValueError as e:
             errors[field] = str(e)
+        if len(out[field]) > MAX_QUANTITY_LENGTH:
+            errors[field] = f"at most {MAX_QUANTITY_LENGTH} characters"
 
     entry = str(data.get("entry", "")).strip()
     try:
@@ -115,17 +126,10 @@ def validate_submission(user, data: dict, *, package_pending: bool = False) -> d
             errors["registry"] = f"you have no registry named '{data['registry']}'"
 
     env = data.get("env") or {}
-    if not isinstance(env, dict):
-        errors["env"] = "must be a mapping of NAME to value"
-        env = {}
-    for key, value in env.items():
-        if not isinstance(key, str) or not _ENV_NAME.match(key):
-            errors["env"] = f"'{key}' is not a valid environment variable name"
-        elif key in RESERVED_ENV:
-            errors["env"] = f"{key} is set by PaddleCloud for every replica and cannot be overridden"
-        elif not isinstance(value, (str, int, float)) or "\x00" in str(value):
-            errors["env"] = f"the value of {key} must be text"
-    out["env"] = {str(k): str(v) for k, v in env.items()}
+    env_error = _env_error(env)
+    if env_error:
+        errors["env"] = env_error
+    out["env"] = {str(k): str(v) for k, v in env.items()} if not env_error else {}
 
     package = str(data.get("package", "")).strip()
     out["package"] = package
@@ -142,10 +146,43 @@ def validate_submission(user, data: dict, *, package_pending: bool = False) -> d
         except PathError as e:
             errors["package"] = e.message
 
-    if not errors and out["datacenter"] is not None:
-        request = job_resources(mode=mode, trainers=out["trainers"], pservers=out["pservers"], cpu=out["cpu"],
-                                memory=out["memory"], gpu=out["gpu"], pscpu=out["pscpu"], psmemory=out["psmemory"])
-        errors.update(check_job_quota(user, out["datacenter"], request))
+    if not errors:
+        # Early answer (before an upload is stored); admission checks again under the user's lock.
+        errors.update(admission_errors(user, out))
     if errors:
         raise ValidationError({k: [v] for k, v in errors.items()})
     return out
+
+
+def _env_error(env) -> str:
+    """What is wrong with a user's extra environment (empty when it is fine)."""
+    if not isinstance(env, dict):
+        return "must be a mapping of NAME to value"
+    if len(env) > MAX_ENV_VARS:
+        return f"at most {MAX_ENV_VARS} variables (got {len(env)})"
+    total = 0
+    for key, value in env.items():
+        if not isinstance(key, str) or not _ENV_NAME.match(key):
+            return f"'{str(key)[:64]}' is not a valid environment variable name"
+        if key in RESERVED_ENV:
+            return f"{key} is set by PaddleCloud for every replica and cannot be overridden"
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)) or "\x00" in str(value):
+            return f"the value of {key} must be text"
+        total += len(key.encode()) + len(str(value).encode("utf-8", "replace"))
+    if total > MAX_ENV_BYTES:
+        return f"at most {MAX_ENV_BYTES // 1024} KiB of names and values together (got {total} bytes)"
+    return ""
+
+
+def admission_errors(user, cleaned: dict) -> dict[str, str]:
+    """Field errors for a job the user's quotas cannot take now: resources and running jobs, and
+    a home already full (the job could not write its output)."""
+    dc = cleaned["datacenter"]
+    request = job_resources(mode=cleaned["mode"], trainers=cleaned["trainers"], pservers=cleaned["pservers"],
+                            cpu=cleaned["cpu"], memory=cleaned["memory"], gpu=cleaned["gpu"],
+                            pscpu=cleaned["pscpu"], psmemory=cleaned["psmemory"])
+    errors = check_job_quota(user, dc, request)
+    storage = get_usage(user, dc)
+    if storage.free_bytes <= 0:
+        errors["storage"] = QuotaExceeded(storage.used_bytes + storage.reserved_bytes, storage.limit_bytes).message
+    return errors

@@ -7,7 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from . import services
-from .forms import JobForm
+from .forms import JobForm, LogLinesForm
 from .metrics import parse_metrics
 from .models import ACTIVE_STATES, JobState, ReplicaState
 
@@ -36,7 +36,9 @@ def job_submit(request):
             else:
                 job = services.submit_job(request.user, data)
         except ValidationError as e:
-            form.add_error(None, e)
+            # Fields the form lacks (e.g. "storage") go above the form instead of failing.
+            for field, errors in (e.message_dict if hasattr(e, "error_dict") else {None: e.messages}).items():
+                form.add_error(field if field in form.fields else None, errors)
         else:
             messages.success(request, f"Job {job.name} submitted.")
             return redirect("jobs:detail", name=job.name)
@@ -61,7 +63,10 @@ def replica_log(request, name, replica):
     rep = next((r for r in job.replicas.all() if r.name == replica), None)
     if rep is None:
         return render(request, "jobs/_log.html", {"error": f"no replica {replica}"}, status=404)
-    chunk = services.replica_log(rep, lines=int(request.GET.get("lines", 300)))
+    query = LogLinesForm(request.GET)
+    if not query.is_valid():
+        return render(request, "jobs/_log.html", {"error": f"lines: {query.errors['lines'][0]}"}, status=400)
+    chunk = services.replica_log(rep, lines=query.cleaned_data["lines"] or 300)
     return render(request, "jobs/_log.html", {"job": job, "replica": rep, "chunk": chunk})
 
 

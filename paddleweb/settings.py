@@ -86,6 +86,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "paddleweb.health.warning_context",
             ],
         },
     },
@@ -181,6 +182,9 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # DRF's defaults, with a JSON parser that refuses deep nesting (400, not a RecursionError).
+    "DEFAULT_PARSER_CLASSES": ["paddleweb.parsers.BoundedJSONParser", "rest_framework.parsers.FormParser",
+                               "rest_framework.parsers.MultiPartParser"],
     # DRF throttles and django-axes find the client's address the same way (accounts.throttle).
     "NUM_PROXIES": TRUSTED_PROXY_COUNT,
 }
@@ -230,11 +234,23 @@ KILL_GRACE_SECONDS = env.float("KILL_GRACE_SECONDS", 10.0)
 # A job stuck in Building/Starting with no heartbeat for this long is relaunched by reconcile.
 LAUNCH_LEASE_SECONDS = env.float("LAUNCH_LEASE_SECONDS", 60.0)
 WATCH_INTERVAL = env.float("WATCH_INTERVAL", 0.5)
+# Worker and watcher heartbeats in Redis (paddleweb/health.py): renewed every HEARTBEAT_INTERVAL
+# seconds, a process is reported gone HEARTBEAT_TTL seconds after its last one.
+HEARTBEAT_INTERVAL = env.float("HEARTBEAT_INTERVAL", 5.0)
+HEARTBEAT_TTL = env.int("HEARTBEAT_TTL", 15)
 PIP_INDEX_URL = env.str("PIP_INDEX_URL", "")
+# Sandboxed local replicas run as JOB_UID_BASE + the user's id: uids that own nothing on the host.
+JOB_UID_BASE = env.int("JOB_UID_BASE", 200000)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "tmp")
 Path(FILE_UPLOAD_TEMP_DIR).mkdir(exist_ok=True)
+# Request bodies, checked from the head before any byte is read (paddleweb/body_limits.py):
+# without login only these paths take a body, of at most ANONYMOUS_BODY_MAX bytes; a logged-in
+# body at most REQUEST_BODY_MAX (a 64 MiB one-shot PUT or upload chunk, plus form overhead).
+ANONYMOUS_BODY_PATHS = ("/login/", "/admin/login/", "/api/v2/auth/token/", "/api-token-auth/")
+ANONYMOUS_BODY_MAX = env.int("ANONYMOUS_BODY_MAX", 16 * 1024)
+REQUEST_BODY_MAX = env.int("REQUEST_BODY_MAX", 65 * 1024 * 1024)
 
 # --- static, i18n ---------------------------------------------------------------------------
 STATIC_URL = "static/"
@@ -258,9 +274,3 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
-# Request bodies, checked from the head before any byte is read (paddleweb/body_limits.py):
-# without login only these paths take a body, of at most ANONYMOUS_BODY_MAX bytes; a logged-in
-# body at most REQUEST_BODY_MAX (a 64 MiB one-shot PUT or upload chunk, plus form overhead).
-ANONYMOUS_BODY_PATHS = ("/login/", "/admin/login/", "/api/v2/auth/token/", "/api-token-auth/")
-ANONYMOUS_BODY_MAX = env.int("ANONYMOUS_BODY_MAX", 16 * 1024)
-REQUEST_BODY_MAX = env.int("REQUEST_BODY_MAX", 65 * 1024 * 1024)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
 from django.db.models import Q
 
 from .models import Quota
@@ -53,8 +56,22 @@ def usage(user, datacenter) -> tuple[Resources, int]:
     return total, count
 
 
+def lock_admissions(user) -> None:
+    """Serialise the admissions of one user until the current transaction ends: check the quota,
+    then create what counts against it, with no other admission in between. PostgreSQL locks
+    the user's row; SQLite has no row locks, but the project opens every transaction
+    IMMEDIATE, which already serialises all writers (settings.DATABASES)."""
+    conn = transaction.get_connection()
+    if not conn.in_atomic_block:
+        raise RuntimeError("lock_admissions() holds only inside transaction.atomic()")
+    if conn.vendor == "sqlite" and conn.settings_dict["OPTIONS"].get("transaction_mode") != "IMMEDIATE":
+        raise ImproperlyConfigured("SQLite admissions need OPTIONS transaction_mode IMMEDIATE")
+    get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk").get()
+
+
 def check_job_quota(user, datacenter, request: Resources) -> dict[str, str]:
-    """Field errors for a job that would take the user over quota (empty when it fits)."""
+    """Field errors for a job that would take the user over quota (empty when it fits). Only
+    binding under lock_admissions(), in the transaction that creates the job."""
     quota = effective_quota(user, datacenter)
     used, running = usage(user, datacenter)
     errors = {}

@@ -1,8 +1,8 @@
 from django.db.models import Prefetch
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from jobs import services
@@ -10,7 +10,7 @@ from jobs.filtersets import JobFilterSet
 from jobs.models import Job, JobEvent
 from paddleweb.api import OwnedViewSet, field_errors
 
-from .serializers import JobCreateSerializer, JobDetailSerializer, JobSerializer, LogSerializer
+from .serializers import JobCreateSerializer, JobDetailSerializer, JobSerializer, LogQuerySerializer, LogSerializer
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet):
@@ -49,34 +49,31 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
         job = self.get_object()
         if not services.kill_job(job):
             raise serializers.ValidationError({"state": [f"the job has already ended ({job.state})"]})
-        return Response(JobDetailSerializer(self.get_queryset().get(pk=job.pk)).data)
+        job = self.get_queryset().filter(pk=job.pk).first()
+        if job is None:  # deleted meanwhile
+            raise NotFound()
+        return Response(JobDetailSerializer(job).data)
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter("replica", OpenApiTypes.STR, description="e.g. trainer-0; all replicas when omitted"),
-            OpenApiParameter("offset", OpenApiTypes.INT, description="Read on from this byte offset"),
-            OpenApiParameter("lines", OpenApiTypes.INT, description="The last N lines (default 100)"),
-        ],
+        parameters=[LogQuerySerializer],
         responses={200: LogSerializer(many=True)},
     )
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], pagination_class=None, filterset_class=None)
     def logs(self, request, name=None):
+        query = LogQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
         job = self.get_object()
         replicas = list(job.replicas.all())
-        wanted = request.query_params.get("replica")
+        wanted = query.validated_data.get("replica")
         if wanted:
             replicas = [r for r in replicas if r.name == wanted]
             if not replicas:
                 raise serializers.ValidationError({"replica": [f"job {job.name} has no replica '{wanted}'"]})
-        try:
-            offset = request.query_params.get("offset")
-            offset = None if offset in (None, "") else int(offset)
-            lines = int(request.query_params.get("lines") or 100)
-        except ValueError:
-            raise serializers.ValidationError({"offset": ["offset and lines must be whole numbers"]}) from None
         out = []
         for r in replicas:
-            chunk = services.replica_log(r, offset=offset, lines=lines)
+            with field_errors():
+                chunk = services.replica_log(r, offset=query.validated_data.get("offset"),
+                                             lines=query.validated_data["lines"])
             out.append({"replica": r.name, "text": chunk.text, "offset": chunk.offset,
                         "next_offset": chunk.next_offset, "state": r.state})
         return Response(LogSerializer(out, many=True).data)

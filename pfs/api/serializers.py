@@ -65,7 +65,8 @@ class ShareCreateSerializer(serializers.Serializer):
     expires = serializers.DateTimeField(required=False, allow_null=True, default=None,
                                         help_text="When the link stops working; never when omitted.")
     expires_in = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=60,
-                                          help_text="Alternatively: seconds from now.")
+                                          max_value=10 * 366 * 24 * 3600,  # ten years
+                                          help_text="Alternatively: seconds from now (at most ten years).")
 
     def validate(self, attrs):
         from django.utils import timezone

@@ -1,0 +1,73 @@
+"""Job admission under concurrency: twenty submissions at once, over real HTTP (uvicorn, as
+`make run` serves), never admit more than the user's quota. Run on SQLite by default and on
+PostgreSQL with DATABASE_URL set."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+
+from accounts.services import issue_token
+from conftest import LiveASGI, make_package
+from jobs.models import ACTIVE_STATES, Job
+from quotas.models import Quota
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PARALLEL = 20
+
+
+def submit_all(requests):
+    """POST every (token, body) at once, each from a thread of its own; the answers in order."""
+    with LiveASGI() as live, ThreadPoolExecutor(PARALLEL) as pool:
+        def post(request):
+            token, body = request
+            with httpx.Client(base_url=live.url, timeout=60) as http:
+                return http.post("/api/v2/jobs/", json=body, headers={"Authorization": f"Token {token}"})
+
+        return list(pool.map(post, requests))
+
+
+def bodies(pkg, n, **fields):
+    return [{"name": f"job-{i}", "package": pkg, "entry": "python train.py", "mode": "collective",
+             "trainers": 1, "cpu": "1", **fields} for i in range(n)]
+
+
+def test_parallel_submissions_never_exceed_max_running_jobs(alice, datacenter):
+    Quota.objects.create(datacenter=datacenter, user=alice, max_running_jobs=2)
+    pkg = make_package(alice, "fit", {"train.py": ""})
+
+    token = issue_token(alice)
+    answers = submit_all([(token, body) for body in bodies(pkg, PARALLEL)])
+
+    codes = sorted(r.status_code for r in answers)
+    assert codes == [201] * 2 + [400] * (PARALLEL - 2), [r.text for r in answers if r.status_code != 400]
+    refused = [r.json() for r in answers if r.status_code == 400]
+    assert all("2 of 2 jobs already running" in body["non_field_errors"][0] for body in refused), refused
+    assert Job.objects.filter(user=alice, state__in=ACTIVE_STATES).count() == 2
+
+
+def test_parallel_submissions_never_exceed_the_cpu_quota(alice, datacenter):
+    Quota.objects.create(datacenter=datacenter, user=alice, cpu_millicores=2000, max_running_jobs=100)
+    pkg = make_package(alice, "fit", {"train.py": ""})
+
+    token = issue_token(alice)
+    answers = submit_all([(token, body) for body in bodies(pkg, PARALLEL, cpu="1")])
+
+    assert sorted(r.status_code for r in answers) == [201] * 2 + [400] * (PARALLEL - 2)
+    assert all("quota exceeded" in r.json()["cpu"][0] for r in answers if r.status_code == 400)
+    assert Job.objects.filter(user=alice, state__in=ACTIVE_STATES).count() == 2
+
+
+def test_one_users_admissions_do_not_use_another_users_quota(alice, bob, datacenter):
+    Quota.objects.create(datacenter=datacenter, user=alice, max_running_jobs=1)
+    Quota.objects.create(datacenter=datacenter, user=bob, max_running_jobs=1)
+    pkg_a = make_package(alice, "fit", {"train.py": ""})
+    pkg_b = make_package(bob, "fit", {"train.py": ""})
+    token_a, token_b = issue_token(alice), issue_token(bob)
+
+    answers = submit_all([(token_a, b) for b in bodies(pkg_a, PARALLEL // 2)]
+                         + [(token_b, b) for b in bodies(pkg_b, PARALLEL // 2)])
+
+    assert sum(r.status_code == 201 for r in answers) == 2
+    assert Job.objects.filter(user=alice).count() == 1 and Job.objects.filter(user=bob).count() == 1
