@@ -75,9 +75,11 @@ class API:
     def _cache_key(self) -> str:
         return f"{self.username}@{self.endpoint}"
 
-    def obtain_token(self, username: str, password: str) -> str:
-        """Exchange a username and password for an API token (POST auth/token/)."""
-        response = self._send("POST", "auth/token/", json={"username": username, "password": password}, auth=False)
+    def obtain_token(self, username: str, password: str, name: str | None = None) -> str:
+        """Exchange a username and password for an API token (POST auth/token/); a `name`d
+        token replaces the one the server holds under that name."""
+        body = {"username": username, "password": password, **({"name": name} if name else {})}
+        response = self._send("POST", "auth/token/", json=body, auth=False)
         return str(response.json()["token"])
 
     def _auth_header(self) -> dict[str, str]:

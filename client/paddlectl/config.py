@@ -7,6 +7,7 @@ datacenters:
   password: secret            # or, after `paddlectl login`: token: <API token>
   endpoint: http://cloud.paddlepaddle.org
 current-datacenter: datacenter1
+device: my-laptop             # written by `paddlectl login`: this machine's token name on servers
 ```
 
 Which entry is used: `--datacenter NAME`, else $PADDLECTL_DATACENTER, else `current-datacenter`,
@@ -20,6 +21,7 @@ from the entry's own name.
 from __future__ import annotations
 
 import os
+import socket
 import stat
 import sys
 from dataclasses import dataclass, field
@@ -202,6 +204,13 @@ def _missing(cfg: Config) -> str:
     return f"{cfg.path} lists no datacenters; it should look like:\n{EXAMPLE}"
 
 
+def device_name(cfg: Config) -> str:
+    """This machine's name for its API tokens: the config's `device`, else the host name.
+    Logging in again under the same name replaces the server's token for it."""
+    name = cfg.data.get("device")
+    return str(name).strip() if name and str(name).strip() else socket.gethostname() or "paddlectl"
+
+
 def _write_private(path: Path, text: str) -> None:
     """Write atomically with mode 0600 (the file holds a password or token)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -217,8 +226,10 @@ def _write_private(path: Path, text: str) -> None:
         raise
 
 
-def save_login(cfg: Config, name: str, endpoint: str, username: str, token: str, *, make_current: bool) -> None:
-    """Store `token` for datacenter `name` in place of its password (file mode 0600)."""
+def save_login(cfg: Config, name: str, endpoint: str, username: str, token: str, *, make_current: bool,
+               device: str | None = None) -> None:
+    """Store `token` for datacenter `name` in place of its password, and the `device` name it
+    was issued to (file mode 0600)."""
     data = dict(cfg.data) if cfg.exists and "datacenters" in cfg.data else {
         "datacenters": [{"name": dc.name, "username": dc.username, "endpoint": dc.endpoint,
                          **({"password": dc.password} if dc.password else {}),
@@ -237,6 +248,8 @@ def save_login(cfg: Config, name: str, endpoint: str, username: str, token: str,
     data["datacenters"] = entries
     if make_current or not data.get("current-datacenter"):
         data["current-datacenter"] = name
+    if device:
+        data["device"] = device
     _write_private(cfg.path, yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
 
 

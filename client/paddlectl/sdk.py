@@ -73,9 +73,10 @@ class Client:
         self.close()
 
     # --- account ------------------------------------------------------------------------------
-    def login(self, username: str, password: str) -> str:
-        """Exchange credentials for an API token; later requests use it."""
-        token = self.api.obtain_token(username, password)
+    def login(self, username: str, password: str, name: str | None = None) -> str:
+        """Exchange credentials for an API token; later requests use it. A `name` (e.g. the
+        device's) replaces the token you had under that name instead of adding one."""
+        token = self.api.obtain_token(username, password, name)
         self.api._token, self.api._password, self.username = token, None, username
         self.api.username = username
         return token
@@ -125,6 +126,13 @@ class Client:
 
     def delete_registry(self, name: str) -> None:
         self.api.delete(f"registries/{_q(name)}/")
+
+    def tokens(self) -> list[dict[str, Any]]:
+        """Your API tokens (id, name, created, expiry, current), never their secrets."""
+        return list(self.api.paginate("auth/tokens/"))
+
+    def revoke_token(self, token_id: int) -> None:
+        self.api.delete(f"auth/tokens/{int(token_id)}/")
 
     # --- jobs ---------------------------------------------------------------------------------
     def list(self, all: bool = True, state: str | Iterable[str] | None = None) -> list[JobDict]:  # noqa: A002

@@ -1,4 +1,4 @@
-"""Account commands: login, logout, registry, version, config."""
+"""Account commands: login, logout, tokens, registry, version, config."""
 
 from __future__ import annotations
 
@@ -27,10 +27,13 @@ def _login_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("-password", "--password", help="your password (default: $PADDLECTL_PASSWORD, the entry's, or "
                    "asked)")
     p.add_argument("-name", "--name", help="config entry to log in with (default: the current datacenter)")
+    p.add_argument("-device", "--device", help="this machine's name for its token (default: the config's, else the "
+                   "host name); logging in again from it replaces its token")
 
 
 @command("login", "Log in and store an API token in the config instead of the password.", setup=_login_setup,
-         usage="paddlectl login [-endpoint URL] [-username NAME] [-password PASSWORD] [-name DATACENTER]")
+         usage="paddlectl login [-endpoint URL] [-username NAME] [-password PASSWORD] [-name DATACENTER] "
+         "[-device NAME]")
 def login(ctx: Context, args: argparse.Namespace) -> int:
     cfg = ctx.config()
     name = args.name or ctx.datacenter or os.environ.get(cfgmod.ENV_DATACENTER) or cfg.current
@@ -44,12 +47,14 @@ def login(ctx: Context, args: argparse.Namespace) -> int:
     username = username or _prompt("username")
     password = (args.password or os.environ.get(cfgmod.ENV_PASSWORD)
                 or (entry.password if entry and entry.username == username else None) or _prompt("password", True))
+    device = args.device or cfgmod.device_name(cfg)
     with API(endpoint) as api:
-        token = api.obtain_token(username, password)
+        token = api.obtain_token(username, password, device)
     name = name or "default"
-    cfgmod.save_login(cfg, name, endpoint, username, token, make_current=not cfg.current or bool(args.name))
-    print(f"Logged in to {cfgmod.normalize_endpoint(endpoint)} as {username}; the token is stored in {cfg.path} "
-          f"(datacenter {name}).")
+    cfgmod.save_login(cfg, name, endpoint, username, token, make_current=not cfg.current or bool(args.name),
+                      device=device)
+    print(f"Logged in to {cfgmod.normalize_endpoint(endpoint)} as {username}; the token for device {device} is "
+          f"stored in {cfg.path} (datacenter {name}).")
     return 0
 
 
@@ -65,6 +70,29 @@ def logout(ctx: Context, args: argparse.Namespace) -> int:
         print(f"Logged out of {dc.name}: the token was removed from {cfg.path}.")
     else:
         print(f"No token stored for {dc.name}.")
+    return 0
+
+
+def _tokens_setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", nargs="?", choices=("list", "revoke"), default="list", help="list (the default) or revoke")
+    p.add_argument("id", nargs="?", type=int, help="the token to revoke (an ID from the list)")
+
+
+@command("tokens", "List your API tokens, or revoke one.", setup=_tokens_setup,
+         usage="paddlectl tokens [list] | tokens revoke <ID>")
+def tokens(ctx: Context, args: argparse.Namespace) -> int:
+    if args.action == "revoke":
+        if args.id is None:
+            raise UsageError("which token? paddlectl tokens revoke <ID> (IDs are in `paddlectl tokens`)")
+        ctx.client.revoke_token(args.id)
+        print(f"token {args.id} revoked")
+        return 0
+    output.emit(ctx.client.tokens(), ctx.output,
+                [("ID", lambda t: t["id"]), ("NAME", lambda t: t.get("name") or "(unnamed)"),
+                 ("CREATED", lambda t: output.timestamp(t.get("created"))),
+                 ("EXPIRES", lambda t: output.timestamp(t["expiry"]) if t.get("expiry") else "never"),
+                 ("CURRENT", lambda t: "*" if t.get("current") else "")],
+                name=lambda t: str(t["id"]))
     return 0
 
 
