@@ -67,9 +67,10 @@ def local_isolation(dc: Datacenter) -> list[str]:
     elif why := sandbox.probe():
         lines = [f"Sandbox UNAVAILABLE: jobs fail with SandboxUnavailable. {why}"]
     else:
-        lines = ["Sandbox enforced (bubblewrap): every job runs as its user's own uid in a network namespace "
-                 "of its own, every replica in its own mount and PID namespace, with no capabilities and "
-                 "no internet access."]
+        way_out = ("internet access through slirp4netns (never the host's loopback)" if cfg.internet
+                   else "no network access beyond the job's own replicas")
+        lines = [f"Sandbox enforced (bubblewrap): every job runs as its user's own uid in a network namespace "
+                 f"of its own, every replica in its own mount and PID namespace, with no capabilities; {way_out}."]
     support = cgroups.support()
     enforced = {"memory": "memory", "cpu": "CPU", "pids": f"pids (at most {cfg.pids_limit} per replica)"}
     lines += [f"Limit enforced: {enforced[c]}" for c in sorted(support.parents)]

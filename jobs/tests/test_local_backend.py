@@ -16,6 +16,14 @@ from jobs.tests.helpers import job_processes, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+@pytest.fixture(autouse=True)
+def no_job_left_behind(transactional_db):
+    """Jobs a test leaves running are stopped, their network namespaces and cgroups dropped."""
+    yield
+    for job in Job.objects.select_related("datacenter"):
+        LocalBackend(job.datacenter).delete(job)
+
 PS_WORKLOAD = """
 import json, os, sys, time
 json.dump(dict(os.environ), open("env.json", "w"))

@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 from pathlib import Path
 
 import psutil
@@ -15,6 +16,7 @@ from django.db import connection
 from accounts.models import Datacenter
 from jobs import logstore, services
 from jobs.backends.local import LocalBackend, cgroups, netns, sandbox
+from jobs.models import Job
 from jobs.tasks import launch_job
 from jobs.tests.helpers import job_processes, wait_for
 from jobs.tests.test_local_backend import run_until_done, submit
@@ -72,6 +74,15 @@ def _tcp_open(port: int) -> bool:
         return True
     except OSError:
         return False
+
+
+@pytest.fixture(autouse=True)
+def no_job_left_behind(transactional_db):
+    """Whatever a test leaves running (an assertion failed before its kill) is stopped, and its
+    network namespace and cgroups are dropped."""
+    yield
+    for job in Job.objects.select_related("datacenter"):
+        LocalBackend(job.datacenter).delete(job)
 
 
 @pytest.fixture(autouse=True)
@@ -347,3 +358,65 @@ def test_the_admin_page_shows_an_unavailable_sandbox_and_refuses_bad_local_setti
         "name": "local", "backend": "local", "description": "", "config": '{"pids_limit": 5}', "kubeconfig": ""})
     assert res.status_code == 200
     assert "pids_limit: must be a whole number from 16 to 4194304" in res.content.decode()
+
+
+EGRESS = r"""
+import os, socket
+port = int(os.environ["PORT"])
+for name, host in (("outward", os.environ["OUTWARD"]), ("host loopback", "10.0.2.2"), ("loopback", "127.0.0.1")):
+    try:
+        socket.create_connection((host, port), timeout=3).recv(10)
+        print(name, "reached", flush=True)
+    except OSError as e:
+        print(name, "refused", type(e).__name__, flush=True)
+"""
+
+
+@pytest.fixture
+def host_server():
+    """A TCP server of the host's on all its addresses; yields (an outward address, port)."""
+    outward = next(a.address for addrs in psutil.net_if_addrs().values() for a in addrs
+                   if a.family == socket.AF_INET and not a.address.startswith("127."))
+    server = socket.create_server(("0.0.0.0", 0))
+    stop = threading.Event()
+
+    def serve():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            conn.sendall(b"hi")
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield outward, server.getsockname()[1]
+    stop.set()
+    thread.join(5)
+    server.close()
+
+
+@pytest.mark.parametrize("internet", [True, False])
+def test_internet_is_a_datacenter_setting_and_never_opens_the_hosts_loopback(alice, host_server, internet):
+    outward, port = host_server
+    assert _tcp_open(port)  # the server answers on the host's loopback
+    set_config(internet=internet)
+    job = run_until_done(submit(alice, "egress", {"train.py": EGRESS}, mode="collective", pservers=0, trainers=1,
+                                env={"OUTWARD": outward, "PORT": str(port)}))
+    text = logstore.read(job.replicas.get()).text
+    assert ("outward reached" in text) is internet, text
+    assert "host loopback refused" in text and "loopback refused" in text, text
+    slirps = [p for p in psutil.process_iter(["cmdline"]) if str(netns.path(job)) in " ".join(p.info["cmdline"] or [])]
+    assert slirps == []  # the way out went with the job
+
+
+def test_the_sandbox_resolves_its_own_hostname_and_user_as_gloo_and_getpass_need(alice):
+    probe = ("import getpass, socket\n"
+             "print('host', socket.gethostname(), socket.gethostbyname(socket.gethostname()), flush=True)\n"
+             "print('user', getpass.getuser(), flush=True)\n")
+    job = run_until_done(submit(alice, "names", {"train.py": probe}, mode="collective", pservers=0, trainers=1))
+    assert job.state == "Succeeded", job.message
+    text = logstore.read(job.replicas.get()).text
+    assert "host names-trainer-0 127.0.0.1" in text and "user alice" in text

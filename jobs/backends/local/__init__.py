@@ -35,7 +35,7 @@ from pfs.paths import resolve
 from ... import contract, logstore, runtime
 from ...models import Job, Replica, ReplicaState
 from ..base import Backend, LaunchError, ReplicaStatus, copy_tree_atomic, snapshot_package
-from . import cgroups, config, netns, sandbox
+from . import cgroups, config, egress, netns, sandbox
 
 SHIM = Path(__file__).resolve().parents[2] / "shim.py"
 HOST = "127.0.0.1"
@@ -109,6 +109,11 @@ class LocalBackend(Backend):
         ns = None
         if cfg.sandboxed:
             ns = netns.ensure(job)
+            if cfg.internet:
+                if not shutil.which("slirp4netns"):
+                    raise LaunchError("SandboxUnavailable", "internet is on for this datacenter but slirp4netns "
+                                      "is not installed: `sudo apt-get install slirp4netns`")
+                egress.start(ns, self._egress_pid_file(job))
             sandbox.give_to(home.disk, sandbox.job_uid(job.user))  # what the service put there since
         for replica in replicas:
             if not Job.objects.filter(pk=job.pk, state=job.state).exists():
@@ -159,10 +164,12 @@ class LocalBackend(Backend):
         if cfg.sandboxed:
             uid = sandbox.job_uid(job.user)
             sandbox.give_to(work, uid)
-            sandbox.write_etc(rdir / "etc", uid, job.user.get_username(), home.virtual)
+            hostname = f"{job.name}-{replica.name}"[:63]
+            sandbox.write_etc(rdir / "etc", uid, job.user.get_username(), home.virtual, hostname,
+                              egress.RESOLV_CONF if cfg.internet else "")
             public = resolve(job.user, f"/pfs/{job.datacenter.name}/public")
             sandbox.write_options(state / "sandbox.args", sandbox.options(
-                hostname=f"{job.name}-{replica.name}"[:63], work=work, home=home.disk, home_at=home.virtual,
+                hostname=hostname, work=work, home=home.disk, home_at=home.virtual,
                 public=public.disk, public_at=public.virtual, venv=bin_dir.parent, etc=rdir / "etc", env=env))
             keeper += ["--fd3", str(state / "sandbox.args"), "--sandboxed", "--", *sandbox.command(ns, uid, argv)]
             env = {"PATH": KEEPER_PATH, "LANG": "C.UTF-8"}
@@ -200,9 +207,13 @@ class LocalBackend(Backend):
         self._release(job, replicas)
         shutil.rmtree(self.job_dir(job), ignore_errors=True)
 
+    def _egress_pid_file(self, job) -> Path:
+        return self.job_dir(job) / "slirp4netns.pid"
+
     def _release(self, job, replicas) -> None:
-        """Drop what the job's replicas held on the host: its network namespace, any cgroup a
-        keeper that died left behind (idempotent)."""
+        """Drop what the job's replicas held on the host: its network namespace and route out,
+        any cgroup a keeper that died left behind (idempotent)."""
+        egress.stop(self._egress_pid_file(job))
         netns.remove(job)
         for replica in replicas:
             cgroups.remove(_cgroup_name(job, replica))

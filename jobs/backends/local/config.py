@@ -6,10 +6,13 @@
                 "none": the explicit single-user opt-out. Replicas run as the service's own user and
                 can read and change everything the service can (its database, secret key, every
                 user's files). Only for a machine where the one user is also the operator.
+    internet    false (default): a sandboxed job reaches nothing outside its own network namespace.
+                true: it also gets a NAT'd route out through slirp4netns (egress.py), with the host's
+                loopback disabled: the internet and the host's outward addresses, never 127.0.0.1.
     pids_limit  the most processes and threads one replica may have (default 1024); a fork bomb
                 stops there. Enforced through the cgroup pids controller where the machine has it.
 
-Example: {"isolation": "sandbox", "pids_limit": 2048}
+Example: {"isolation": "sandbox", "internet": true, "pids_limit": 2048}
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 
 ISOLATION_CHOICES = ("sandbox", "none")
 DEFAULT_PIDS_LIMIT = 1024
-KEYS = frozenset({"isolation", "pids_limit"})
+KEYS = frozenset({"isolation", "internet", "pids_limit"})
 
 
 class SettingsError(ValueError):
@@ -28,6 +31,7 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class LocalSettings:
     isolation: str = "sandbox"
+    internet: bool = False
     pids_limit: int = DEFAULT_PIDS_LIMIT
 
     @property
@@ -46,7 +50,10 @@ def parse(config: dict | None) -> LocalSettings:
     isolation = config.get("isolation", "sandbox")
     if isolation not in ISOLATION_CHOICES:
         raise SettingsError(f"isolation: must be one of {', '.join(ISOLATION_CHOICES)}")
+    internet = config.get("internet", False)
+    if not isinstance(internet, bool):
+        raise SettingsError("internet: must be true or false")
     pids = config.get("pids_limit", DEFAULT_PIDS_LIMIT)
     if isinstance(pids, bool) or not isinstance(pids, int) or not 16 <= pids <= 4_194_304:
         raise SettingsError("pids_limit: must be a whole number from 16 to 4194304")
-    return LocalSettings(isolation, pids)
+    return LocalSettings(isolation, internet, pids)

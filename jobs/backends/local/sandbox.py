@@ -49,7 +49,7 @@ def _base_options() -> list[str]:
         elif host.is_dir():
             opts += ["--ro-bind", str(host), str(host)]
     opts += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm",
-             "--perms", "1777", "--tmpfs", "/tmp"]
+             "--perms", "1777", "--tmpfs", "/tmp", "--perms", "0755", "--dir", "/etc"]
     for etc in ("/etc/ld.so.cache", "/etc/ssl", "/etc/ca-certificates", "/etc/localtime"):
         opts += ["--ro-bind-try", etc, etc]
     return opts
@@ -111,7 +111,7 @@ def options(*, hostname: str, work: Path, home: Path, home_at: str, public: Path
         if target.startswith("/usr/"):
             continue  # already there
         opts += _dirs_for(target, made) + [kind, str(source), target]
-    for name in ("passwd", "group", "hosts"):
+    for name in ("passwd", "group", "hosts", "resolv.conf", "nsswitch.conf"):
         opts += ["--ro-bind", str(etc / name), f"/etc/{name}"]
     opts += ["--chdir", str(work), "--clearenv"]
     for key, value in env.items():
@@ -130,12 +130,15 @@ def write_options(path: Path, opts: list[str]) -> None:
         f.write(b"".join(o.encode() + b"\0" for o in opts))
 
 
-def write_etc(etc: Path, uid: int, username: str, home_at: str) -> None:
-    """Minimal account files, so tools that look up the current user find one."""
+def write_etc(etc: Path, uid: int, username: str, home_at: str, hostname: str, resolv_conf: str) -> None:
+    """Minimal account and host files, so tools that look up the current user or resolve the
+    sandbox's own hostname (as gloo does) find them; resolv.conf only where there is a way out."""
     etc.mkdir(parents=True, exist_ok=True)
     (etc / "passwd").write_text(f"root:x:0:0::/:/usr/sbin/nologin\n{username}:x:{uid}:{uid}::{home_at}:/bin/sh\n")
     (etc / "group").write_text(f"root:x:0:\n{username}:x:{uid}:\n")
-    (etc / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
+    (etc / "hosts").write_text(f"127.0.0.1 localhost {hostname}\n::1 localhost\n")
+    (etc / "resolv.conf").write_text(resolv_conf)
+    (etc / "nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files dns\n")
 
 
 def give_to(top: Path, uid: int) -> None:

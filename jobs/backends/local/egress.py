@@ -1,0 +1,62 @@
+"""Outside access for a network namespace, through slirp4netns (user-mode NAT, Debian package
+`slirp4netns`), with the host's loopback disabled: a job with `internet` on reaches the internet
+and whatever the host serves on its outward addresses, like any outside client would, but never
+the service's sockets on 127.0.0.1. Its DNS resolver is slirp4netns's, at 10.0.2.3.
+
+slirp4netns runs in a session of its own, so a restarted worker does not take it down; its pid
+file says which process to stop when the namespace goes.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+RESOLV_CONF = "nameserver 10.0.2.3\n"
+READY_TIMEOUT = 10.0
+
+
+def _live(pid_file: Path) -> int | None:
+    try:
+        pid = int(pid_file.read_text())
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except (OSError, ValueError):
+        return None
+    return pid if b"slirp4netns" in cmdline else None
+
+
+def start(netns: Path, pid_file: Path) -> None:
+    """Give `netns` a NAT'd route out (idempotent)."""
+    if _live(pid_file):
+        return
+    read_end, write_end = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            ["slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback", f"--ready-fd={write_end}",
+             "--netns-type=path", str(netns), "tap0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(write_end,),
+            start_new_session=True)
+        os.close(write_end)
+        ready, _, _ = select.select([read_end], [], [], READY_TIMEOUT)
+        if not ready or not os.read(read_end, 1):
+            proc.kill()
+            raise OSError(f"slirp4netns did not configure {netns}: {proc.communicate()[1].decode()[-500:]}")
+    finally:
+        os.close(read_end)
+    proc.stderr.close()
+    pid_file.write_text(str(proc.pid))
+
+
+def stop(pid_file: Path) -> None:
+    pid = _live(pid_file)
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        while _live(pid_file) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    pid_file.unlink(missing_ok=True)
