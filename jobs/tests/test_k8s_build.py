@@ -11,6 +11,7 @@ import pytest
 from django.db import connection
 
 from accounts.models import Registry
+from jobs.backends import k8s_hardening
 from jobs.backends.k8s_build import IMAGE_TAR, PUSH_AUTH
 from jobs.models import JobState
 
@@ -119,6 +120,15 @@ def test_only_the_push_container_holds_the_push_credentials_and_only_while_the_b
     assert auths_of(cluster, ns, "fit-push") == PUSH
     assert {"name": "DOCKER_CONFIG", "value": PUSH_AUTH} in push["env"] and "env" not in kaniko
     assert ("secrets", "push") not in cluster.objects_in(ns), "the push secret is never copied whole"
+    # kaniko must be root to unpack images and run RUN steps: it keeps only the file capabilities.
+    assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert spec["automountServiceAccountToken"] is False and not spec["hostNetwork"] and not spec["hostPID"]
+    assert kaniko["securityContext"] == {"runAsUser": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
+                                         "privileged": False, "capabilities": {
+                                             "drop": ["ALL"], "add": k8s_hardening.BUILD_CAPABILITIES}}
+    assert push["securityContext"] == {"runAsUser": 65532, "runAsGroup": 65532, "runAsNonRoot": True,
+                                       "allowPrivilegeEscalation": False, "privileged": False,
+                                       "capabilities": {"drop": ["ALL"]}}
     cluster.job_condition(ns, "fit-build", "Complete", "Completed", "")
     t.join(30)
     job.refresh_from_db()
