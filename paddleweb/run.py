@@ -1,0 +1,80 @@
+"""`make run`: the whole service on this machine, one instance per state directory.
+
+1. Takes an exclusive lock on `<PADDLECLOUD_VAR>/run.lock` for the life of the tree (every
+   process of it inherits the locked descriptor), so a second `make run` on the same state
+   directory stops at once with a clear message instead of starting a second Redis, worker and
+   watcher over the first one's files.
+2. Migrates, bootstraps and collects static files.
+3. Runs the Procfile under honcho, whose rule is ours: when any process exits, every other is
+   stopped and the run ends. So a dead worker, watcher, beat, Redis or web server is never left
+   behind a half-alive service; this says so, and the operator starts it again.
+
+(Why not restart in place: a crash loop would then hide behind a service that looks up; the
+health endpoint and the probes cover long-running deployments, which run each part apart.)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+
+
+def _lock(path: str) -> int | None:
+    """The locked descriptor, or None when another run holds the lock."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    os.set_inheritable(fd, True)  # held while any process of the tree lives
+    return fd
+
+
+def _holder(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip() or "?"
+    except OSError:
+        return "?"
+
+
+def main() -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "paddleweb.settings")
+    from django.conf import settings
+
+    lock_path = str(settings.VAR_DIR / "run.lock")
+    fd = _lock(lock_path)
+    if fd is None:
+        print(f"paddlecloud: another `make run` (pid {_holder(lock_path)}) is already running on "
+              f"{settings.VAR_DIR}; stop it first, or set PADDLECLOUD_VAR to another state directory.",
+              file=sys.stderr, flush=True)
+        return 1
+    python, bin_dir = sys.executable, os.path.dirname(sys.executable)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}  # the Procfile's commands
+    for step in (["migrate", "--noinput", "-v0"], ["bootstrap"], ["collectstatic", "--noinput", "-v0"]):
+        if subprocess.call([python, "manage.py", *step], cwd=settings.BASE_DIR, env=env, pass_fds=(fd,)) != 0:
+            print(f"paddlecloud: `manage.py {step[0]}` failed; not starting.", file=sys.stderr, flush=True)
+            return 1
+    honcho = subprocess.Popen([os.path.join(bin_dir, "honcho"), "start"], cwd=settings.BASE_DIR, env=env,
+                              pass_fds=(fd,))
+    # Ctrl-C reaches honcho too (same process group): it stops the tree, and we report.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *a: honcho.send_signal(signal.SIGTERM))
+    rc = honcho.wait()
+    if rc in (130, 143):  # honcho's codes for a stop it was asked for (SIGINT, SIGTERM)
+        print("paddlecloud: stopped.", flush=True)
+        return 0
+    print(f"paddlecloud: a process of the service exited (the first 'stopped (rc=…)' line above says which), "
+          f"so every other one was stopped too, rather than leaving the service half-running. "
+          f"Run `make run` again to start it (honcho exited with {rc}).", file=sys.stderr, flush=True)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""`make run`'s process tree (paddleweb/run.py: a lock, then the Procfile under honcho), started
+for real on a state directory of its own: every part reports in at /api/v2/health/, a second run
+on the same state directory is refused without disturbing the first, and a worker killed with -9
+takes the whole tree down with a message instead of leaving a service without a worker."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import psutil
+import pytest
+from django.conf import settings
+
+from paddleweb import embedded_redis
+
+# The test run's own settings travel in the environment; the tree must use its defaults instead
+# (SQLite and a bundled Redis in its state directory).
+TEST_ONLY_ENV = ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL", "PADDLECLOUD_REDIS_SOCKET",
+                 "CELERY_QUEUE", "CHANNELS_PREFIX", "PFS_ROOT", "JOBS_ROOT", "LOGS_ROOT", "VENVS_ROOT")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _health(port: int) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/health/", timeout=5) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+
+class Tree:
+    def __init__(self, var):
+        self.var, self.port = var, _free_port()
+        self.env = {k: v for k, v in os.environ.items() if k not in TEST_ONLY_ENV}
+        self.env.update(PADDLECLOUD_VAR=str(var), PADDLECLOUD_PORT=str(self.port),
+                        HEARTBEAT_INTERVAL="1", HEARTBEAT_TTL="3")
+        self.log = var / "run.log"
+
+    def start(self, *args) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "paddleweb.run", *args], cwd=settings.BASE_DIR,
+                                env=self.env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def processes(self) -> list[psutil.Process]:
+        return psutil.Process(self.proc.pid).children(recursive=True)
+
+
+def _wait(predicate, seconds: float, what: str, tree: Tree):
+    deadline = time.monotonic() + seconds
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}; output:\n{tree.output()[-4000:]}"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    tree = Tree(tmp_path_factory.mktemp("run-var"))
+    tree.proc = tree.start()
+    everything: list[psutil.Process] = []
+    try:
+        def all_up():
+            assert tree.proc.poll() is None, f"make run ended:\n{tree.output()[-4000:]}"
+            try:
+                return _health(tree.port)[0] == 200
+            except OSError:
+                return False
+
+        _wait(all_up, 240, "every part to report in", tree)
+        everything = [psutil.Process(tree.proc.pid), *tree.processes()]
+        yield tree
+    finally:
+        for p in everything:
+            try:
+                p.send_signal(signal.SIGKILL)
+            except psutil.NoSuchProcess:
+                pass
+        tree.proc.kill()
+        tree.proc.wait()
+
+
+def test_every_part_reports_in_at_the_health_endpoint(tree):
+    code, body = _health(tree.port)
+    assert code == 200 and body["status"] == "ok"
+    assert {name: part["up"] for name, part in body["parts"].items()} == {
+        "web": True, "db": True, "redis": True, "worker": True, "watcher": True}
+    assert body["parts"]["worker"]["hosts"] == [socket.gethostname()]
+
+
+def test_a_second_run_on_the_same_state_directory_is_refused(tree):
+    before = tree.output()
+    second = tree.start()
+    assert second.wait(60) == 1
+    said = tree.output()[len(before):]
+    assert "another `make run`" in said and f"pid {tree.proc.pid}" in said and str(tree.var) in said
+    assert "started (pid=" not in said  # no second honcho, worker or Redis
+    assert embedded_redis.is_up(str(tree.var / "redis.sock"))  # the first one's Redis is untouched
+    assert _health(tree.port)[0] == 200
+
+
+def test_a_second_bundled_redis_leaves_the_first_ones_socket_alone(tree):
+    second = subprocess.run([sys.executable, "-m", "paddleweb.embedded_redis"], cwd=settings.BASE_DIR,
+                            env=tree.env, capture_output=True, text=True, timeout=60)
+    assert second.returncode == 1 and "already answers" in second.stderr
+    assert embedded_redis.is_up(str(tree.var / "redis.sock"))
+
+
+def test_a_worker_killed_with_9_stops_the_whole_tree_with_a_message(tree):
+    processes = tree.processes()
+    # The worker's main process: a celery worker whose parent is honcho's shell, not another one.
+    worker = next(p for p in processes if "worker" in p.cmdline() and "celery" in " ".join(p.cmdline())
+                  and p.parent().name() != p.name())
+    worker.send_signal(signal.SIGKILL)
+    assert tree.proc.wait(60) == 1
+    assert "a process of the service exited" in tree.output()
+    assert "worker.1 stopped (rc=-9)" in tree.output() or "worker.1 stopped (rc=137)" in tree.output()
+    _wait(lambda: not [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE],
+          30, "every process of the tree to end", tree)
