@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
@@ -21,20 +22,13 @@ def create_token(user, *, name: str = "", never_expires: bool = False) -> tuple[
     if len(name) > TOKEN_NAME_MAX:
         raise ValidationError({"name": [f"at most {TOKEN_NAME_MAX} characters"]})
     expiry = {"expiry": None} if never_expires else {}
-    failures = 0
-    while True:
-        try:
-            with transaction.atomic():
-                if name:
-                    AuthToken.objects.filter(user=user, info__name=name).delete()
-                auth_token, secret = AuthToken.objects.create(user=user, **expiry)
-                info = ApiToken.objects.create(auth_token=auth_token, user=user, name=name)
-            return info, secret
-        except IntegrityError:
-            # Another login from the same device won the race: replace its token in turn.
-            failures += 1
-            if failures == 3:
-                raise
+    with transaction.atomic():
+        # Logins of one user queue here, so two at once from one device leave one token.
+        get_user_model().objects.select_for_update().get(pk=user.pk)
+        if name:
+            AuthToken.objects.filter(user=user, info__name=name).delete()
+        auth_token, secret = AuthToken.objects.create(user=user, **expiry)
+        return ApiToken.objects.create(auth_token=auth_token, user=user, name=name), secret
 
 
 def issue_token(user, *, name: str = "", never_expires: bool = False) -> str:

@@ -118,3 +118,31 @@ def test_the_api_tokens_page_lists_and_revokes_tokens(client, alice, bob):
     assert "Token laptop revoked" in res.content.decode()
     assert list(ApiToken.objects.filter(user=alice).values_list("name", flat=True)) == ["old-cli"]
     assert ApiToken.objects.filter(pk=bobs.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_logins_at_once_from_one_device_leave_one_working_token(alice):
+    import threading
+
+    from django.db import connection
+
+    start, secrets, errors = threading.Barrier(6), [], []
+
+    def log_in():
+        try:
+            start.wait(30)
+            secrets.append(services.issue_token(alice, name="laptop"))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=log_in) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == [] and len(secrets) == 6
+    assert ApiToken.objects.filter(user=alice, name="laptop").count() == 1 == AuthToken.objects.count()
+    working = [s for s in secrets if api(s).get("/api/v2/jobs/").status_code == 200]
+    assert len(working) == 1
