@@ -61,3 +61,17 @@ def test_a_new_x_forwarded_for_on_each_try_does_not_get_round_the_limit_on_the_r
     right = httpx.post(f"{web}/api/v2/auth/token/", json={"username": "alice", "password": "password"},
                        headers={"X-Forwarded-For": "192.0.2.99"}, timeout=30)
     assert right.status_code == 429 and "too many failed logins" in right.json()["detail"]
+
+
+def test_the_login_page_answers_a_locked_out_address_with_the_cool_down_page_on_the_real_server(web):
+    with httpx.Client(base_url=web, timeout=30) as browser:
+        codes = []
+        for i in range(4):
+            browser.get("/login/")
+            codes.append(browser.post("/login/", data={"username": "alice", "password": "wrong",
+                                                       "csrfmiddlewaretoken": browser.cookies["csrftoken"]},
+                                      headers={"X-Forwarded-For": f"192.0.2.{i}"}).status_code)
+        res = browser.post("/login/", data={"username": "alice", "password": "password",
+                                            "csrfmiddlewaretoken": browser.cookies["csrftoken"]})
+    assert codes == [200, 200, 429, 429]
+    assert res.status_code == 429 and "Too many failed logins" in res.text and "sessionid" not in browser.cookies
