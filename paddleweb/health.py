@@ -130,9 +130,5 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     import os
 
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "paddleweb.settings")
-
-    django.setup()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "paddleweb.settings")  # settings alone: no app loading
     sys.exit(main(sys.argv[1:]))

@@ -1,7 +1,8 @@
-"""A Celery worker killed with -9 mid-job, then started again: the job ends in the right state.
+"""A Celery worker killed with -9 mid-job, then started again: the job ends in the right state;
+and while no worker is alive, /api/v2/health/, the probe command and the pages say so.
 
-The worker here is a real `celery worker -B` process (as in `make run`), sharing the test
-database and Redis; the watcher runs in a thread of the test."""
+The worker here is a real `celery worker -B` process, sharing the test database and Redis; the
+watcher runs in a thread of the test."""
 
 import fcntl
 import os
@@ -13,10 +14,12 @@ import time
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.test import Client
 
 from conftest import make_package, running_system
 from jobs import runtime, services
 from jobs.tests.helpers import job_processes, wait_for, wait_state
+from paddleweb import health
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,7 +35,8 @@ def worker_process() -> subprocess.Popen:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "paddleweb.settings", "DATABASE_URL": database_url(),
            "PFS_ROOT": str(settings.PFS_ROOT), "JOBS_ROOT": str(settings.JOBS_ROOT),
            "LOGS_ROOT": str(settings.LOGS_ROOT), "VENVS_ROOT": str(settings.VENVS_ROOT),
-           "LAUNCH_LEASE_SECONDS": "2", "RECONCILE_INTERVAL": "1"}
+           "LAUNCH_LEASE_SECONDS": "2", "RECONCILE_INTERVAL": "1",
+           "HEARTBEAT_INTERVAL": "0.5", "HEARTBEAT_TTL": "2"}
     if not os.environ.get("REDIS_URL"):
         env["REDIS_URL"] = settings.REDIS_URL
     return subprocess.Popen(
@@ -114,3 +118,62 @@ def test_worker_killed_while_building_the_runtime_is_taken_over_after_restart(al
     events = list(job.events.filter(replica=None).values_list("state", flat=True))
     assert events == ["Queued", "Building", "Starting", "Running", "Succeeded"]
     wait_for(lambda: not job_processes(job), 10, what="processes to go")
+
+
+@pytest.fixture
+def no_heartbeats():
+    """No worker or watcher beats for this test's start (none outlives its test, but a
+    heartbeat left by a killed one lasts its time to live)."""
+    r = health._redis()
+    for key in r.scan_iter(f"{health.PREFIX}*"):
+        r.delete(key)
+
+
+def _health() -> tuple[int, dict]:
+    resp = Client().get("/api/v2/health/")
+    return resp.status_code, resp.json()
+
+
+def _probe(role: str) -> subprocess.CompletedProcess:
+    """The Kubernetes liveness command of the worker and watcher pods."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "paddleweb.settings", "REDIS_URL": settings.REDIS_URL}
+    return subprocess.run([sys.executable, "-m", "paddleweb.health", role], cwd=settings.BASE_DIR, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_health_reports_a_worker_killed_with_9(alice, no_heartbeats, start_worker):
+    with running_system(worker=False):  # the watcher, in a thread of the test
+        worker = start_worker()
+        wait_for(lambda: _health()[0] == 200, 60, what="the worker's first heartbeat")
+        code, body = _health()
+        assert body["status"] == "ok" and body["parts"]["worker"]["up"] and body["parts"]["watcher"]["up"]
+        assert _probe("worker").returncode == 0
+        kill_9(worker)
+        wait_for(lambda: _health()[0] == 503, 30, what="the dead worker to be reported")
+        code, body = _health()
+        assert body["status"] == "unavailable"
+        assert body["parts"]["worker"] == {"up": False, "hosts": []}
+        assert body["parts"]["watcher"]["up"] and body["parts"]["db"]["up"] and body["parts"]["redis"]["up"]
+        # Parts that still work answer for themselves (the web pod's probes ask this way).
+        assert Client().get("/api/v2/health/?only=web,db,redis").status_code == 200
+        probe = _probe("worker")
+        assert probe.returncode == 1 and "no heartbeat" in probe.stdout
+
+
+def test_the_health_endpoint_refuses_unknown_parts(db):
+    resp = Client().get("/api/v2/health/?only=web,brain")
+    assert resp.status_code == 400 and "brain" in resp.json()["only"][0]
+
+
+def test_pages_show_a_banner_while_no_worker_is_alive(alice, no_heartbeats, start_worker):
+    browser = Client()
+    browser.force_login(alice)
+    with running_system(worker=False):
+        wait_for(lambda: health.alive("watcher"), 30, what="the watcher's heartbeat")
+        page = browser.get("/jobs/").content.decode()
+        assert "No worker is running: queued jobs wait until one starts." in page
+        assert "watcher" not in page.split("service-warning")[1].split("</p>")[0]
+        start_worker()
+        wait_for(lambda: health.alive("worker"), 60, what="the worker's heartbeat")
+        assert "service-warning" not in browser.get("/jobs/").content.decode()
+    assert "No jobs watcher is running" in browser.get("/jobs/").content.decode()  # its thread stopped
