@@ -214,8 +214,6 @@ HTTPS = env.bool("HTTPS", False)
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", HTTPS)
 SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", HTTPS)
 CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", HTTPS)
-# Kubernetes probes call the health endpoint over the pod's plain http: answer them, not redirect.
-SECURE_REDIRECT_EXEMPT = [r"^api/v2/health/$"]
 SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
 # The preload directive only matters once the operator submits the domain to the browsers' list.
