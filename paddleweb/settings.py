@@ -165,6 +165,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.float("LOGIN_COOLOFF_MINUTES", 15.0))
 AXES_RESET_ON_SUCCESS = False
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "accounts.throttle.client_address"
+AXES_VERBOSE = False  # no start-up banner on every manage.py command; lockouts are still logged
 # The client's address is REMOTE_ADDR unless the operator says how many proxies of their own
 # stand in front (each appends to X-Forwarded-For); a header the client sends is never trusted.
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", 0)
