@@ -3,6 +3,11 @@
 The key is a hash of the interpreter version and the requirements text, so paddlepaddle is
 installed once and every later job with the same requirements reuses it. Builds are serialised
 by a file lock; a build that died half-way (no `.ready` marker) is thrown away and redone.
+
+`pip install` runs the setup scripts of packages the user chose, so with the datacenter's
+isolation on it runs sandboxed like a job (jobs/backends/local/sandbox.py): as the build uid,
+with only the virtualenv being built writable and a route out through slirp4netns that never
+reaches the host's loopback (the service's Redis, database and web server).
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
+
+from .backends.local import egress, netns, sandbox
 
 READY = ".ready"
 
@@ -42,7 +50,7 @@ def is_ready(requirements: str) -> bool:
     return (env_dir(requirements) / READY).exists()
 
 
-def ensure_env(requirements: str, heartbeat: Callable[[], None] = lambda: None) -> Path:
+def ensure_env(requirements: str, heartbeat: Callable[[], None] = lambda: None, *, sandboxed: bool = True) -> Path:
     """The bin/ directory of a ready virtualenv with `requirements` installed."""
     target = env_dir(requirements)
     if (target / READY).exists():
@@ -58,11 +66,39 @@ def ensure_env(requirements: str, heartbeat: Callable[[], None] = lambda: None) 
                 time.sleep(1)
         if not (target / READY).exists():
             shutil.rmtree(target, ignore_errors=True)
-            _build(target, requirements, heartbeat)
+            _build(target, requirements, heartbeat, sandboxed)
     return target / "bin"
 
 
-def _build(target: Path, requirements: str, heartbeat: Callable[[], None]) -> None:
+@contextmanager
+def _isolated(target: Path, sandboxed: bool) -> Iterator[Callable[[list[str]], list[str]]]:
+    """Yields what turns the pip command into its sandboxed form (or leaves it, isolation off)."""
+    if not sandboxed:
+        yield lambda cmd: cmd
+        return
+    ns_name = f"pc-b-{hashlib.sha256(str(target).encode()).hexdigest()[:12]}"
+    etc, pid_file = Path(f"{target}.etc"), Path(f"{target}.slirp4netns.pid")
+    try:
+        try:
+            ns = netns.ensure(ns_name)
+            egress.start(ns, pid_file)
+        except OSError as e:
+            raise RuntimeEnvError("the sandbox for pip install cannot start", str(e)) from e
+        etc.mkdir(exist_ok=True)
+        (etc / "hosts").write_text("127.0.0.1 localhost paddlecloud-build\n")
+        (etc / "resolv.conf").write_text(egress.RESOLV_CONF)
+        sandbox.give_to(target, settings.JOB_UID_BASE)
+        env = sandbox.pip_environment()
+        yield lambda cmd: sandbox.build_command(target, etc, env, ns, cmd)
+    finally:
+        egress.stop(pid_file)
+        netns.remove(ns_name)
+        shutil.rmtree(etc, ignore_errors=True)
+        if target.exists():
+            sandbox.give_to(target, 0)  # ready, nothing of it stays writable by the build uid
+
+
+def _build(target: Path, requirements: str, heartbeat: Callable[[], None], sandboxed: bool) -> None:
     log_path = Path(f"{target}.log")
     # A plain venv, with the pip and setuptools that training programs expect (paddle imports
     # setuptools); ensurepip bundles them, so this needs no network.
@@ -74,8 +110,8 @@ def _build(target: Path, requirements: str, heartbeat: Callable[[], None]) -> No
                "--progress-bar", "off", "-r", str(req)]
         if settings.PIP_INDEX_URL:
             cmd += ["--index-url", settings.PIP_INDEX_URL]
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        with open(log_path, "wb") as log, _isolated(target, sandboxed) as wrap:
+            proc = subprocess.Popen(wrap(cmd), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             while proc.poll() is None:
                 heartbeat()
                 time.sleep(1)

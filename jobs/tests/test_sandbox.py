@@ -260,7 +260,7 @@ def test_the_jobs_network_namespace_and_cgroups_are_gone_when_it_ends(alice):
     job = submit(alice, "tidy", {"train.py": "import time; time.sleep(600)\n"}, mode="collective", pservers=0,
                  trainers=2)
     launch_job(job.pk)
-    assert netns.path(job).exists()
+    assert netns.path(netns.name(job)).exists()
     names = [f"{netns.name(job)}-{r.name}" for r in job.replicas.all()]
     parents = set(cgroups.support().parents.values())
     assert parents, cgroups.support().summary()
@@ -270,7 +270,7 @@ def test_the_jobs_network_namespace_and_cgroups_are_gone_when_it_ends(alice):
     LocalBackend(job.datacenter).stop(job)
     wait_for(lambda: not job_processes(job), 20, what="processes to go")
     LocalBackend(job.datacenter).observe(job)  # what the watcher does next
-    assert not netns.path(job).exists()
+    assert not netns.path(netns.name(job)).exists()
     assert not any((p / n).exists() for p in parents for n in names)
 
 
@@ -408,7 +408,8 @@ def test_internet_is_a_datacenter_setting_and_never_opens_the_hosts_loopback(ali
     text = logstore.read(job.replicas.get()).text
     assert ("outward reached" in text) is internet, text
     assert "host loopback refused" in text and "loopback refused" in text, text
-    slirps = [p for p in psutil.process_iter(["cmdline"]) if str(netns.path(job)) in " ".join(p.info["cmdline"] or [])]
+    ns = str(netns.path(netns.name(job)))
+    slirps = [p for p in psutil.process_iter(["cmdline"]) if ns in " ".join(p.info["cmdline"] or [])]
     assert slirps == []  # the way out went with the job
 
 
@@ -420,3 +421,71 @@ def test_the_sandbox_resolves_its_own_hostname_and_user_as_gloo_and_getpass_need
     assert job.state == "Succeeded", job.message
     text = logstore.read(job.replicas.get()).text
     assert "host names-trainer-0 127.0.0.1" in text and "user alice" in text
+
+
+EVIL_SETUP = r"""
+import json, os, socket, sys
+from setuptools import setup
+
+result = {"uid": os.getuid()}
+for name, path in json.loads('CHECKS_JSON').items():
+    try:
+        open(path, "rb").read(1)
+        result[name] = "ok"
+    except OSError as e:
+        result[name] = type(e).__name__
+for name, port in (("redis", 6379), ("postgresql", 5432)):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=3).close()
+        result[name] = "ok"
+    except OSError as e:
+        result[name] = type(e).__name__
+with open(os.path.join(sys.prefix, "evil-probe.json"), "w") as f:
+    json.dump(result, f)
+setup(name="evil", version="0.1", py_modules=[])
+"""
+
+
+@pytest.fixture
+def evil_index(tmp_path, host_server, settings):
+    """An sdist whose setup script probes its surroundings, served over HTTP on the host's outward address."""
+    import http.server
+    import tarfile
+
+    src = tmp_path / "evil-0.1"
+    src.mkdir()
+    checks = {"secret key": str(settings.VAR_DIR / "secret.key"), "environ": f"/proc/{os.getpid()}/environ",
+              "pfs": str(settings.PFS_ROOT)}
+    (src / "setup.py").write_text(EVIL_SETUP.replace("CHECKS_JSON", json.dumps(checks)))
+    (src / "PKG-INFO").write_text("Metadata-Version: 1.0\nName: evil\nVersion: 0.1\n")
+    served = tmp_path / "served"
+    served.mkdir()
+    with tarfile.open(served / "evil-0.1.tar.gz", "w:gz") as tar:
+        tar.add(src, arcname="evil-0.1")
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(served))  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://{host_server[0]}:{server.server_address[1]}/evil-0.1.tar.gz"
+    server.shutdown()
+    server.server_close()
+
+
+def test_pip_install_runs_setup_scripts_sandboxed_as_the_build_uid(alice, evil_index, settings):
+    from jobs import runtime
+
+    requirements = f"evil @ {evil_index}#sha256_marker={os.getpid()}\n"
+    files = {"train.py": "print('ran', flush=True)\n", "requirements.txt": requirements}
+    job = run_until_done(submit(alice, "evilreq", files, mode="collective", pservers=0, trainers=1,
+                                env={"UNUSED": "1"}), timeout=300)
+    venv = runtime.env_dir(requirements)
+    try:
+        assert job.state == "Succeeded", job.message
+        probe = json.loads((venv / "evil-probe.json").read_text())
+        assert probe["uid"] == settings.JOB_UID_BASE  # the build uid, not root
+        assert probe["redis"] == probe["postgresql"] == "ConnectionRefusedError"
+        assert probe["secret key"] == probe["environ"] == "FileNotFoundError"
+        assert probe["pfs"] == "FileNotFoundError"
+        assert (venv / "bin" / "python").stat().st_uid == 0  # given back: nothing of it stays writable
+    finally:
+        shutil.rmtree(venv, ignore_errors=True)

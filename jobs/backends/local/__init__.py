@@ -83,9 +83,11 @@ class LocalBackend(Backend):
 
     # --- prepare ---------------------------------------------------------------------------
     def prepare(self, job, heartbeat: Callable[[], None]) -> None:
+        cfg = self.settings()
+        self._check_sandbox(cfg)
         snapshot_package(job, self.job_dir(job) / "package")
         try:
-            runtime.ensure_env(self._requirements(job), heartbeat)
+            runtime.ensure_env(self._requirements(job), heartbeat, sandboxed=cfg.sandboxed)
         except runtime.RuntimeEnvError as e:
             raise LaunchError("RuntimeEnvFailed", f"{e.message}:\n{e.log_tail}") from e
 
@@ -93,22 +95,25 @@ class LocalBackend(Backend):
         return _read(self.job_dir(job) / "package" / "requirements.txt") or ""
 
     # --- launch ----------------------------------------------------------------------------
-    def launch(self, job) -> None:
-        cfg = self.settings()
+    def _check_sandbox(self, cfg: config.LocalSettings) -> None:
         if cfg.sandboxed and (why := sandbox.probe()):
             raise LaunchError("SandboxUnavailable", f"local jobs cannot be isolated on this machine: {why}")
+
+    def launch(self, job) -> None:
+        cfg = self.settings()
+        self._check_sandbox(cfg)
         self._assign_ports(job)
         replicas = list(job.replicas.all())
         topo = contract.Topology(
             pservers=[r.endpoint for r in replicas if r.role == Replica.Role.PSERVER],
             trainers=[r.endpoint for r in replicas if r.role == Replica.Role.TRAINER],
         )
-        bin_dir = runtime.ensure_env(self._requirements(job))
+        bin_dir = runtime.ensure_env(self._requirements(job), sandboxed=cfg.sandboxed)
         home = resolve(job.user, f"/pfs/{job.datacenter.name}/home/{job.user.get_username()}")
         home.disk.mkdir(parents=True, exist_ok=True)
         ns = None
         if cfg.sandboxed:
-            ns = netns.ensure(job)
+            ns = netns.ensure(netns.name(job))
             if cfg.internet:
                 if not shutil.which("slirp4netns"):
                     raise LaunchError("SandboxUnavailable", "internet is on for this datacenter but slirp4netns "
@@ -214,7 +219,7 @@ class LocalBackend(Backend):
         """Drop what the job's replicas held on the host: its network namespace and route out,
         any cgroup a keeper that died left behind (idempotent)."""
         egress.stop(self._egress_pid_file(job))
-        netns.remove(job)
+        netns.remove(netns.name(job))
         for replica in replicas:
             cgroups.remove(_cgroup_name(job, replica))
 

@@ -1,4 +1,5 @@
-"""One network namespace per local job, shared by its replicas (iproute2's named namespaces).
+"""Network namespaces (iproute2's named ones): one per local job, shared by its replicas, and one
+per runtime build.
 
 Inside, only `lo` is up: the replicas reach each other on 127.0.0.1 as before, while the
 host's loopback services (Redis, PostgreSQL, the web server) and other jobs' ports are in
@@ -22,28 +23,27 @@ def name(job) -> str:
     return f"pc-{tag}-{job.pk}"
 
 
-def path(job) -> Path:
-    return NETNS_DIR / name(job)
+def path(ns: str) -> Path:
+    return NETNS_DIR / ns
 
 
 def _ip(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["ip", *args], capture_output=True, text=True)
 
 
-def ensure(job) -> Path:
-    """The job's namespace with loopback up; idempotent (a launch may run twice)."""
-    ns = name(job)
-    if not (NETNS_DIR / ns).exists():
+def ensure(ns: str) -> Path:
+    """The namespace `ns` with loopback up; idempotent (a launch may run twice)."""
+    if not path(ns).exists():
         done = _ip("netns", "add", ns)
         if done.returncode and "File exists" not in done.stderr:
             raise OSError(f"ip netns add {ns}: {done.stderr.strip()}")
     done = _ip("-n", ns, "link", "set", "lo", "up")
     if done.returncode:
         raise OSError(f"ip -n {ns} link set lo up: {done.stderr.strip()}")
-    return NETNS_DIR / ns
+    return path(ns)
 
 
-def remove(job) -> None:
-    """Drop the job's namespace (idempotent). Processes still inside keep it alive until they end."""
-    if (NETNS_DIR / name(job)).exists():
-        _ip("netns", "delete", name(job))
+def remove(ns: str) -> None:
+    """Drop the namespace (idempotent). Processes still inside keep it alive until they end."""
+    if path(ns).exists():
+        _ip("netns", "delete", ns)

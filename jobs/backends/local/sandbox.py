@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,7 +34,7 @@ class Unavailable(Exception):
 
 
 def job_uid(user) -> int:
-    return settings.JOB_UID_BASE + user.pk
+    return settings.JOB_UID_BASE + user.pk  # ids start at 1: JOB_UID_BASE itself is the build uid
 
 
 def _base_options() -> list[str]:
@@ -122,6 +123,50 @@ def options(*, hostname: str, work: Path, home: Path, home_at: str, public: Path
 def command(netns: Path, uid: int, argv: list[str]) -> list[str]:
     """The keeper's command: enter the job's network namespace, build the sandbox, drop to `uid`."""
     return ["nsenter", f"--net={netns}", "bwrap", "--args", str(ARGS_FD), "--", *_setpriv(uid), *argv]
+
+
+def pip_environment() -> dict[str, str]:
+    """pip's effective configuration on the host (its files and PIP_* variables) as PIP_*
+    variables, so a build in the sandbox, which sees none of the host's config files, installs
+    from the same indexes and wheel directories."""
+    done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    files, env = {}, {}
+    for line in done.stdout.splitlines():
+        match = re.fullmatch(r"([^.]*)\.([^=]+)='(.*)'", line)
+        if match and match[1] in ("global", "install", ":env:"):
+            (env if match[1] == ":env:" else files)[f"PIP_{match[2].upper().replace('-', '_')}"] = match[3]
+    return {**files, **env}
+
+
+def _local_paths(values) -> list[str]:
+    """The local files and directories named in pip settings: wheel directories, constraint
+    files, and file:// indexes with their parent (an index's pages link to files beside it)."""
+    found = []
+    for value in values:
+        for token in value.split():
+            path = os.path.dirname(token.removeprefix("file://").rstrip("/")) if token.startswith("file://") else token
+            if path.startswith("/") and path != "/" and os.path.exists(path) and path not in found:
+                found.append(path)
+    return found
+
+
+def build_command(target: Path, etc: Path, env: dict[str, str], netns: Path, argv: list[str]) -> list[str]:
+    """A runtime build (pip install, which runs setup scripts of user-chosen packages) in a
+    sandbox: the build uid, only the virtualenv being built writable, pip's local wheel
+    directories and indexes read-only, the network through `netns` (see egress.py)."""
+    opts = _base_options() + ["--hostname", "paddlecloud-build"]
+    made: set[str] = set()
+    binds = [("--ro-bind", p, p) for p in [sys.base_prefix, *_local_paths(env.values())]]
+    for kind, source, target_at in [*binds, ("--bind", str(target), str(target))]:
+        if not target_at.startswith(("/usr/", "/etc/ssl/")):
+            opts += _dirs_for(target_at, made) + [kind, source, target_at]
+    for name in ("hosts", "resolv.conf"):
+        opts += ["--ro-bind", str(etc / name), f"/etc/{name}"]
+    opts += ["--chdir", "/tmp", "--clearenv"]
+    base = {"PATH": f"{target}/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PIP_CONFIG_FILE": os.devnull}
+    for key, value in {**env, **base}.items():
+        opts += ["--setenv", key, value]
+    return ["nsenter", f"--net={netns}", "bwrap", *opts, "--", *_setpriv(settings.JOB_UID_BASE), *argv]
 
 
 def write_options(path: Path, opts: list[str]) -> None:
