@@ -44,6 +44,7 @@ import io
 import os
 import re
 import stat
+from urllib.parse import parse_qs
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
@@ -55,6 +56,7 @@ from paddleweb.server import BODY_TO_FILE, ZERO_COPY_SEND
 from . import transfer
 
 UPLOAD_CHUNK_PATH = re.compile(r"^/api/v2/uploads/(?P<id>[^/]+)/$")
+CONTENT_PATH = "/api/v2/files/content/"
 BATCH = 4 << 20  # bytes handed to one pwritev; two batches at most are held per request
 
 
@@ -129,23 +131,85 @@ class _SpanBeforeEndSend(_ZeroCopyCapableSend):
 
 
 class PfsASGI:
-    """The HTTP application: the streaming upload-chunk route in front of Django."""
+    """The HTTP application: the streaming upload-chunk route and the early quota answer to a
+    one-shot upload in front of Django."""
 
     def __init__(self, django_app):
         self.django = django_app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["method"] == "PATCH":
+        if scope["type"] == "http" and scope["method"] in ("PATCH", "PUT"):
             path, root = scope["path"], scope.get("root_path", "")
             if root and path.startswith(root):
                 path = path[len(root):]
-            m = UPLOAD_CHUNK_PATH.match(path)
+            m = UPLOAD_CHUNK_PATH.match(path) if scope["method"] == "PATCH" else None
             if m:
                 auth = header(scope, b"authorization")
                 if auth is not None and is_token(auth):
                     await patch_chunk(scope, receive, send, m.group("id"), auth)
                     return
+            elif scope["method"] == "PUT" and path == CONTENT_PATH:
+                async with ThreadSensitiveContext():
+                    refused = await sync_to_async(_put_refusal, thread_sensitive=True)(scope)
+                if refused is not None:
+                    await _respond(send, refused.status, refused.body, [(b"connection", b"close")])
+                    return
         await self.django(scope, receive, send)
+
+
+def _put_refusal(scope) -> _Refused | None:
+    """413 for a one-shot upload (`PUT /api/v2/files/content/`) whose declared Content-Length
+    does not fit the caller's free quota (or the size limit), decided from the head alone, so
+    the body is never read. Anything else (no credentials, a bad path...) is left to Django,
+    which answers it as usual. Runs in a database thread."""
+    from django.db import connections
+
+    from . import services, uploads, usage
+    from .paths import PathError, resolve
+
+    try:
+        length = int(header(scope, b"content-length") or "")
+    except ValueError:
+        return None
+    user = _user(scope)
+    if user is None:
+        return None
+    try:
+        if length > uploads.MAX_CHUNK:
+            raise PathError(f"at most {uploads.MAX_CHUNK} bytes in one request: use /api/v2/uploads/", 413)
+        target = resolve(user, parse_qs(scope.get("query_string", b"").decode("latin-1")).get("path", [""])[0],
+                         write=True)
+        if target.area != "home":
+            return None
+        u = usage.get_usage(user, target.datacenter)
+        if length > u.free_bytes + services.counted_size(services.lstat_or_none(target)):
+            raise usage.QuotaExceeded(u.used_bytes + u.reserved_bytes, u.limit_bytes)
+    except PathError as e:
+        return _Refused(e.status, {"detail": e.message}) if e.status == 413 else None
+    finally:
+        connections.close_all()  # this thread is the request's own and ends with it
+    return None
+
+
+def _user(scope):
+    """The active user the request's token or session cookie stands for, or None."""
+    from importlib import import_module
+    from types import SimpleNamespace
+
+    from django.conf import settings
+    from django.contrib import auth
+    from django.http.cookie import parse_cookie
+
+    from accounts.services import user_for_token
+
+    authorization = header(scope, b"authorization")
+    if authorization is not None and is_token(authorization):
+        return user_for_token(authorization)
+    key = parse_cookie(header(scope, b"cookie") or "").get(settings.SESSION_COOKIE_NAME)
+    if not key:
+        return None
+    user = auth.get_user(SimpleNamespace(session=import_module(settings.SESSION_ENGINE).SessionStore(key)))
+    return user if user.is_authenticated else None
 
 
 class _Refused(Exception):

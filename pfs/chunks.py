@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Callable, Iterable
 
 from . import usage
 from .paths import PathError, PfsPath, resolve
-from .services import _refuse_root, mkdir, put_in_place
-from .storage import locked, sparse_temp
+from .services import _refuse_root, lstat_or_none, mkdir, put_in_place
+from .storage import discard_temp, locked, sparse_temp
 from .transfer import FileSpan, open_file
 
 MIN_CHUNK = 4 << 10
@@ -38,62 +39,61 @@ def chunk_meta(user, path: str, offset: int, chunksize: int) -> dict:
 
 
 def touch(user, path: str, size: int) -> PfsPath:
-    """Make `path` a file of `size` bytes (sparse: costs no disk until written), or resize it."""
+    """Make `path` a file of `size` bytes (sparse: costs no disk until written), or resize it.
+    Its apparent size counts against the quota, reserved before the file is made."""
     if not isinstance(size, int) or not 0 <= size <= MAX_TOUCH:
         raise PathError(f"filesize must be between 0 and {MAX_TOUCH} bytes")
     p = resolve(user, path, write=True)
     _refuse_root(p, "replaced")
-    if os.path.isdir(p.disk):
+    st = lstat_or_none(p)
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise PathError(f"{p.virtual} is a directory", 409)
-    if not p.parent.disk.is_dir():
+    if lstat_or_none(p.parent) is None:
         mkdir(user, p.parent.virtual)
-    old = p.disk.stat().st_size if p.disk.is_file() else 0
-    usage.check_room(p, size, replaced_bytes=old)
-    if os.path.lexists(p.disk):
+    if st is not None:
         with locked(p):
-            fd, st = open_file(p)
-            os.close(fd)
-            fd = p.open(os.O_WRONLY | os.O_NOFOLLOW)
+            fd, st = open_file(p, write=True)
             try:
-                os.ftruncate(fd, size)
+                with usage.reserve(p, size - st.st_size) as held:
+                    os.ftruncate(fd, size)
+                    held.settle(size - st.st_size)
             finally:
                 os.close(fd)
-            usage.adjust(p, size - st.st_size)
         return p
-    tmp = sparse_temp(p, size)
-    try:
-        put_in_place(p, tmp, size)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with usage.reserve(p, size) as held:
+        name = sparse_temp(p, size)
+        try:
+            put_in_place(p, name, size, held)
+        finally:
+            discard_temp(p, name)
     return p
 
 
 def write_range(user, path: str, offset: int, read: Callable[[int], bytes], length: int) -> int:
     """Write `length` bytes from `read` at `offset` into the existing file `path` (in place, as
-    the legacy protocol works); returns the bytes written. Growing the file counts on quota."""
+    the legacy protocol works); returns the bytes written. Growing the file counts on quota:
+    the growth is reserved before any byte is written."""
     _check_chunk(offset, max(length, MIN_CHUNK))
     p = resolve(user, path, write=True)
-    fd, st = open_file(p)
-    os.close(fd)
-    grow = max(0, offset + length - st.st_size)
-    if grow:
-        usage.check_room(p, grow)
-    fd = p.open(os.O_WRONLY | os.O_NOFOLLOW)
+    fd, st = open_file(p, write=True)
     written = 0
     try:
-        while written < length:
-            block = read(min(1 << 20, length - written))
-            if not block:
-                raise PathError(f"the chunk ended {length - written} bytes early", 400)
-            view = memoryview(block)
-            while view:
-                n = os.pwrite(fd, view, offset + written)
-                written += n
-                view = view[n:]
+        grow = max(0, offset + length - st.st_size)
+        with usage.reserve(p, grow) as held:
+            try:
+                while written < length:
+                    block = read(min(1 << 20, length - written))
+                    if not block:
+                        raise PathError(f"the chunk ended {length - written} bytes early", 400)
+                    view = memoryview(block)
+                    while view:
+                        n = os.pwrite(fd, view, offset + written)
+                        written += n
+                        view = view[n:]
+            finally:
+                held.settle(max(0, os.fstat(fd).st_size - st.st_size))
     finally:
         os.close(fd)
-        if grow:
-            usage.adjust(p, max(0, offset + written - st.st_size))
     return written
 
 

@@ -12,6 +12,9 @@ class StorageUsage(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="storage_usage")
     datacenter = models.ForeignKey("accounts.Datacenter", on_delete=models.CASCADE, related_name="storage_usage")
     used_bytes = models.BigIntegerField(default=0)
+    # Running sum of every increase of used_bytes: a recount adds what grew during its walk,
+    # so a file put in place behind the walker is never left uncounted.
+    grown_bytes = models.BigIntegerField(default=0)
     recomputed = models.DateTimeField(null=True, blank=True, help_text="Last full walk of the home.")
 
     class Meta:
@@ -42,6 +45,26 @@ class UploadSession(models.Model):
 
     def __str__(self) -> str:
         return f"upload {self.id} -> {self.path}"
+
+
+class StorageReservation(models.Model):
+    """Bytes promised to one write in progress (a one-shot upload, a copy, an archive being
+    unpacked, a resumable upload), made under the owner's StorageUsage row lock, so writers
+    racing for the last bytes of a quota cannot all be admitted. Settled into used_bytes (or
+    dropped) when the write ends; one left by a crashed process is dropped by housekeeping."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="storage_reservations")
+    datacenter = models.ForeignKey("accounts.Datacenter", on_delete=models.CASCADE, related_name="+")
+    upload = models.OneToOneField(UploadSession, null=True, blank=True, on_delete=models.CASCADE,
+                                  related_name="reservation")
+    bytes = models.BigIntegerField(default=0)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "datacenter"])]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.datacenter}: {self.bytes} bytes reserved"
 
 
 class ShareLink(models.Model):

@@ -117,8 +117,11 @@ class PfsPath:
 
     def ensure_contained(self) -> Path:
         """Resolve symlinks and refuse a path that ends up outside its area root."""
-        root = os.path.realpath(self.root)
-        real = os.path.realpath(self.disk)
+        try:
+            root = os.path.realpath(self.root)
+            real = os.path.realpath(self.disk)
+        except OSError:  # a link on the way vanished between realpath's lstat and readlink
+            raise PathError(f"{self.virtual} changed while it was being checked: try again", 409) from None
         if real != root and not real.startswith(root + os.sep):
             raise PathError(f"{self.virtual}: a symbolic link points outside your storage", 403)
         return Path(real)
@@ -168,26 +171,31 @@ def _open_stepwise(dirfd: int, parts: tuple[str, ...], flags: int, mode: int, vi
 
 def open_beneath(root: Path, parts: tuple[str, ...], flags: int, mode: int = 0o600, *, virtual: str = "") -> int:
     """Open `root/parts...` so that nothing on the way can lead outside `root`, not even a
-    directory swapped for a symbolic link after the path was checked: the kernel resolves
-    the path under `root` (openat2 RESOLVE_BENEATH), or, where it cannot, each component is
-    opened without following links. Leaving `root` is a PathError (403); a missing file is
-    FileNotFoundError as for os.open."""
+    directory swapped for a symbolic link after the path was checked (see `open_at`). Leaving
+    `root` is a PathError (403); a missing file is FileNotFoundError as for os.open."""
+    dirfd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return open_at(dirfd, parts, flags, mode, virtual=virtual)
+    finally:
+        os.close(dirfd)
+
+
+def open_at(dirfd: int, parts: tuple[str, ...], flags: int, mode: int = 0o600, *, virtual: str = "") -> int:
+    """Open `parts...` below the open directory `dirfd`, never leaving it: the kernel resolves
+    the path beneath it (openat2 RESOLVE_BENEATH), or, where it cannot, each component is
+    opened without following links. Leaving is a PathError (403)."""
     if not parts:
         parts = (".",)
     flags |= os.O_CLOEXEC
-    dirfd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        try:
-            return _openat2(dirfd, "/".join(parts), flags, mode)
-        except OSError as e:
-            if e.errno == errno.EXDEV:
-                raise PathError(f"{virtual or 'the path'}: a symbolic link on the way leads outside your storage "
-                                "(links are followed only when relative and staying inside)", 403) from None
-            if e.errno != errno.ENOSYS:
-                raise
-        return _open_stepwise(dirfd, parts, flags, mode, virtual or "the path")
-    finally:
-        os.close(dirfd)
+        return _openat2(dirfd, "/".join(parts), flags, mode)
+    except OSError as e:
+        if e.errno == errno.EXDEV:
+            raise PathError(f"{virtual or 'the path'}: a symbolic link on the way leads outside your storage "
+                            "(links are followed only when relative and staying inside)", 403) from None
+        if e.errno != errno.ENOSYS:
+            raise
+    return _open_stepwise(dirfd, parts, flags, mode, virtual or "the path")
 
 
 def _check_datacenter(name: str) -> None:

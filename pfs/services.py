@@ -8,17 +8,29 @@ pfs.shares, legacy chunk operations in pfs.chunks.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat as statmod
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 
 from . import usage
-from .paths import RESERVED_NAME, PathError, PfsPath, home, resolve
-from .storage import CHUNK, copy_tree, locked, make_dirs, remove_at, save_stream, write_temp
+from .paths import RESERVED_NAME, PathError, PfsPath, home, open_beneath, resolve
+from .storage import (
+    CHUNK,
+    DIRECTORY,
+    copy_tree,
+    discard_temp,
+    locked,
+    make_dirs,
+    metered,
+    remove_at,
+    scratch_fd,
+    write_temp,
+)
 
 __all__ = ["Entry", "PathError", "copy", "home_of", "listdir", "mkdir", "move", "remove", "stat", "write_file"]
 
@@ -47,13 +59,56 @@ def _entry(p: PfsPath, st: os.stat_result) -> Entry:
                  datetime.fromtimestamp(st.st_mtime, tz=UTC))
 
 
-def _lstat(p: PfsPath, parent_fd: int | None = None) -> os.stat_result:
+def _missing(p: PfsPath) -> PathError:
+    return PathError(f"{p.virtual}: no such file or directory", 404)
+
+
+@contextmanager
+def _parent(p: PfsPath) -> Iterator[int]:
+    """`p.parent_fd()`, with a missing parent (or a file where a directory should be) a 404."""
     try:
-        if parent_fd is not None:
-            return os.stat(p.name, dir_fd=parent_fd, follow_symlinks=False)
-        return os.lstat(p.disk)
+        fd = open_beneath(p.root, p.parts[:-1], os.O_RDONLY | os.O_DIRECTORY, virtual=p.virtual)
     except (FileNotFoundError, NotADirectoryError):
-        raise PathError(f"{p.virtual}: no such file or directory", 404) from None
+        raise _missing(p) from None
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _lstat_at(p: PfsPath, parent_fd: int) -> os.stat_result | None:
+    """`p`'s own metadata (a link is not followed) by name in its parent; None when missing."""
+    try:
+        return os.stat(p.name, dir_fd=parent_fd, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _lstat(p: PfsPath) -> os.stat_result:
+    """`p`'s own metadata, looked up race-free below its area root; 404 when missing."""
+    if not p.parts:
+        fd = _open(p, DIRECTORY)
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+    with _parent(p) as fd:
+        st = _lstat_at(p, fd)
+    if st is None:
+        raise _missing(p)
+    return st
+
+
+def _open(p: PfsPath, flags: int) -> int:
+    """`p.open(flags)` with a missing path a 404 and a link at its end a 403."""
+    try:
+        return p.open(flags)
+    except (FileNotFoundError, NotADirectoryError):
+        raise _missing(p) from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise PathError(f"{p.virtual}: a symbolic link is in the way", 403) from None
+        raise
 
 
 def home_of(user, datacenter: str) -> PfsPath:
@@ -77,20 +132,26 @@ def stat(user, path: str) -> Entry:
 
 
 def listdir(user, path: str) -> list[Entry]:
-    """A directory's entries, directories first, then by name. A file lists as itself."""
+    """A directory's entries, directories first, then by name. A file lists as itself. The
+    directory is opened race-free and read by descriptor, so one a job swaps for a link
+    meanwhile never lists what the link points at."""
     p = _resolve(user, path)
-    st = _lstat(p)
-    if not statmod.S_ISDIR(st.st_mode):
-        return [_entry(p, st)]
-    out = []
-    with os.scandir(p.disk) as it:
-        for e in it:
-            if p.area == "home" and not p.parts and e.name == RESERVED_NAME:
-                continue
-            try:
-                out.append(_entry(p.child(e.name), e.stat(follow_symlinks=False)))
-            except (PathError, FileNotFoundError):
-                continue  # names we would refuse (control characters...) or gone meanwhile
+    fd = _open(p, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not statmod.S_ISDIR(st.st_mode):
+            return [_entry(p, st)]
+        out = []
+        with os.scandir(fd) as it:
+            for e in it:
+                if p.area == "home" and not p.parts and e.name == RESERVED_NAME:
+                    continue
+                try:
+                    out.append(_entry(p.child(e.name), e.stat(follow_symlinks=False)))
+                except (PathError, FileNotFoundError):
+                    continue  # names we would refuse (control characters...) or gone meanwhile
+    finally:
+        os.close(fd)
     out.sort(key=lambda e: (not e.is_dir, e.name))
     return out
 
@@ -108,22 +169,25 @@ def _refuse_root(p: PfsPath, what: str) -> None:
 
 
 def remove(user, path: str, *, recursive: bool = False) -> int:
-    """Remove a file or link; a directory only with `recursive`. Returns the bytes freed."""
+    """Remove a file or link; a directory only with `recursive`. Returns the bytes freed (files
+    with other hard links free nothing certain and are not counted)."""
     p = _resolve(user, path, write=True)
     _refuse_root(p, "removed")
     p.parent.ensure_contained()
-    with p.parent_fd() as fd:
-        st = _lstat(p, fd)
+    with _parent(p) as fd:
+        st = _lstat_at(p, fd)
+        if st is None:
+            raise _missing(p)
         if statmod.S_ISDIR(st.st_mode):
             if not recursive:
                 raise PathError(f"{p.virtual} is a directory: remove it with recursive=true", 409)
-            freed = usage.tree_size(p.disk)
             # Rename out of the way first, so the path is gone at once even for a huge tree.
             trash = f".removing-{uuid.uuid4().hex}"  # not from the name: that may be 255 bytes already
             os.rename(p.name, trash, src_dir_fd=fd, dst_dir_fd=fd)
+            freed = usage.size_at(trash, fd, only_unlinked=True)
             remove_at(trash, fd)
         else:
-            freed = st.st_size if statmod.S_ISREG(st.st_mode) else 0
+            freed = counted_size(st)
             os.unlink(p.name, dir_fd=fd)
     usage.adjust(p, -freed)
     return freed
@@ -132,18 +196,45 @@ def remove(user, path: str, *, recursive: bool = False) -> int:
 def _dest(user, src: PfsPath, dst: str, overwrite: bool) -> PfsPath:
     d = _resolve(user, dst, write=True)
     _refuse_root(d, "replaced")
-    if d.disk.is_dir() and not d.disk.is_symlink():
+    if _kind(d) == "dir":
         d = d.child(src.name)  # like mv/cp: into an existing directory
         d.ensure_contained()
     if src.disk == d.disk or str(d.disk).startswith(str(src.disk) + os.sep):
         raise PathError(f"cannot put {src.virtual} inside itself", 409)
-    if os.path.lexists(d.disk):
+    kind = _kind(d)
+    if kind is not None:
         if not overwrite:
             raise PathError(f"{d.virtual} already exists (overwrite=true replaces it)", 409)
-        if d.disk.is_dir() and not d.disk.is_symlink():
+        if kind == "dir":
             raise PathError(f"{d.virtual} is an existing directory: remove it first", 409)
     make_dirs(d.parent)
     return d
+
+
+def lstat_or_none(p: PfsPath) -> os.stat_result | None:
+    """`p`'s own metadata, looked up race-free below its area root; None when it (or its
+    parent) is missing."""
+    if not p.parts:
+        return _lstat(p)
+    try:
+        with p.parent_fd() as fd:
+            return _lstat_at(p, fd)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _kind(p: PfsPath) -> str | None:
+    """"dir", "file" (anything else that is there, links included) or None when missing."""
+    st = lstat_or_none(p)
+    if st is None:
+        return None
+    return "dir" if statmod.S_ISDIR(st.st_mode) else "file"
+
+
+def counted_size(st: os.stat_result | None) -> int:
+    """What a file with this metadata counts in its home's usage, for replacing it: a regular
+    file's size, unless other hard links keep it (then replacing it frees nothing certain)."""
+    return st.st_size if st is not None and statmod.S_ISREG(st.st_mode) and st.st_nlink == 1 else 0
 
 
 def move(user, src: str, dst: str, *, overwrite: bool = False) -> Entry:
@@ -152,109 +243,117 @@ def move(user, src: str, dst: str, *, overwrite: bool = False) -> Entry:
     _refuse_root(s, "moved")
     _lstat(s)
     d = _dest(user, s, dst, overwrite)
-    with locked(d):
-        size = usage.tree_size(s.disk)
-        replaced = usage.tree_size(d.disk) if os.path.lexists(d.disk) else 0
-        same_home = (s.area, s.owner, s.datacenter) == (d.area, d.owner, d.datacenter)
-        if not same_home:
-            usage.check_room(d, size, replaced_bytes=replaced)
-        d.parent.ensure_contained()
-        with s.parent_fd() as src_dir, d.parent_fd() as dst_dir:
-            os.replace(s.name, d.name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+    same_home = (s.area, s.owner, s.datacenter) == (d.area, d.owner, d.datacenter)
+    d.parent.ensure_contained()
+    with locked(d), _parent(s) as src_dir, _parent(d) as dst_dir:
+        replaced = usage.size_at(d.name, dst_dir, only_unlinked=True)
         if same_home:
+            os.replace(s.name, d.name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
             usage.adjust(d, -replaced)
         else:
+            size = usage.size_at(s.name, src_dir)
+            with usage.reserve(d, size - replaced) as held:
+                os.replace(s.name, d.name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+                held.settle(size - replaced)
             usage.adjust(s, -size)
-            usage.adjust(d, size - replaced)
     return stat(user, d.virtual)
 
 
 def copy(user, src: str, dst: str, *, overwrite: bool = False) -> Entry:
-    """Copy a file or a directory tree within PFS (links inside a tree are skipped)."""
+    """Copy a file or a directory tree within PFS (links inside a tree are skipped). Every
+    byte is reserved against the quota before it is written: a copy stops at the quota."""
     s = _resolve(user, src)
     _lstat(s)
     d = _dest(user, s, dst, overwrite)
-    size = usage.tree_size(s.disk)
-    replaced = usage.tree_size(d.disk) if os.path.lexists(d.disk) else 0
-    usage.check_room(d, size, replaced_bytes=replaced)
-    src_fd = s.open(os.O_RDONLY)
+    src_fd = _open(s, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        if statmod.S_ISDIR(os.fstat(src_fd).st_mode):
-            _copy_dir(src_fd, d)
-        else:
-            with os.fdopen(os.dup(src_fd), "rb", buffering=0) as f:
-                save_stream(d, iter(lambda: f.read(CHUNK), b""))
+        st = os.fstat(src_fd)
+        with usage.reserve(d, 0) as held:
+            # What the source holds now is refused at once if it does not fit; the copy then
+            # charges what it really writes (a tree may grow meanwhile).
+            held.ensure(usage.tree_size_fd(src_fd))
+            if statmod.S_ISDIR(st.st_mode):
+                _copy_dir(src_fd, d, held)
+            elif statmod.S_ISREG(st.st_mode):
+                with os.fdopen(os.dup(src_fd), "rb", buffering=0) as f:
+                    name, size = write_temp(d, metered(iter(lambda: f.read(CHUNK), b""), held.charge))
+                put_in_place(d, name, size, held)
+            else:
+                raise PathError(f"{s.virtual} is not a regular file", 409)
     finally:
         os.close(src_fd)
-    usage.adjust(d, size - replaced)
     return stat(user, d.virtual)
 
 
-def _copy_dir(src_fd: int, d: PfsPath) -> None:
+def _copy_dir(src_fd: int, d: PfsPath, held: usage.Reservation) -> None:
     """Copy the open directory into a hidden temporary one beside `d`, renamed onto `d` when whole."""
     tmp = f".copying-{uuid.uuid4().hex}"
     d.parent.ensure_contained()
     with d.parent_fd() as parent:
         os.mkdir(tmp, 0o755, dir_fd=parent)
         try:
-            tmp_fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            tmp_fd = os.open(tmp, DIRECTORY, dir_fd=parent)
             try:
-                copy_tree(src_fd, tmp_fd)
+                size = copy_tree(src_fd, tmp_fd, held.charge)
             finally:
                 os.close(tmp_fd)
-            os.rename(tmp, d.name, src_dir_fd=parent, dst_dir_fd=parent)
+            with locked(d):
+                if _lstat_at(d, parent) is not None:
+                    raise PathError(f"{d.virtual} was created meanwhile: copy again to replace it", 409)
+                os.rename(tmp, d.name, src_dir_fd=parent, dst_dir_fd=parent)
+                held.settle(size)
         except BaseException:
             remove_at(tmp, parent)
             raise
 
 
 def write_file(user, path: str, chunks: Iterable[bytes], *, length: int | None, overwrite: bool = True) -> Entry:
-    """A one-shot upload: stream `chunks` to a temporary file and rename it onto `path`.
-    With `length` known the quota is checked before writing; either way while writing."""
+    """A one-shot upload: stream `chunks` to a temporary file and rename it onto `path`. The
+    bytes are reserved against the quota before they are written: all `length` of them up
+    front when it is known (replacing a file needs room for the difference), else as they come."""
     p = _resolve(user, path, write=True)
     _refuse_root(p, "replaced")
-    if p.disk.is_dir():
+    st = lstat_or_none(p)
+    if st is not None and statmod.S_ISDIR(st.st_mode):
         raise PathError(f"{p.virtual} is a directory", 409)
-    if not overwrite and os.path.lexists(p.disk):
+    if not overwrite and st is not None:
         raise PathError(f"{p.virtual} already exists (overwrite=true replaces it)", 409)
-    old = p.disk.stat().st_size if p.disk.is_file() else 0
-    usage.check_room(p, length or 0, replaced_bytes=old)
-    room = None
-    if p.area == "home":
-        u = usage.get_usage(user, p.datacenter)
-        room = u.limit_bytes - u.used_bytes - u.reserved_bytes + old
+    old = counted_size(st)
 
-    def limited():
+    def counted(held: usage.Reservation) -> Iterator[bytes]:
         written = 0
         for chunk in chunks:
             written += len(chunk)
-            if room is not None and written > room:
-                usage.check_room(p, written, replaced_bytes=old)
+            if length is not None and written > length:
+                raise PathError(f"expected {length} bytes, received more", 400)
+            if length is None:
+                held.charge(len(chunk))
             yield chunk
         if length is not None and written != length:
             raise PathError(f"expected {length} bytes, received {written}", 400)
 
-    tmp, size = write_temp(p, limited())
-    try:
-        make_dirs(p.parent)
-        put_in_place(p, tmp, size, overwrite=overwrite)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with usage.reserve(p, (length or 0) - old) as held:
+        name, size = write_temp(p, counted(held))
+        try:
+            make_dirs(p.parent)
+            put_in_place(p, name, size, held, overwrite=overwrite)
+        finally:
+            discard_temp(p, name)
     return stat(user, p.virtual)
 
 
-def put_in_place(p: PfsPath, tmp: Path, size: int, *, overwrite: bool = True) -> None:
-    """Atomically rename the finished temporary file onto `p` and account for it."""
-    with locked(p), p.parent_fd() as fd:
+def put_in_place(p: PfsPath, name: str, size: int, held: usage.Reservation, *, overwrite: bool = True) -> None:
+    """Atomically rename the finished temporary file `name` of `p`'s scratch directory onto `p`
+    and settle `held`, first grown to what the file really adds (the file it replaces may have
+    changed since the write was admitted)."""
+    with locked(p), scratch_fd(p) as scratch, _parent(p) as fd:
         p.ensure_contained()  # re-check: a symlink could have been planted meanwhile
-        try:
-            st = os.stat(p.name, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            st = None
+        st = _lstat_at(p, fd)
         if st is not None and statmod.S_ISDIR(st.st_mode):
             raise PathError(f"{p.virtual} is a directory", 409)
         if not overwrite and st is not None:
             raise PathError(f"{p.virtual} already exists (overwrite=true replaces it)", 409)
-        old = st.st_size if st is not None and statmod.S_ISREG(st.st_mode) else 0
-        os.replace(tmp, p.name, dst_dir_fd=fd)
-        usage.adjust(p, size - old)
+        old = counted_size(st)
+        held.ensure(size - old)
+        os.replace(name, p.name, src_dir_fd=scratch, dst_dir_fd=fd)
+        held.settle(size - old)

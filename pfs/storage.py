@@ -15,24 +15,24 @@ import stat
 import tarfile
 import uuid
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import BinaryIO
 
+from . import usage
 from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath
 
 CHUNK = 1 << 20
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC  # never an existing file or link
-_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC  # never an existing file or link
+DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _write_temp_at(dir_fd: int, prefix: str, chunks: Iterable[bytes]) -> tuple[str, int]:
     """Stream `chunks` into a new temporary file in directory `dir_fd`; removed again if
     anything fails. Returns (name, size)."""
     name = f"{prefix}{uuid.uuid4().hex}"
-    fd = os.open(name, _NEW_FILE, 0o600, dir_fd=dir_fd)
+    fd = os.open(name, NEW_FILE, 0o600, dir_fd=dir_fd)
     size = 0
     try:
         with os.fdopen(fd, "wb") as f:
@@ -76,8 +76,18 @@ def make_dirs(p: PfsPath) -> None:
                     raise PathError(f"{cur.virtual} exists and is not a directory", 409) from None
 
 
-def save_stream(dest: PfsPath, chunks: Iterable[bytes]) -> int:
-    """Write `chunks` to `dest` atomically; returns the byte count."""
+def metered(chunks: Iterable[bytes], charge: Callable[[int], None] | None) -> Iterator[bytes]:
+    """`chunks`, each charged (to a usage.Reservation, which may refuse it) before it is written."""
+    for chunk in chunks:
+        if charge is not None:
+            charge(len(chunk))
+        yield chunk
+
+
+def save_stream(dest: PfsPath, chunks: Iterable[bytes], charge: Callable[[int], None] | None = None) -> int:
+    """Write `chunks` to `dest` atomically, charging each to `charge` first; returns the byte
+    count. For files of a staged directory: their room is settled by `replace_dir`."""
+    chunks = metered(chunks, charge)
     dest.parent.ensure_contained()
     with dest.parent_fd() as fd:
         if is_dir_at(dest.name, fd):
@@ -92,9 +102,11 @@ def save_stream(dest: PfsPath, chunks: Iterable[bytes]) -> int:
     return size
 
 
-def copy_tree(src_fd: int, dst_fd: int) -> None:
+def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None]) -> int:
     """Copy the tree in directory `src_fd` into the empty directory `dst_fd`, all by
-    descriptor: links are skipped, and neither side can be led elsewhere meanwhile."""
+    descriptor: links are skipped, and neither side can be led elsewhere meanwhile. Each
+    file's size is charged before it is copied; returns the bytes copied."""
+    total = 0
     stack: list[tuple[Iterator[os.DirEntry], int, int]] = []
     try:
         s, d = os.dup(src_fd), os.dup(dst_fd)
@@ -109,33 +121,42 @@ def copy_tree(src_fd: int, dst_fd: int) -> None:
                 stack.pop()
             elif entry.is_dir(follow_symlinks=False):
                 os.mkdir(entry.name, stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode) | 0o700, dir_fd=d)
-                child_s = os.open(entry.name, _DIRECTORY, dir_fd=s)
+                child_s = os.open(entry.name, DIRECTORY, dir_fd=s)
                 try:
-                    child_d = os.open(entry.name, _DIRECTORY, dir_fd=d)
+                    child_d = os.open(entry.name, DIRECTORY, dir_fd=d)
                 except BaseException:
                     os.close(child_s)
                     raise
                 stack.append((os.scandir(child_s), child_s, child_d))
             elif entry.is_file(follow_symlinks=False):
-                _copy_file_at(entry.name, s, d)
+                total += _copy_file_at(entry.name, s, d, charge)
     finally:
         for entries, s, d in stack:
             entries.close()
             os.close(s)
             os.close(d)
+    return total
 
 
-def _copy_file_at(name: str, src_dir: int, dst_dir: int) -> None:
-    src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_dir)
+def _copy_file_at(name: str, src_dir: int, dst_dir: int, charge: Callable[[int], None]) -> int:
+    """Copy one regular file (as it was when opened: a file growing meanwhile is cut there)."""
+    try:  # O_NONBLOCK: a FIFO swapped in meanwhile must not hang the server on open
+        src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=src_dir)
+    except OSError:
+        return 0  # gone or replaced by a link since it was listed
     try:
         st = os.fstat(src)
-        dst = os.open(name, _NEW_FILE, stat.S_IMODE(st.st_mode), dir_fd=dst_dir)
+        if not stat.S_ISREG(st.st_mode):
+            return 0
+        charge(st.st_size)
+        dst = os.open(name, NEW_FILE, stat.S_IMODE(st.st_mode), dir_fd=dst_dir)
         try:
             offset = 0
-            while sent := os.sendfile(dst, src, offset, max(st.st_size - offset, CHUNK)):
+            while offset < st.st_size and (sent := os.sendfile(dst, src, offset, min(st.st_size - offset, 1 << 30))):
                 offset += sent
         finally:
             os.close(dst)
+        return offset
     finally:
         os.close(src)
 
@@ -149,21 +170,23 @@ def is_archive(filename: str) -> bool:
     return filename.lower().endswith(ARCHIVE_SUFFIXES)
 
 
-def extract_archive(dest: PfsPath, f: BinaryIO, filename: str) -> int:
+def extract_archive(dest: PfsPath, f: BinaryIO, filename: str, held: usage.Reservation) -> int:
     """Unpack a .zip/.tar(.gz) into directory `dest`; returns the number of files written.
-    Links, devices and members escaping `dest` are refused."""
+    Links, devices and members escaping `dest` are refused. A zip's declared sizes are
+    reserved first (a bomb that says what it is stops before any byte is written), and every
+    byte is charged as it is written, whatever the archive declares."""
     count = 0
     if filename.lower().endswith(".zip"):
         with zipfile.ZipFile(f) as archive:
-            for info in archive.infolist():
-                if info.is_dir():
-                    continue
+            members = [info for info in archive.infolist() if not info.is_dir()]
+            held.ensure(held.count + sum(info.file_size for info in members))
+            for info in members:
                 if (info.external_attr >> 16) & 0o170000 == 0o120000:
                     raise PathError(f"{info.filename}: symbolic links are not allowed in a package")
                 target = dest.child(info.filename)
                 make_dirs(target.parent)
                 with archive.open(info) as member:
-                    save_stream(target, file_chunks(member))
+                    save_stream(target, file_chunks(member), held.charge)
                 count += 1
         return count
     with tarfile.open(fileobj=f, mode="r:*") as archive:
@@ -174,37 +197,58 @@ def extract_archive(dest: PfsPath, f: BinaryIO, filename: str) -> int:
                 raise PathError(f"{member.name}: only regular files are allowed in a package")
             target = dest.child(member.name)
             make_dirs(target.parent)
-            save_stream(target, file_chunks(archive.extractfile(member)))
+            save_stream(target, file_chunks(archive.extractfile(member)), held.charge)
             count += 1
     return count
 
 
+def save_package(dest: PfsPath, files: Sequence) -> None:
+    """Put uploaded files (Django UploadedFiles, each with an optional `relative_path`), or the
+    contents of one .zip/.tar(.gz), at the directory `dest`, replacing what was there. Staged in
+    the home's `.uploads` and moved in place only when whole; every byte is reserved against
+    the home's quota before it is written. Raises PathError (QuotaExceeded when it does not fit);
+    on any error nothing is left behind."""
+    home = PfsPath(dest.datacenter, dest.area, dest.owner, ())
+    with usage.reserve(dest, 0) as held:
+        staged = staging_dir(home)
+        try:
+            for f in files:
+                if len(files) == 1 and is_archive(f.name):
+                    extract_archive(staged, f, f.name, held)
+                else:
+                    target = staged.child(getattr(f, "relative_path", None) or f.name)
+                    make_dirs(target.parent)
+                    save_stream(target, f.chunks(), held.charge)
+            replace_dir(staged, dest, held)
+        finally:
+            remove(staged, counted=False)
+
+
 def staging_dir(home: PfsPath) -> PfsPath:
     """A fresh hidden directory in the user's home, for uploads put in place only when complete."""
-    staged = home.child(RESERVED_NAME, uuid.uuid4().hex)
-    make_dirs(staged)
-    return staged
+    with scratch_fd(home) as scratch:
+        name = uuid.uuid4().hex
+        os.mkdir(name, 0o700, dir_fd=scratch)
+    return PfsPath(home.datacenter, home.area, home.owner, (RESERVED_NAME, name))
 
 
-def replace_dir(staged: PfsPath, dest: PfsPath) -> None:
-    """Put the staged directory at `dest`, replacing what was there. Counts against the
-    storage quota of `dest`'s home: raises QuotaExceeded (a PathError) when it does not fit."""
-    from . import usage
-
+def replace_dir(staged: PfsPath, dest: PfsPath, held: usage.Reservation) -> None:
+    """Put the staged directory at `dest`, replacing what was there, and settle `held` (which
+    the staged bytes were charged to) into the usage of `dest`'s home."""
     dest.parent.ensure_contained()
     make_dirs(dest.parent)
-    new_size = usage.tree_size(staged.disk)
     old = f"{staged.name}.old"
     with dest.parent_fd() as dest_dir, staged.parent_fd() as staged_dir:
+        new_size = usage.size_at(staged.name, staged_dir)
         with locked(dest):
-            replaced = usage.tree_size(dest.disk)
-            usage.check_room(dest, new_size, replaced_bytes=replaced)
+            replaced = usage.size_at(dest.name, dest_dir, only_unlinked=True)
+            held.ensure(new_size - replaced)
             try:
                 os.rename(dest.name, old, src_dir_fd=dest_dir, dst_dir_fd=staged_dir)
             except FileNotFoundError:
                 old = ""
             os.rename(staged.name, dest.name, src_dir_fd=staged_dir, dst_dir_fd=dest_dir)
-            usage.adjust(dest, new_size - replaced)
+            held.settle(new_size - replaced)
         if old:
             remove_at(old, staged_dir)
 
@@ -217,35 +261,45 @@ def remove_at(name: str, dir_fd: int) -> None:
         _unlink_at(name, dir_fd)
 
 
-def remove(p: PfsPath) -> None:
-    """Remove `p`, a whole tree if it is a directory, by name in its parent opened race-free."""
+def remove(p: PfsPath, *, counted: bool = True) -> None:
+    """Remove `p`, a whole tree if it is a directory, by name in its parent opened race-free;
+    what it freed leaves the home's usage unless it was not `counted` (staged data)."""
     try:
         with p.parent_fd() as fd:
+            freed = usage.size_at(p.name, fd, only_unlinked=True) if counted else 0
             remove_at(p.name, fd)
     except FileNotFoundError:
-        pass
-
-
-def scratch_dir(p: PfsPath) -> Path:
-    """Where partial data for `p` is kept: the hidden `.uploads` of its home (or of public), on
-    the same filesystem as `p` so the final rename is atomic, and never listed."""
-    from django.conf import settings
-
-    base = p.root if p.area == "home" else settings.PFS_ROOT / p.datacenter / ".public"
-    d = base / RESERVED_NAME
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+        return
+    usage.adjust(p, -freed)
 
 
 @contextmanager
 def scratch_fd(p: PfsPath) -> Iterator[int]:
-    """`scratch_dir(p)` opened; in a home race-free below it, since a job could swap
-    `.uploads` for a link."""
-    d = scratch_dir(p)
+    """The hidden `.uploads` directory of `p`'s home (or of public), where partial data is kept
+    on the same filesystem as `p` (so the final rename is atomic) and never listed; created
+    when missing. In a home it is opened race-free below the home and must be a real directory:
+    a job could have made it a link, and then the request is refused (409) and nothing is
+    created anywhere."""
+    from django.conf import settings
+
     if p.area == "home":
-        fd = open_beneath(p.root, (RESERVED_NAME,), os.O_RDONLY | os.O_DIRECTORY, virtual=p.virtual)
+        p.root.mkdir(parents=True, exist_ok=True)
+        home = open_beneath(p.root, (), DIRECTORY, virtual=p.virtual)
     else:
-        fd = os.open(d, _DIRECTORY)
+        (settings.PFS_ROOT / p.datacenter / ".public").mkdir(parents=True, exist_ok=True)
+        home = os.open(settings.PFS_ROOT / p.datacenter / ".public", DIRECTORY)
+    try:
+        try:
+            os.mkdir(RESERVED_NAME, 0o700, dir_fd=home)
+        except FileExistsError:
+            pass
+        try:
+            fd = os.open(RESERVED_NAME, DIRECTORY, dir_fd=home)
+        except OSError as e:  # ELOOP: a link; ENOTDIR: a file; ENOENT: a dangling link gone meanwhile
+            raise PathError(f"'{RESERVED_NAME}' in your home is not a directory (a job may have replaced it); "
+                            f"remove it and try again", 403) from e
+    finally:
+        os.close(home)
     try:
         yield fd
     finally:
@@ -265,22 +319,31 @@ def locked(p: PfsPath):
         os.close(fd)
 
 
-def sparse_temp(p: PfsPath, size: int) -> Path:
+def sparse_temp(p: PfsPath, size: int) -> str:
     """A new temporary file of `size` bytes, all a hole (no disk used), in `p`'s scratch
-    directory. The caller puts it in place (services.put_in_place) or removes it."""
+    directory; its name there. The caller puts it in place (services.put_in_place) or
+    discards it (`discard_temp`)."""
     name = f"sparse-{uuid.uuid4().hex}"
     with scratch_fd(p) as scratch:
-        fd = os.open(name, _NEW_FILE, 0o600, dir_fd=scratch)
+        fd = os.open(name, NEW_FILE, 0o600, dir_fd=scratch)
         try:
             os.ftruncate(fd, size)
         finally:
             os.close(fd)
-    return scratch_dir(p) / name
+    return name
 
 
-def write_temp(p: PfsPath, chunks: Iterable[bytes]) -> tuple[Path, int]:
-    """Stream `chunks` into a new temporary file in `p`'s scratch directory; returns (path,
-    size). The caller puts it in place (services.put_in_place) or removes it."""
+def write_temp(p: PfsPath, chunks: Iterable[bytes]) -> tuple[str, int]:
+    """Stream `chunks` into a new temporary file in `p`'s scratch directory; returns its name
+    there and its size. The caller puts it in place (services.put_in_place) or discards it."""
     with scratch_fd(p) as scratch:
-        name, size = _write_temp_at(scratch, "put-", chunks)
-    return scratch_dir(p) / name, size
+        return _write_temp_at(scratch, "put-", chunks)
+
+
+def discard_temp(p: PfsPath, name: str) -> None:
+    """Remove a temporary file of `p`'s scratch directory (fine if it is gone)."""
+    try:
+        with scratch_fd(p) as scratch:
+            _unlink_at(name, scratch)
+    except PathError:
+        pass  # `.uploads` was made a link meanwhile: nothing of ours is reachable through it

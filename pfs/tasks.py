@@ -8,11 +8,12 @@ from . import uploads, usage
 
 @shared_task
 def housekeeping() -> dict:
-    """Periodic: drop abandoned uploads and recompute every home's usage (what jobs wrote
-    directly to their home is counted here)."""
+    """Periodic: drop abandoned uploads and the reservations of writes whose process died, and
+    recompute every home's usage (what jobs wrote directly to their home is counted here)."""
     removed = uploads.cleanup_stale()
+    dropped = usage.drop_stale_reservations()
     homes = usage.recompute_all()
-    return {"uploads_removed": removed, "homes": homes}
+    return {"uploads_removed": removed, "reservations_dropped": dropped, "homes": homes}
 
 
 @shared_task

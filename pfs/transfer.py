@@ -19,9 +19,13 @@ from django.http import HttpResponse, StreamingHttpResponse
 from django.utils.http import content_disposition_header, http_date
 from zipstream import ZIP_STORED, ZipStream
 
-from .paths import PathError, PfsPath, resolve
+from .paths import PathError, PfsPath, open_at, resolve
 
 BLOCK = 4 << 20  # bytes per read and per ASGI message
+# A job can plant hard links in its home; the server cannot tell where the other names of such a
+# file are, so it neither serves nor changes them (zips and copies leave them out).
+HARD_LINKED = ("the file has other hard links, so the server does not serve or change it "
+               "(copy it to a file of its own first)")
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
@@ -100,25 +104,45 @@ def etag(st: os.stat_result) -> str:
     return f'"{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"'
 
 
-def open_file(p: PfsPath) -> tuple[int, os.stat_result]:
-    """Open a checked path for reading, race-free below its area root and without following a
-    link at its last component."""
+def open_file(p: PfsPath, *, write: bool = False) -> tuple[int, os.stat_result]:
+    """Open a checked path for reading (or writing in place), race-free below its area root and
+    without following a link at its last component."""
+    fd = _open(p, (os.O_RDWR if write else os.O_RDONLY) | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
-        fd = p.open(os.O_RDONLY | os.O_NOFOLLOW)
+        return fd, _regular(p, fd)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open(p: PfsPath, flags: int) -> int:
+    try:  # O_NONBLOCK: opening a FIFO a job left there must not hang the server
+        return p.open(flags | os.O_NONBLOCK)
     except (FileNotFoundError, NotADirectoryError):
         raise PathError(f"{p.virtual}: no such file or directory", 404) from None
     except OSError as e:  # ELOOP: a symbolic link at the last component
         raise PathError(f"{p.virtual}: {e.strerror}", 403) from None
+
+
+def _regular(p: PfsPath, fd: int) -> os.stat_result:
+    """The open file's metadata; refused unless it is a regular file of its own (see HARD_LINKED)."""
     st = os.fstat(fd)
     if not statmod.S_ISREG(st.st_mode):
-        os.close(fd)
         raise PathError(f"{p.virtual} is not a regular file", 409)
-    return fd, st
+    if p.area == "home" and st.st_nlink > 1:
+        raise PathError(f"{p.virtual}: {HARD_LINKED}", 403)
+    return st
 
 
 def file_response(p: PfsPath, *, range_header: str | None = None, if_range: str | None = None,
                   attachment: bool = True) -> HttpResponse:
     fd, st = open_file(p)
+    return _file_response(p, fd, st, range_header, if_range, attachment)
+
+
+def _file_response(p: PfsPath, fd: int, st: os.stat_result, range_header: str | None, if_range: str | None,
+                   attachment: bool) -> HttpResponse:
+    """The response for the open regular file `fd` (which it owns from here)."""
     tag = etag(st)
     try:
         if if_range and if_range.strip() not in (tag, http_date(st.st_mtime)):
@@ -143,14 +167,17 @@ def file_response(p: PfsPath, *, range_header: str | None = None, if_range: str 
     return resp
 
 
-def zip_stream(p: PfsPath) -> ZipStream:
-    """A sized, uncompressed zip of the directory `p`; links are left out, never followed.
-    The tree is walked by descriptor and each file opened race-free when its bytes are sent,
-    so a directory swapped for a link meanwhile leads nowhere."""
+def zip_stream(p: PfsPath, top: int) -> ZipStream:
+    """A sized, uncompressed zip of the open directory `top` (`p`, which the zip owns); links and
+    hard-linked files are left out, never followed. The tree is walked by descriptor (os.fwalk
+    skips a directory swapped for a link) and each file is opened again below `top` when the
+    zip reaches it, race-free, so a directory swapped for a link meanwhile leads nowhere. A file
+    that cannot be read then, or has shrunk, is sent padded with zeros to its listed size: the
+    zip stays whole and as long as announced."""
     zs = ZipStream(compress_type=ZIP_STORED, sized=True)
-    top = p.open(os.O_RDONLY | os.O_DIRECTORY)
+    walk_top = os.dup(top)
     try:
-        for root, dirs, files, root_fd in os.fwalk(".", dir_fd=top):
+        for root, dirs, files, root_fd in os.fwalk(".", dir_fd=walk_top):
             dirs[:] = sorted(d for d in dirs if _is(statmod.S_ISDIR, d, root_fd))
             rel = tuple(part for part in root.split("/") if part != ".")
             prefix = "".join(f"{part}/" for part in rel)
@@ -161,11 +188,13 @@ def zip_stream(p: PfsPath) -> ZipStream:
                     st = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
                 except FileNotFoundError:
                     continue
-                if statmod.S_ISREG(st.st_mode):
-                    member = PfsPath(p.datacenter, p.area, p.owner, p.parts + rel + (name,))
-                    zs.add(_MemberBytes(member, st.st_size), prefix + name, size=st.st_size)
-    finally:
+                if statmod.S_ISREG(st.st_mode) and (p.area != "home" or st.st_nlink == 1):
+                    zs.add(_MemberBytes(top, rel + (name,), st.st_size), prefix + name, size=st.st_size)
+    except BaseException:
         os.close(top)
+        raise
+    finally:
+        os.close(walk_top)
     return zs
 
 
@@ -177,26 +206,69 @@ def _is(kind, name: str, dir_fd: int) -> bool:
 
 
 class _MemberBytes:
-    """A zipped file's bytes, opened only when the zip reaches it."""
+    """A zipped file's bytes, opened below the zip's top directory only when the zip reaches it,
+    exactly `size` of them."""
 
-    def __init__(self, p: PfsPath, size: int):
-        self.p, self.size = p, size
+    def __init__(self, top: int, parts: tuple[str, ...], size: int):
+        self.top, self.parts, self.size = top, parts, size
 
     def __iter__(self) -> Iterator[bytes]:
-        return iter(FileSpan(self.p.open(os.O_RDONLY | os.O_NOFOLLOW), 0, self.size))
+        sent = 0
+        try:
+            fd = open_at(self.top, self.parts, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except (OSError, PathError):
+            fd = -1  # gone, or swapped for a link, since the walk
+        if fd >= 0:
+            try:
+                if statmod.S_ISREG(os.fstat(fd).st_mode) and os.fstat(fd).st_nlink == 1:
+                    for block in FileSpan(os.dup(fd), 0, self.size):
+                        sent += len(block)
+                        yield block
+            finally:
+                os.close(fd)
+        while sent < self.size:
+            pad = min(BLOCK, self.size - sent)
+            sent += pad
+            yield bytes(pad)
 
 
-def archive_response(p: PfsPath) -> HttpResponse:
-    zs = zip_stream(p)
-    resp = StreamingHttpResponse(coalesce(zs), content_type="application/zip")
+class _ClosingZip:
+    """The zip's bytes in blocks; closes the zip's top directory when done or dropped."""
+
+    def __init__(self, zs: ZipStream, top: int):
+        self.blocks, self.top = coalesce(zs), top
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self.blocks
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.top >= 0:
+            os.close(self.top)
+            self.top = -1
+
+
+def archive_response(p: PfsPath, top: int) -> HttpResponse:
+    """A zip of the open directory `top` (owned from here)."""
+    zs = zip_stream(p, top)
+    resp = StreamingHttpResponse(_ClosingZip(zs, top), content_type="application/zip")
     resp["Content-Length"] = str(len(zs))
     resp["Content-Disposition"] = content_disposition_header(True, f"{p.name}.zip")
     return resp
 
 
 def download(user, path: str, *, range_header: str | None = None, if_range: str | None = None) -> HttpResponse:
-    """The response for GET of a PFS path: the file (ranges allowed) or the directory as zip."""
+    """The response for GET of a PFS path: the file (ranges allowed) or the directory as zip.
+    The path is opened once, race-free; what is sent is what was opened."""
     p = resolve(user, path)
-    if os.path.isdir(p.disk) and not os.path.islink(p.disk):
-        return archive_response(p)
-    return file_response(p, range_header=range_header, if_range=if_range)
+    fd = _open(p, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        if statmod.S_ISDIR(os.fstat(fd).st_mode):
+            return archive_response(p, fd)
+        st = _regular(p, fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return _file_response(p, fd, st, range_header, if_range, attachment=True)

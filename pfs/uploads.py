@@ -16,13 +16,14 @@ import fcntl
 import hashlib
 import os
 import re
+import stat
 import time
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Datacenter
@@ -30,8 +31,8 @@ from accounts.models import Datacenter
 from . import usage
 from .models import UploadSession
 from .paths import RESERVED_NAME, PathError, PfsPath, resolve
-from .services import _refuse_root, mkdir, put_in_place
-from .storage import scratch_dir, scratch_fd
+from .services import _refuse_root, counted_size, lstat_or_none, mkdir, put_in_place
+from .storage import NEW_FILE, remove_at, scratch_fd
 
 BLOCK = 1 << 20
 UPLOAD_TTL = timedelta(seconds=getattr(settings, "PFS_UPLOAD_TTL", 24 * 3600))
@@ -52,30 +53,38 @@ def _dest(session: UploadSession) -> PfsPath:
     return resolve(session.user, session.path, write=True)
 
 
-def part_path(session: UploadSession) -> Path:
+def _area(session: UploadSession) -> PfsPath:
+    """The home (or public) the upload goes to: its scratch directory holds the part file."""
     parts = session.path.split("/")
-    area_root = PfsPath(parts[2], parts[3], parts[4] if parts[3] == "home" else None, ())
-    return scratch_dir(area_root) / f"{session.id}.part"
+    return PfsPath(parts[2], parts[3], parts[4] if parts[3] == "home" else None, ())
+
+
+def part_name(session: UploadSession) -> str:
+    """The part file's name in the scratch directory (`.uploads`) of the upload's home."""
+    return f"{session.id}.part"
 
 
 def _open_part(session: UploadSession, dest: PfsPath) -> int:
     """The part file of an upload to `dest`, for writing, opened in the scratch directory
     (race-free below a home: jobs write to homes too, and could swap `.uploads` for a link)."""
     with scratch_fd(dest) as scratch:
-        return os.open(f"{session.id}.part", os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=scratch)
+        return os.open(part_name(session), os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=scratch)
 
 
 def part_size(session: UploadSession) -> int:
     if session.completed:
         return session.size
     try:
-        return os.stat(part_path(session)).st_size
+        with scratch_fd(_area(session)) as scratch:
+            return os.stat(part_name(session), dir_fd=scratch, follow_symlinks=False).st_size
     except FileNotFoundError:
         return 0
 
 
 def create(user, path: str, size: int, *, sha256: str = "", overwrite: bool = True) -> UploadSession:
-    """Start an upload of `size` bytes to `path`; refused at once if it would not fit the quota."""
+    """Start an upload of `size` bytes to `path`. Its room in the quota is reserved now (for a
+    replaced file, the difference), so an upload that would not fit is refused at once, and
+    one admitted keeps its room however many others race it."""
     if not isinstance(size, int) or size < 0:
         raise PathError("size must be a whole number of bytes, 0 or more")
     sha256 = (sha256 or "").lower()
@@ -83,17 +92,23 @@ def create(user, path: str, size: int, *, sha256: str = "", overwrite: bool = Tr
         raise PathError("sha256 must be 64 hexadecimal digits")
     p = resolve(user, path, write=True)
     _refuse_root(p, "replaced")
-    if os.path.isdir(p.disk):
+    st = lstat_or_none(p)
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise PathError(f"{p.virtual} is a directory", 409)
-    if not overwrite and os.path.lexists(p.disk):
+    if not overwrite and st is not None:
         raise PathError(f"{p.virtual} already exists (overwrite=true replaces it)", 409)
     cleanup_stale(user=user)
-    old = p.disk.stat().st_size if p.disk.is_file() else 0
-    usage.check_room(p, size, replaced_bytes=old)
     dc = Datacenter.objects.only("id", "name").get(name=p.datacenter)
-    session = UploadSession.objects.create(user=user, datacenter=dc, path=p.virtual, size=size,
-                                           sha256=sha256, overwrite=overwrite)
-    part_path(session).touch()
+    with scratch_fd(p) as scratch:  # refused (nothing created) when `.uploads` is not a real directory
+        with transaction.atomic():
+            session = UploadSession.objects.create(user=user, datacenter=dc, path=p.virtual, size=size,
+                                                   sha256=sha256, overwrite=overwrite)
+            usage.reserve(p, size - counted_size(st), upload=session)
+        try:
+            os.close(os.open(part_name(session), NEW_FILE, 0o600, dir_fd=scratch))
+        except BaseException:
+            session.delete()
+            raise
     if size == 0:
         _complete(session)
     return session
@@ -270,29 +285,44 @@ def write_chunk(session: UploadSession, offset: int, read: Callable[[int], bytes
 
 
 def _complete(session: UploadSession) -> None:
-    path = part_path(session)
-    size = os.stat(path).st_size
-    if size != session.size:
-        raise PathError(f"the upload has {size} of {session.size} bytes", 409)
-    if session.sha256:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            while block := f.read(4 * BLOCK):
-                h.update(block)
-        if h.hexdigest() != session.sha256:
-            cancel(session)
-            raise PathError(f"checksum mismatch: the file's sha256 is {h.hexdigest()}, not {session.sha256}; "
-                            "the upload was discarded", 422)
     dest = _dest(session)
-    if not dest.parent.disk.is_dir():
+    name = part_name(session)
+    with scratch_fd(dest) as scratch:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=scratch)
+        try:
+            size = os.fstat(fd).st_size
+            if size != session.size:
+                raise PathError(f"the upload has {size} of {session.size} bytes", 409)
+            digest = _sha256(fd) if session.sha256 else ""
+        finally:
+            os.close(fd)
+    if digest and digest != session.sha256:
+        cancel(session)
+        raise PathError(f"checksum mismatch: the file's sha256 is {digest}, not {session.sha256}; "
+                        "the upload was discarded", 422)
+    if lstat_or_none(dest.parent) is None:
         mkdir(session.user, dest.parent.virtual)
-    put_in_place(dest, path, size, overwrite=session.overwrite)
+    put_in_place(dest, name, size, usage.reservation_of(session, dest), overwrite=session.overwrite)
     session.completed = timezone.now()
     UploadSession.objects.filter(pk=session.pk).update(completed=session.completed)
 
 
+def _sha256(fd: int) -> str:
+    h = hashlib.sha256()
+    pos = 0
+    while block := os.pread(fd, 4 * BLOCK, pos):
+        h.update(block)
+        pos += len(block)
+    return h.hexdigest()
+
+
 def cancel(session: UploadSession) -> None:
-    part_path(session).unlink(missing_ok=True)
+    """Remove the upload, its data and its reservation."""
+    try:
+        with scratch_fd(_area(session)) as scratch:
+            remove_at(part_name(session), scratch)
+    except PathError:
+        pass  # `.uploads` is no longer a directory: nothing of ours is reachable through it
     session.delete()
 
 
@@ -313,8 +343,6 @@ def cleanup_stale(*, user=None, max_age: timedelta = UPLOAD_TTL) -> int:
 
 
 def _sweep_orphans(max_age: timedelta) -> int:
-    from .storage import remove_at
-
     known = {f"{pk}.part" for pk in UploadSession.objects.values_list("pk", flat=True)}
     limit = time.time() - max_age.total_seconds()
     count = 0

@@ -1,27 +1,40 @@
-"""Storage usage per home, kept current by every write and delete, and the quota check.
+"""Storage usage per home, the quota check, and reservations for writes in progress.
 
-Usage counts the apparent size of regular files in a home (what `ls -l` shows), excluding the
-hidden `.uploads` area: unfinished uploads are counted as reservations instead, so two uploads
-racing for the last bytes of a quota cannot both be accepted.
+Usage counts the apparent size of the regular files in a home (what `ls -l` shows), each file
+once however many hard links it has, excluding the hidden `.uploads` area. A write first
+reserves the bytes it will add (`reserve`), under a lock on the owner's StorageUsage row
+(SELECT ... FOR UPDATE on PostgreSQL; on SQLite every transaction is IMMEDIATE, see
+paddleweb/settings.py, so writers queue): the check `used + reserved + new <= limit` and the
+reservation happen at once, so writers racing for the last bytes of a quota cannot all pass.
+A write that does not know its size grows its reservation as the bytes come (archives, copies,
+streams), and stops at the quota. When it ends the reservation is settled into `used_bytes`.
 """
 
 from __future__ import annotations
 
 import os
+import stat as statmod
 from dataclasses import dataclass
-from pathlib import Path
+from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, Sum
 from django.utils import timezone
 
 from accounts.models import Datacenter
 from quotas.services import effective_quota
 from quotas.units import format_bytes
 
-from .models import StorageUsage, UploadSession
-from .paths import RESERVED_NAME, PathError, PfsPath
+from .models import StorageReservation, StorageUsage, UploadSession
+from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath
+
+# A reservation grows by at least this much at a time (fewer row locks per streamed write).
+STEP = 4 << 20
+# A reservation that has not grown for this long belongs to a process that died mid-write.
+RESERVATION_TTL = timedelta(seconds=getattr(settings, "PFS_RESERVATION_TTL", 3600))
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class QuotaExceeded(PathError):
@@ -33,7 +46,7 @@ class QuotaExceeded(PathError):
 @dataclass(frozen=True)
 class Usage:
     used_bytes: int
-    reserved_bytes: int  # declared sizes of unfinished uploads
+    reserved_bytes: int  # writes in progress and unfinished resumable uploads
     limit_bytes: int
 
     @property
@@ -41,121 +54,214 @@ class Usage:
         return max(0, self.limit_bytes - self.used_bytes - self.reserved_bytes)
 
 
-def tree_size(path: Path) -> int:
-    """Bytes of the regular files at or below `path`; symbolic links are not followed."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return 0
-    if not os.path.isdir(path) or os.path.islink(path):
-        return st.st_size if not os.path.islink(path) else 0
+def tree_size_fd(fd: int, *, only_unlinked: bool = False, skip_top: tuple[str, ...] = ()) -> int:
+    """Bytes of the regular files in the open file or directory `fd`, each inode once; links
+    are not followed (os.fwalk opens every directory by descriptor and skips one swapped for a
+    link). With `only_unlinked`, files with other hard links are left out: removing them
+    frees nothing certain."""
+    st = os.fstat(fd)
+    if not statmod.S_ISDIR(st.st_mode):
+        return st.st_size if statmod.S_ISREG(st.st_mode) and not (only_unlinked and st.st_nlink > 1) else 0
+    seen: set[tuple[int, int]] = set()
     total = 0
-    stack = [str(path)]
-    while stack:
-        top = stack.pop()
-        try:
-            with os.scandir(top) as it:
-                for entry in it:
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append(entry.path)
-                        elif entry.is_file(follow_symlinks=False):
-                            total += entry.stat(follow_symlinks=False).st_size
-                    except FileNotFoundError:
-                        continue
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            continue
+    for root, dirs, files, root_fd in os.fwalk(".", dir_fd=fd):
+        if root == "." and skip_top:
+            dirs[:] = [d for d in dirs if d not in skip_top]
+            files = [f for f in files if f not in skip_top]
+        for name in files:
+            try:
+                fst = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not statmod.S_ISREG(fst.st_mode) or (only_unlinked and fst.st_nlink > 1):
+                continue
+            if fst.st_nlink > 1:
+                key = (fst.st_dev, fst.st_ino)
+                if key in seen:
+                    continue
+                seen.add(key)
+            total += fst.st_size
     return total
 
 
-def home_size(home_dir: Path) -> int:
-    total = 0
+def size_at(name: str, dir_fd: int, *, only_unlinked: bool = False) -> int:
+    """`tree_size_fd` of the entry `name` in directory `dir_fd` (0 when missing or a link)."""
     try:
-        with os.scandir(home_dir) as it:
-            for entry in it:
-                if entry.name != RESERVED_NAME:
-                    total += tree_size(Path(entry.path))
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return 0
+    try:
+        return tree_size_fd(fd, only_unlinked=only_unlinked)
+    finally:
+        os.close(fd)
+
+
+def home_size(home: PfsPath) -> int:
+    """One walk of the home (its `.uploads` left out), by descriptor from the home's root."""
+    try:
+        fd = open_beneath(home.root, (), _DIR)
     except FileNotFoundError:
         return 0
-    return total
+    try:
+        return tree_size_fd(fd, skip_top=(RESERVED_NAME,))
+    finally:
+        os.close(fd)
 
 
 def _datacenter(name: str) -> Datacenter:
     return Datacenter.objects.only("id", "name").get(name=name)
 
 
-def _home_dir(user, datacenter: Datacenter) -> Path:
-    return PfsPath(datacenter.name, "home", user.get_username(), ()).disk
+def _home(user, datacenter: Datacenter) -> PfsPath:
+    return PfsPath(datacenter.name, "home", user.get_username(), ())
 
 
-def _row(user, datacenter: Datacenter) -> StorageUsage:
-    """The usage row, made with one walk of the home the first time it is needed."""
-    row = StorageUsage.objects.filter(user=user, datacenter=datacenter).first()
+def _row(user, datacenter: Datacenter, *, lock: bool = False) -> StorageUsage:
+    """The usage row, made with one walk of the home the first time it is needed. With `lock`
+    (inside a transaction) it stays locked until the transaction ends."""
+    rows = StorageUsage.objects.select_for_update() if lock else StorageUsage.objects
+    row = rows.filter(user=user, datacenter=datacenter).first()
     if row is not None:
         return row
     try:
         with transaction.atomic():
-            return StorageUsage.objects.create(user=user, datacenter=datacenter,
-                                               used_bytes=home_size(_home_dir(user, datacenter)),
-                                               recomputed=timezone.now())
+            StorageUsage.objects.create(user=user, datacenter=datacenter, used_bytes=home_size(_home(user, datacenter)),
+                                        recomputed=timezone.now())
     except IntegrityError:
-        return StorageUsage.objects.get(user=user, datacenter=datacenter)
+        pass  # made meanwhile by another request
+    return rows.get(user=user, datacenter=datacenter)
 
 
-def reserved_bytes(user, datacenter: Datacenter, *, exclude=None) -> int:
-    from .uploads import part_size
-
-    total = 0
-    sessions = UploadSession.objects.filter(user=user, datacenter=datacenter)
+def _reserved(user, datacenter: Datacenter, *, exclude: int | None = None) -> int:
+    rows = StorageReservation.objects.filter(user=user, datacenter=datacenter)
     if exclude is not None:
-        sessions = sessions.exclude(pk=exclude)
-    for s in sessions:
-        total += max(0, s.size - part_size(s))
-    return total
+        rows = rows.exclude(pk=exclude)
+    return rows.aggregate(total=Sum("bytes"))["total"] or 0
 
 
 def get_usage(user, datacenter: Datacenter | str) -> Usage:
+    """The user's usage, reservations and limit in the datacenter (job admission calls this to
+    refuse new jobs of an over-quota user)."""
     dc = _datacenter(datacenter) if isinstance(datacenter, str) else datacenter
     row = _row(user, dc)
     limit = effective_quota(user, dc).storage_bytes
-    return Usage(max(0, row.used_bytes), reserved_bytes(user, dc), limit)
+    return Usage(max(0, row.used_bytes), _reserved(user, dc), limit)
 
 
-def check_room(target: PfsPath, new_bytes: int, *, replaced_bytes: int = 0, exclude_upload=None) -> None:
-    """Refuse (QuotaExceeded) when writing `new_bytes` at `target`, replacing `replaced_bytes`,
-    would take the home's owner over quota. Writes to public are not counted."""
-    if target.area != "home" or new_bytes <= replaced_bytes:
-        return
-    user = get_user_model().objects.get(username=target.owner)
-    dc = _datacenter(target.datacenter)
-    used = max(0, _row(user, dc).used_bytes) + reserved_bytes(user, dc, exclude=exclude_upload)
-    limit = effective_quota(user, dc).storage_bytes
-    if used + new_bytes - replaced_bytes > limit:
-        raise QuotaExceeded(used, limit)
+class Reservation:
+    """Bytes held for one write into `target`'s home (nothing is held for public). `ensure(n)`
+    makes sure `n` bytes in all are held, growing the reservation under the row lock or raising
+    QuotaExceeded; `settle(delta)` ends it, adding what the write really changed to the usage;
+    `release()` (or leaving a `with` block unsettled) drops it. `charge(n)` counts `n` more
+    bytes written and ensures them (`count` is the bytes charged so far)."""
+
+    def __init__(self, target: PfsPath, *, upload: UploadSession | None = None):
+        self.home = target.area == "home"
+        self.held = self.count = 0
+        self.pk: int | None = None
+        self.upload = upload
+        if self.home:
+            self.user = get_user_model().objects.get(username=target.owner)
+            self.dc = _datacenter(target.datacenter)
+
+    def ensure(self, total: int, *, ahead: bool = False) -> None:
+        """Hold `total` bytes in all; with `ahead` (a stream of unknown length), up to STEP more
+        where they fit, so the next chunks need no lock."""
+        if not self.home or (self.pk is not None and total <= self.held):
+            return
+        with transaction.atomic():
+            row = _row(self.user, self.dc, lock=True)
+            used = max(0, row.used_bytes) + _reserved(self.user, self.dc, exclude=self.pk)
+            limit = effective_quota(self.user, self.dc).storage_bytes
+            if used + max(0, total) > limit:
+                raise QuotaExceeded(used + self.held, limit)
+            grant = min(max(total, self.held + STEP), limit - used) if ahead else max(0, total)
+            if self.pk is None:
+                self.pk = StorageReservation.objects.create(user=self.user, datacenter=self.dc, upload=self.upload,
+                                                            bytes=grant).pk
+            else:
+                StorageReservation.objects.filter(pk=self.pk).update(bytes=grant, updated=timezone.now())
+            self.held = grant
+
+    def charge(self, n: int) -> None:
+        self.count += n
+        self.ensure(self.count, ahead=True)
+
+    def settle(self, delta: int) -> None:
+        """The write is done and changed the home by `delta` bytes: count them, free the rest."""
+        if not self.home:
+            return
+        with transaction.atomic():
+            if self.pk is not None:
+                StorageReservation.objects.filter(pk=self.pk).delete()
+            _add(self.user, self.dc, delta)
+        self.pk, self.held = None, 0
+
+    def release(self) -> None:
+        if self.home and self.pk is not None:
+            StorageReservation.objects.filter(pk=self.pk).delete()
+        self.pk, self.held = None, 0
+
+    def __enter__(self) -> Reservation:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def reserve(target: PfsPath, nbytes: int, *, upload: UploadSession | None = None) -> Reservation:
+    """A reservation of `nbytes` for a write into `target`'s home. Refused (QuotaExceeded) when
+    it does not fit, or when the owner is over quota already, even for 0 bytes."""
+    r = Reservation(target, upload=upload)
+    r.count = nbytes
+    r.ensure(nbytes)
+    return r
+
+
+def reservation_of(upload: UploadSession, target: PfsPath) -> Reservation:
+    """The reservation a resumable upload made when it was created."""
+    r = Reservation(target, upload=upload)
+    row = StorageReservation.objects.filter(upload=upload).first()
+    if row is not None:
+        r.pk, r.held = row.pk, row.bytes
+    return r
+
+
+def _add(user, dc: Datacenter, delta: int) -> None:
+    row = _row(user, dc)
+    grown = F("grown_bytes") + max(0, delta)
+    StorageUsage.objects.filter(pk=row.pk).update(used_bytes=F("used_bytes") + delta, grown_bytes=grown)
 
 
 def adjust(target: PfsPath, delta: int) -> None:
-    """Add `delta` bytes to the usage of the home `target` is in (no-op for public)."""
+    """Add `delta` bytes to the usage of the home `target` is in (no-op for public); for changes
+    that need no room (removals, moves within a home)."""
     if target.area != "home" or delta == 0:
         return
-    user = get_user_model().objects.get(username=target.owner)
-    dc = _datacenter(target.datacenter)
-    row = _row(user, dc)
-    StorageUsage.objects.filter(pk=row.pk).update(used_bytes=F("used_bytes") + delta)
+    _add(get_user_model().objects.get(username=target.owner), _datacenter(target.datacenter), delta)
 
 
 def recompute(user, datacenter: Datacenter) -> int:
-    """Walk the home once and store the true usage (for what jobs wrote directly)."""
-    size = home_size(_home_dir(user, datacenter))
-    row = _row(user, datacenter)
-    StorageUsage.objects.filter(pk=row.pk).update(used_bytes=size, recomputed=timezone.now())
+    """Walk the home once and store the true usage (what jobs wrote directly counts too). What
+    grew while the walk ran is added on top: the walk may have passed it by (counting it twice
+    until the next walk errs on the safe side)."""
+    grown_before = _row(user, datacenter).grown_bytes
+    size = home_size(_home(user, datacenter))
+    with transaction.atomic():
+        row = _row(user, datacenter, lock=True)
+        size += row.grown_bytes - grown_before
+        StorageUsage.objects.filter(pk=row.pk).update(used_bytes=size, recomputed=timezone.now())
     return size
+
+
+def drop_stale_reservations() -> int:
+    """Reservations of transient writes whose process died (no growth for RESERVATION_TTL)."""
+    cutoff = timezone.now() - RESERVATION_TTL
+    return StorageReservation.objects.filter(upload=None, updated__lt=cutoff).delete()[0]
 
 
 def recompute_all() -> int:
     """Recompute every home that exists on disk or has a usage row; returns how many."""
-    from django.conf import settings
-
     User = get_user_model()
     count = 0
     for dc in Datacenter.objects.only("id", "name"):

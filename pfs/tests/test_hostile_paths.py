@@ -2,11 +2,15 @@
 the caller's own home (or public, read-only) is read or touched."""
 
 import errno
+import io
 import json
 import os
+import threading
+import zipfile
 from urllib.parse import quote
 
 import pytest
+import requests
 
 from pfs import chunks, paths, services, transfer, uploads
 from pfs.paths import PathError
@@ -310,13 +314,75 @@ def test_a_zipped_directory_swapped_for_a_link_while_streaming_sends_nothing_fro
     for base, text in ((home_dir / "data", b"alice's"), (world["outside"], b"outside")):
         write(base / "f.txt", text)
         write(base / "sub" / "g.txt", text)
-    response = transfer.download(alice, f"{A}/data")  # the tree is walked now
+    response = transfer.download(alice, f"{A}/data")  # the directory is opened and walked now
     _swap_for_link(home_dir / "data", world["outside"])
-    sent = b""
-    with pytest.raises(PathError) as e:
-        for part in response.streaming_content:
-            sent += part
-    assert e.value.status == 403 and b"outside" not in sent
+    sent = b"".join(response.streaming_content)
+    assert len(sent) == int(response["Content-Length"]) and b"outside" not in sent
+    with zipfile.ZipFile(io.BytesIO(sent)) as z:  # whole, and what was opened: alice's own
+        assert z.testzip() is None
+        assert {n: z.read(n) for n in z.namelist()} == {"f.txt": b"alice's", "sub/g.txt": b"alice's"}
+
+
+def _swapping(directory, target, stop):
+    """A job swapping `directory` for a link to `target` and back, as fast as it can."""
+    rounds = 0
+    while not stop.is_set():
+        _swap_for_link(directory, target)
+        os.unlink(directory)
+        os.rename(str(directory) + ".real", directory)
+        rounds += 1
+    return rounds
+
+
+def test_a_job_swapping_a_directory_for_a_link_to_bobs_home_never_exposes_it(
+        transactional_db, alice, world, home_dir, open_strategy):
+    from accounts.services import issue_token
+    from conftest import LiveASGI
+
+    write(world["bob"] / "bobs-name.txt", b"bob's")
+    write(world["bob"] / "bobsdir" / "deeper.txt", b"bob's")
+    for rel in ("alices.txt", "sub/inner.txt"):
+        write(home_dir / "data" / rel, b"alice's")
+    stop, answers = threading.Event(), []
+    with LiveASGI() as live, requests.Session() as s:
+        s.headers["Authorization"] = f"Token {issue_token(alice)}"
+        swapper = ThreadWithResult(_swapping, home_dir / "data", world["bob"], stop)
+        try:
+            for _ in range(120):
+                for what, url in (("list", f"/api/v2/files/?path={A}/data"),
+                                  ("list", f"/api/v2/files/?path={A}/data/sub"),
+                                  ("stat", f"/api/v2/files/stat/?path={A}/data/alices.txt"),
+                                  ("stat", f"/api/v2/files/stat/?path={A}/data/bobs-name.txt"),
+                                  ("zip", f"/api/v2/files/content/?path={A}/data")):
+                    r = s.get(live.url + url, timeout=60)
+                    answers.append(r.status_code)
+                    assert r.status_code < 500, (what, r.status_code, r.text[:300])
+                    if r.status_code != 200:
+                        continue
+                    assert b"bob" not in r.content, (what, r.content[:300])  # no name, no byte of bob's
+                    if what == "zip":
+                        assert len(r.content) == int(r.headers["Content-Length"])
+                        with zipfile.ZipFile(io.BytesIO(r.content)) as z:
+                            assert z.testzip() is None
+                            assert set(z.namelist()) == {"alices.txt", "sub/inner.txt"}
+        finally:
+            stop.set()
+            rounds = swapper.join()
+    assert rounds > 100 and 200 in answers and any(400 <= a < 500 for a in answers), (rounds, set(answers))
+
+
+class ThreadWithResult(threading.Thread):
+    def __init__(self, fn, *args):
+        super().__init__(daemon=True)
+        self.fn, self.args, self.result = fn, args, None
+        self.start()
+
+    def run(self):
+        self.result = self.fn(*self.args)
+
+    def join(self, timeout=30):
+        super().join(timeout)
+        return self.result
 
 
 def test_housekeeping_does_not_sweep_through_a_linked_uploads_directory(alice, world, home_dir):

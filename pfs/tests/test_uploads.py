@@ -23,6 +23,11 @@ A = "/pfs/local/home/alice"
 OCTETS = "application/offset+octet-stream"
 
 
+def part(home_dir, session):
+    """Where an upload's data is kept until it is complete."""
+    return home_dir / ".uploads" / uploads.part_name(session)
+
+
 def leftovers(home_dir):
     return [n for n in os.listdir(home_dir / ".uploads") if n != ".lock"]
 
@@ -247,11 +252,11 @@ def test_chunk_writer_batches_holes_and_short_writes(alice, home_dir, monkeypatc
     monkeypatch.setattr(uploads.os, "pwritev", short_pwritev)
     writer = uploads.ChunkWriter(session, 0, len(data))
     writer.write(blocks[:2])
-    assert os.path.getsize(uploads.part_path(session)) == 362_144  # a trailing hole still counts
+    assert os.path.getsize(part(home_dir, session)) == 362_144  # a trailing hole still counts
     writer.write(blocks[2:])
     assert writer.finish() == len(data)
     assert calls  # the short writes happened and were resumed
-    assert uploads.part_path(session).read_bytes() == data
+    assert part(home_dir, session).read_bytes() == data
     # a second writer on the same upload: the offset is checked, then a chunk past the size
     with pytest.raises(uploads.OffsetConflict):
         uploads.ChunkWriter(uploads.get(alice, uid), 5, 1)
@@ -259,7 +264,7 @@ def test_chunk_writer_batches_holes_and_short_writes(alice, home_dir, monkeypatc
     with pytest.raises(uploads.PathError) as e:
         writer.write([b"x" * 11])
     writer.abort()
-    assert e.value.status == 413 and os.path.getsize(uploads.part_path(session)) == len(data)
+    assert e.value.status == 413 and os.path.getsize(part(home_dir, session)) == len(data)
 
 
 def test_chunk_writer_is_exclusive_and_checksummed(alice, home_dir):
@@ -272,10 +277,10 @@ def test_chunk_writer_is_exclusive_and_checksummed(alice, home_dir):
     with pytest.raises(uploads.PathError) as e:
         first.finish()
     assert e.value.status == 460
-    assert os.path.getsize(uploads.part_path(uploads.get(alice, uid))) == 0  # discarded, lock released
+    assert os.path.getsize(part(home_dir, uploads.get(alice, uid))) == 0  # discarded, lock released
     second = uploads.ChunkWriter(uploads.get(alice, uid), 0, 8)
     second.write([b"abcd"])
     with pytest.raises(uploads.PathError) as e:
         second.finish()  # the request ended early: what arrived is kept
     assert e.value.status == 400 and "4 bytes early" in e.value.message
-    assert uploads.part_path(uploads.get(alice, uid)).read_bytes() == b"abcd"
+    assert part(home_dir, uploads.get(alice, uid)).read_bytes() == b"abcd"
