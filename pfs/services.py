@@ -22,6 +22,7 @@ from .paths import RESERVED_NAME, PathError, PfsPath, home, open_beneath, resolv
 from .storage import (
     CHUNK,
     DIRECTORY,
+    HARD_LINKED,
     copy_tree,
     discard_temp,
     locked,
@@ -275,6 +276,8 @@ def copy(user, src: str, dst: str, *, overwrite: bool = False) -> Entry:
             if statmod.S_ISDIR(st.st_mode):
                 _copy_dir(src_fd, d, held)
             elif statmod.S_ISREG(st.st_mode):
+                if s.area == "home" and st.st_nlink > 1:
+                    raise PathError(f"{s.virtual}: {HARD_LINKED}", 403)
                 with os.fdopen(os.dup(src_fd), "rb", buffering=0) as f:
                     name, size = write_temp(d, metered(iter(lambda: f.read(CHUNK), b""), held.charge))
                 put_in_place(d, name, size, held)

@@ -25,6 +25,10 @@ from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath
 CHUNK = 1 << 20
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC  # never an existing file or link
+# A job can plant hard links in its home; the server cannot tell where the other names of such a
+# file are, so it neither serves nor changes one (zips and tree copies leave them out).
+HARD_LINKED = ("the file has other hard links, so the server does not serve, copy or change it "
+               "(make a copy of your own inside your job first)")
 DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -139,14 +143,15 @@ def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None]) -> int:
 
 
 def _copy_file_at(name: str, src_dir: int, dst_dir: int, charge: Callable[[int], None]) -> int:
-    """Copy one regular file (as it was when opened: a file growing meanwhile is cut there)."""
+    """Copy one regular file (as it was when opened: a file growing meanwhile is cut there);
+    hard-linked ones are left out (see HARD_LINKED)."""
     try:  # O_NONBLOCK: a FIFO swapped in meanwhile must not hang the server on open
         src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=src_dir)
     except OSError:
         return 0  # gone or replaced by a link since it was listed
     try:
         st = os.fstat(src)
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
             return 0
         charge(st.st_size)
         dst = os.open(name, NEW_FILE, stat.S_IMODE(st.st_mode), dir_fd=dst_dir)

@@ -20,12 +20,10 @@ from django.utils.http import content_disposition_header, http_date
 from zipstream import ZIP_STORED, ZipStream
 
 from .paths import PathError, PfsPath, open_at, resolve
+from .storage import HARD_LINKED
 
 BLOCK = 4 << 20  # bytes per read and per ASGI message
-# A job can plant hard links in its home; the server cannot tell where the other names of such a
-# file are, so it neither serves nor changes them (zips and copies leave them out).
-HARD_LINKED = ("the file has other hard links, so the server does not serve or change it "
-               "(copy it to a file of its own first)")
+
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 

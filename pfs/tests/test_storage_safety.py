@@ -1,0 +1,137 @@
+"""What a job can leave in a home does not trick the server: a `.uploads` that is not a real
+directory refuses writes and creates nothing anywhere; hard links are counted once and never
+served or written through; what a job wrote counts once the job ends, and then refuses uploads."""
+
+import io
+import os
+import time
+import zipfile
+
+import pytest
+
+from pfs import services, usage
+from pfs.models import UploadSession
+
+from .conftest import write
+
+A = "/pfs/local/home/alice"
+
+
+def snapshot(*dirs):
+    out = {}
+    for d in dirs:
+        for root, subdirs, files in os.walk(d):
+            for name in files + subdirs:
+                st = os.lstat(os.path.join(root, name))
+                out[os.path.join(root, name)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+@pytest.fixture(params=["a link to a directory outside", "a dangling link", "a file"])
+def broken_uploads(request, home_dir, tmp_path):
+    """What a job could have made of alice's `.uploads`; the directory a link points at."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (home_dir / "mine.txt").write_bytes(b"alice's")
+    if request.param == "a file":
+        (home_dir / ".uploads").write_bytes(b"")
+    else:
+        os.symlink(outside if "outside" in request.param else tmp_path / "nowhere", home_dir / ".uploads")
+    return outside
+
+
+def test_writes_are_refused_and_nothing_created_when_uploads_is_not_a_directory(alice_api, home_dir,
+                                                                                broken_uploads):
+    before = snapshot(home_dir, broken_uploads)
+    answers = {
+        "upload": alice_api.post("/api/v2/uploads/", {"path": f"{A}/new.bin", "size": 5}, format="json"),
+        "put": alice_api.put(f"/api/v2/files/content/?path={A}/new.bin", data=b"hello",
+                             content_type="application/octet-stream"),
+        "copy": alice_api.post("/api/v2/files/copy/", {"src": f"{A}/mine.txt", "dst": f"{A}/copy.txt"},
+                               format="json"),
+        "move": alice_api.post("/api/v2/files/move/", {"src": f"{A}/mine.txt", "dst": f"{A}/moved.txt"},
+                               format="json"),
+    }
+    for name, r in answers.items():
+        assert r.status_code == 403, (name, r.status_code, r.content[:300])
+        assert "'.uploads' in your home is not a directory" in r.json()["detail"], name
+    assert snapshot(home_dir, broken_uploads) == before
+    assert not UploadSession.objects.exists()
+    # reading still works, and listing hides the bookkeeping name whatever it is
+    r = alice_api.get(f"/api/v2/files/?path={A}")
+    assert r.status_code == 200 and [e["name"] for e in r.json()["results"]] == ["mine.txt"]
+
+
+@pytest.fixture
+def linked(alice, datacenter, home_dir):
+    """A 1000-byte file with three names in alice's home, as a job could make with `ln`."""
+    write(home_dir / "a.bin", b"a" * 1000)
+    (home_dir / "sub").mkdir()
+    os.link(home_dir / "a.bin", home_dir / "b.bin")
+    os.link(home_dir / "a.bin", home_dir / "sub" / "c.bin")
+    write(home_dir / "plain.txt", b"p" * 10)
+    return home_dir
+
+
+def test_hard_links_are_counted_once(alice, datacenter, linked):
+    assert usage.recompute(alice, datacenter) == 1010
+    assert usage.get_usage(alice, "local").used_bytes == 1010
+    # removing one name frees nothing certain: the books keep the file until the last name goes
+    assert services.remove(alice, f"{A}/b.bin") == 0
+    assert usage.get_usage(alice, "local").used_bytes == 1010
+    assert usage.recompute(alice, datacenter) == 1010
+
+
+def test_hard_linked_files_are_neither_served_nor_written_through(alice_api, alice, linked, client):
+    from pfs import chunks, shares
+
+    for url in (f"/api/v2/files/content/?path={A}/a.bin", f"/api/v2/files/content/?path={A}/sub/c.bin"):
+        r = alice_api.get(url)
+        assert r.status_code == 403 and "other hard links" in r.json()["detail"], r.content
+    r = alice_api.post("/api/v2/files/copy/", {"src": f"{A}/a.bin", "dst": f"{A}/copied.bin"}, format="json")
+    assert r.status_code == 403 and "other hard links" in r.json()["detail"]
+    shared = shares.create(alice, f"{A}/a.bin")
+    r = client.get(f"/filepub/?uuid={shared.uuid}")
+    assert r.status_code == 403 and b"other hard links" in r.content
+    with pytest.raises(services.PathError) as e:
+        chunks.write_range(alice, f"{A}/a.bin", 0, lambda n: b"x" * n, 4096)
+    assert e.value.status == 403
+    assert (linked / "a.bin").read_bytes() == b"a" * 1000
+    # a zip of the home leaves them out; the plain file is there
+    data = b"".join(alice_api.get(f"/api/v2/files/content/?path={A}").streaming_content)
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        assert z.namelist() == ["plain.txt"]
+    # a tree copy leaves them out too
+    r = alice_api.post("/api/v2/files/copy/", {"src": f"{A}/sub", "dst": f"{A}/sub2"}, format="json")
+    assert r.status_code == 201 and os.listdir(linked / "sub2") == []
+    # once the other names are gone the file is alice's alone again, and served
+    for name in ("b.bin", "sub/c.bin"):
+        assert alice_api.delete(f"/api/v2/files/?path={A}/{name}").status_code == 204
+    r = alice_api.get(f"/api/v2/files/content/?path={A}/a.bin")
+    assert r.status_code == 200 and b"".join(r.streaming_content) == b"a" * 1000
+
+
+def test_what_a_job_wrote_counts_when_it_ends_and_then_refuses_uploads(system, alice, datacenter, home_dir):
+    from conftest import token_client
+    from jobs.lifecycle import transition
+    from jobs.models import Job, JobState
+    from quotas.models import Quota
+
+    Quota.objects.create(datacenter=datacenter, user=alice, storage_bytes=2**20)
+    api = token_client(alice)
+    assert usage.get_usage(alice, "local").used_bytes == 0  # the books start before the job writes
+    job = Job.objects.create(user=alice, datacenter=datacenter, name="writer", state=JobState.RUNNING,
+                             package=f"{A}/jobs/writer", entry="python train.py")
+    write(home_dir / "models" / "writer" / "weights.bin", b"w" * (2**20 + 1))  # what the job wrote
+    assert transition(job, JobState.SUCCEEDED, "Completed")
+    deadline = time.monotonic() + 60
+    while usage.get_usage(alice, "local").used_bytes != 2**20 + 1:
+        assert time.monotonic() < deadline, "the usage was not recounted after the job ended"
+        time.sleep(0.1)
+    for r in (api.post("/api/v2/uploads/", {"path": f"{A}/tiny.txt", "size": 1}, format="json"),
+              api.put(f"/api/v2/files/content/?path={A}/one.txt", data=b"1", content_type="application/octet-stream")):
+        assert r.status_code == 413 and r.json()["detail"] == "quota exceeded: used 1.0 MiB of 1.0 MiB", r.content
+    # freeing space lets uploads in again
+    assert api.delete(f"/api/v2/files/?path={A}/models&recursive=true").status_code == 204
+    r = api.post("/api/v2/uploads/", {"path": f"{A}/tiny.txt", "size": 1}, format="json")
+    assert r.status_code == 201, r.content
