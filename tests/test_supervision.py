@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 
 import psutil
 import pytest
@@ -69,9 +70,10 @@ def _wait(predicate, seconds: float, what: str, tree: Tree):
         time.sleep(0.2)
 
 
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory):
-    tree = Tree(tmp_path_factory.mktemp("run-var"))
+@contextmanager
+def running_tree(var):
+    """`make run`'s tree on `var`, once every part reported in; at the end nothing of it is left."""
+    tree = Tree(var)
     tree.proc = tree.start()
     everything: list[psutil.Process] = []
     try:
@@ -93,6 +95,27 @@ def tree(tmp_path_factory):
                 pass
         tree.proc.kill()
         tree.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    with running_tree(tmp_path_factory.mktemp("run-var")) as tree:
+        yield tree
+
+
+def _procfile_process(processes: list[psutil.Process], needle: str) -> psutil.Process:
+    """The process a Procfile line started (honcho runs each line through `sh -c`)."""
+    return next(p for p in processes if p.name() != "sh" and p.parent().name() == "sh"
+                and needle in " ".join(p.cmdline()))
+
+
+def _assert_the_tree_stops(tree: Tree, processes: list[psutil.Process], name: str) -> None:
+    assert tree.proc.wait(60) == 1
+    said = tree.output()
+    assert "a process of the service exited" in said
+    assert f"{name}.1 stopped (rc=-9)" in said or f"{name}.1 stopped (rc=137)" in said
+    _wait(lambda: not [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE],
+          30, "every process of the tree to end", tree)
 
 
 def test_every_part_reports_in_at_the_health_endpoint(tree):
@@ -123,12 +146,14 @@ def test_a_second_bundled_redis_leaves_the_first_ones_socket_alone(tree):
 
 def test_a_worker_killed_with_9_stops_the_whole_tree_with_a_message(tree):
     processes = tree.processes()
-    # The worker's main process: a celery worker whose parent is honcho's shell, not another one.
-    worker = next(p for p in processes if "worker" in p.cmdline() and "celery" in " ".join(p.cmdline())
-                  and p.parent().name() != p.name())
-    worker.send_signal(signal.SIGKILL)
-    assert tree.proc.wait(60) == 1
-    assert "a process of the service exited" in tree.output()
-    assert "worker.1 stopped (rc=-9)" in tree.output() or "worker.1 stopped (rc=137)" in tree.output()
-    _wait(lambda: not [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE],
-          30, "every process of the tree to end", tree)
+    _procfile_process(processes, "paddleweb worker").send_signal(signal.SIGKILL)
+    _assert_the_tree_stops(tree, processes, "worker")
+
+
+@pytest.mark.parametrize("name, needle", [("redis", "redis-server"), ("web", "uvicorn"),
+                                          ("watcher", "watch_jobs"), ("beat", "paddleweb beat")])
+def test_any_other_part_killed_with_9_stops_the_whole_tree_too(tmp_path, name, needle):
+    with running_tree(tmp_path) as tree:
+        processes = tree.processes()
+        _procfile_process(processes, needle).send_signal(signal.SIGKILL)
+        _assert_the_tree_stops(tree, processes, name)
