@@ -120,10 +120,23 @@ class LocalBackend(Backend):
                                       "is not installed: `sudo apt-get install slirp4netns`")
                 egress.start(ns, self._egress_pid_file(job))
             sandbox.give_to(home.disk, sandbox.job_uid(job.user))  # what the service put there since
+        # Keepers start side by side (each is an interpreter starting up); then every one must
+        # have written its pid, so observe() never sees a gap.
+        starting = []
         for replica in replicas:
             if not Job.objects.filter(pk=job.pk, state=job.state).exists():
-                return  # killed or failed while we were starting replicas
-            self._start(job, replica, topo, bin_dir, home, cfg, ns)
+                break  # killed or failed while we were starting replicas
+            launcher = self._start(job, replica, topo, bin_dir, home, cfg, ns)
+            if launcher:
+                starting.append((replica, launcher))
+        deadline = time.monotonic() + 10
+        for replica, launcher in starting:
+            if launcher.wait():
+                raise LaunchError("StartFailed", f"{replica.name}: the process keeper failed ({launcher.returncode})")
+            while not (self.replica_dir(replica) / "state" / "shim.pid").exists():
+                if time.monotonic() > deadline:
+                    raise LaunchError("StartFailed", f"{replica.name}: the process keeper did not start")
+                time.sleep(0.01)
 
     def _assign_ports(self, job) -> None:
         with transaction.atomic():
@@ -132,11 +145,13 @@ class LocalBackend(Backend):
                 replica.save(update_fields=["host", "port"])
 
     def _start(self, job, replica, topo: contract.Topology, bin_dir: Path, home, cfg: config.LocalSettings,
-               ns: Path | None) -> None:
+               ns: Path | None) -> subprocess.Popen | None:
+        """Start the replica's keeper (unless it was started or stopped already); returns the
+        launcher process, which exits as soon as the keeper has detached."""
         rdir = self.replica_dir(replica)
         state = rdir / "state"
         if (state / "shim.pid").exists() or (state / "stop").exists():
-            return
+            return None
         state.mkdir(parents=True, exist_ok=True)
         work = rdir / "work"
         copy_tree_atomic(self.job_dir(job) / "package", work)
@@ -160,8 +175,9 @@ class LocalBackend(Backend):
         log = logstore.path(replica)
         log.parent.mkdir(parents=True, exist_ok=True)
         log.touch()
-        keeper = [sys.executable, str(SHIM), "--state-dir", str(state), "--log", str(log), "--require", argv[0],
-                  "--grace", str(settings.KILL_GRACE_SECONDS), "--cwd", str(work)]
+        # -I -S: the keeper needs only the standard library, so it skips site-packages' start-up.
+        keeper = [sys.executable, "-I", "-S", str(SHIM), "--state-dir", str(state), "--log", str(log),
+                  "--require", argv[0], "--grace", str(settings.KILL_GRACE_SECONDS), "--cwd", str(work)]
         cgroup = cgroups.create(_cgroup_name(job, replica), _limits(job, replica, cfg.pids_limit))
         if cgroup:
             keeper += [arg for d in cgroup.dirs for arg in ("--cgroup", str(d))]
@@ -180,13 +196,7 @@ class LocalBackend(Backend):
             env = {"PATH": KEEPER_PATH, "LANG": "C.UTF-8"}
         else:
             keeper += ["--", *argv]
-        subprocess.run(keeper, env=env, check=True, stdin=subprocess.DEVNULL)
-        # The keeper writes its pid right after detaching; wait so observe() never sees a gap.
-        deadline = time.monotonic() + 10
-        while not (state / "shim.pid").exists():
-            if time.monotonic() > deadline:
-                raise LaunchError("StartFailed", f"{replica.name}: the process keeper did not start")
-            time.sleep(0.01)
+        return subprocess.Popen(keeper, env=env, stdin=subprocess.DEVNULL)
 
     # --- stop, delete ----------------------------------------------------------------------
     def stop(self, job, replicas: Iterable | None = None) -> None:
