@@ -54,3 +54,13 @@ def test_tokens_lists_without_secrets_and_revokes_by_id(config, alice, monkeypat
     monkeypatch.setenv("PADDLECTL_TOKEN", ci_secret)
     assert run_cli("get", "jobs").code == 1  # the revoked token no longer works
     assert run_cli("tokens", "revoke", "999999").code == 1
+
+
+def test_logout_revokes_the_token_on_the_server(config, alice, monkeypatch):
+    assert run_cli("login").code == 0
+    token = yaml.safe_load(config.read_text())["datacenters"][0]["token"]
+    res = run_cli("logout")
+    assert res.code == 0 and "revoked" in res.out, res.err
+    assert not ApiToken.objects.filter(user=alice).exists()
+    monkeypatch.setenv("PADDLECTL_TOKEN", token)  # a copy of the old config no longer works
+    assert run_cli("get", "jobs").code == 1

@@ -10,7 +10,7 @@ import sys
 from .. import __version__
 from .. import config as cfgmod
 from ..api import API
-from ..errors import ConfigError, PaddlectlError
+from ..errors import AuthError, ConfigError, PaddlectlError
 from . import output
 from .main import Context, UsageError, command
 
@@ -62,12 +62,28 @@ def _logout_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("-name", "--name", help="config entry (default: the current datacenter)")
 
 
-@command("logout", "Forget the stored API token.", setup=_logout_setup)
+def _revoke_on_server(dc: cfgmod.Datacenter) -> None:
+    """Revoke the stored token on the server too, so a leftover copy of the config is useless."""
+    try:
+        with API(dc.endpoint, token=dc.token, retries=1) as api:
+            current = next((t for t in api.paginate("auth/tokens/") if t.get("current")), None)
+            if current:
+                api.delete(f"auth/tokens/{current['id']}/")
+    except AuthError:
+        pass  # already revoked or expired
+    except PaddlectlError as e:
+        print(f"warning: the token could not be revoked on the server ({e}); revoke it later with "
+              "`paddlectl tokens revoke ID` or on the API tokens page", file=sys.stderr)
+
+
+@command("logout", "Revoke the stored API token and forget it.", setup=_logout_setup)
 def logout(ctx: Context, args: argparse.Namespace) -> int:
     cfg = ctx.config()
     dc = cfgmod.select(cfg, args.name or ctx.datacenter, env={})
+    if dc.token:
+        _revoke_on_server(dc)
     if cfgmod.save_logout(cfg, dc.name):
-        print(f"Logged out of {dc.name}: the token was removed from {cfg.path}.")
+        print(f"Logged out of {dc.name}: the token was revoked and removed from {cfg.path}.")
     else:
         print(f"No token stored for {dc.name}.")
     return 0
