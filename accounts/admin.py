@@ -2,7 +2,8 @@ from django import forms
 from django.contrib import admin
 from django.utils.html import format_html_join
 
-from .models import Datacenter, Registry
+from . import services
+from .models import ApiToken, Datacenter, Registry
 
 
 class DatacenterForm(forms.ModelForm):
@@ -117,3 +118,34 @@ class RegistryAdmin(admin.ModelAdmin):
     list_filter = ["server"]
     search_fields = ["name", "server", "user__username"]
     list_select_related = ["user"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Every user's tokens by name; deleting one revokes it (knox's own page shows only hashes)."""
+
+    list_display = ["name", "user", "created", "expiry"]
+    search_fields = ["name", "user__username"]
+    list_select_related = ["user", "auth_token"]
+    readonly_fields = ["name", "user", "created", "expiry"]
+    fields = readonly_fields
+
+    @admin.display(ordering="auth_token__created")
+    def created(self, obj):
+        return obj.auth_token.created
+
+    @admin.display(ordering="auth_token__expiry", description="expires")
+    def expiry(self, obj):
+        return obj.auth_token.expiry or "never"
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def delete_model(self, request, obj):
+        services.revoke_token(obj)
+
+    def delete_queryset(self, request, queryset):
+        services.revoke_tokens(queryset)

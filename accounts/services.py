@@ -54,6 +54,10 @@ def revoke_token(token: ApiToken) -> None:
     token.auth_token.delete()  # the ApiToken goes with it
 
 
+def revoke_tokens(tokens: QuerySet[ApiToken]) -> None:
+    AuthToken.objects.filter(info__in=tokens).delete()
+
+
 class TokenHeader:
     """What knox's TokenAuthentication reads of a request: the Authorization header. For
     requests that never become a Django request (streamed upload chunks, websockets)."""

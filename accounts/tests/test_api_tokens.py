@@ -146,3 +146,19 @@ def test_logins_at_once_from_one_device_leave_one_working_token(alice):
     assert ApiToken.objects.filter(user=alice, name="laptop").count() == 1 == AuthToken.objects.count()
     working = [s for s in secrets if api(s).get("/api/v2/jobs/").status_code == 200]
     assert len(working) == 1
+
+
+def test_an_operator_revokes_tokens_in_the_admin(client, alice, bob):
+    from django.contrib.auth import get_user_model
+
+    admin_user = get_user_model().objects.create_superuser("root", "root@example.com", "password")
+    laptop, secret = services.create_token(alice, name="laptop")
+    services.create_token(bob, name="box")
+    client.force_login(admin_user)
+    listing = client.get("/admin/accounts/apitoken/").content.decode()
+    assert "laptop" in listing and "box" in listing and secret not in listing
+    client.post(f"/admin/accounts/apitoken/{laptop.pk}/delete/", {"post": "yes"})
+    assert api(secret).get("/api/v2/jobs/").status_code == 401
+    client.post("/admin/accounts/apitoken/", {"action": "delete_selected", "post": "yes",
+                                               "_selected_action": list(ApiToken.objects.values_list("pk", flat=True))})
+    assert not AuthToken.objects.exists()
