@@ -489,3 +489,19 @@ def test_pip_install_runs_setup_scripts_sandboxed_as_the_build_uid(alice, evil_i
         assert (venv / "bin" / "python").stat().st_uid == 0  # given back: nothing of it stays writable
     finally:
         shutil.rmtree(venv, ignore_errors=True)
+
+
+def test_a_hard_link_planted_in_a_home_does_not_hand_over_the_file_it_names(alice, tmp_path):
+    from pfs.paths import home
+
+    outside = tmp_path / "service-file"  # on the same filesystem as the homes, as var/ is in production
+    outside.write_text("the service's")
+    outside.chmod(0o600)
+    alice_home = home(alice, "local").disk
+    alice_home.mkdir(parents=True)
+    os.link(outside, alice_home / "planted")  # as a job with isolation "none" could have done
+    probe = "import os\ntry:\n    open(os.environ['PADDLE_PFS_HOME'] + '/planted').read()\n    print('read it')\n" \
+            "except OSError as e:\n    print('refused', type(e).__name__, flush=True)\n"
+    job = run_until_done(submit(alice, "planted", {"train.py": probe}, mode="collective", pservers=0, trainers=1))
+    assert "refused PermissionError" in logstore.read(job.replicas.get()).text
+    assert outside.stat().st_uid == 0 and outside.stat().st_mode & 0o777 == 0o600

@@ -18,6 +18,7 @@ import functools
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path, PurePosixPath
@@ -189,7 +190,8 @@ def write_etc(etc: Path, uid: int, username: str, home_at: str, hostname: str, r
 def give_to(top: Path, uid: int) -> None:
     """Make `top` and everything below it owned by `uid`, by name inside directories opened
     without following links, so a job swapping a directory for a link mid-walk changes nothing
-    outside `top`."""
+    outside `top`. Files with more than one hard link are left alone: another name of theirs may
+    be outside `top` (a service file linked into a home), and changing its owner would hand it over."""
     fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         if os.fstat(fd).st_uid != uid:
@@ -200,7 +202,7 @@ def give_to(top: Path, uid: int) -> None:
         for name in dirnames + filenames:
             try:
                 st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-                if st.st_uid != uid:
+                if st.st_uid != uid and (stat.S_ISDIR(st.st_mode) or st.st_nlink == 1):
                     os.chown(name, uid, uid, dir_fd=dirfd, follow_symlinks=False)
             except FileNotFoundError:
                 pass  # removed by a running job meanwhile
