@@ -93,8 +93,9 @@ def resumable(base, token, i):
     if r.status_code != 201:
         return r.status_code, r.text
     uid = r.json()["id"]
-    r = s.patch(f"{base}/api/v2/uploads/{uid}/", data=os.urandom(SIZE), timeout=120,
-                headers={"Upload-Offset": "0", "Content-Type": "application/offset+octet-stream"})
+    for offset in range(0, SIZE, MiB):  # bytes of an unfinished upload stay reserved until it completes
+        r = s.patch(f"{base}/api/v2/uploads/{uid}/", data=os.urandom(MiB), timeout=120,
+                    headers={"Upload-Offset": str(offset), "Content-Type": "application/offset+octet-stream"})
     return (201 if r.status_code == 200 and r.json()["complete"] else r.status_code), r.text
 
 
@@ -275,3 +276,16 @@ def test_staged_package_bytes_count_until_settled(limited, alice, home_dir):
     assert seen[0].reserved_bytes == 6 * MiB and seen[0].used_bytes == 0
     after = usage.get_usage(alice, "local")
     assert (after.used_bytes, after.reserved_bytes) == (6 * MiB + 1, 0)
+
+
+def test_an_unfinished_upload_keeps_its_whole_size_reserved(limited, alice, home_dir):
+    from pfs import uploads
+
+    first = uploads.create(alice, f"{A}/a.bin", SIZE)
+    uploads.write_chunk(first, 0, io.BytesIO(os.urandom(2 * MiB)).read, 2 * MiB)  # 1 MiB still to come
+    uploads.create(alice, f"{A}/b.bin", SIZE)
+    uploads.create(alice, f"{A}/c.bin", SIZE)
+    with pytest.raises(usage.QuotaExceeded) as e:
+        uploads.create(alice, f"{A}/d.bin", SIZE)
+    assert e.value.message == "quota exceeded: used 9.0 MiB of 10.0 MiB"
+    assert usage.get_usage(alice, "local").reserved_bytes == 3 * SIZE
