@@ -505,3 +505,20 @@ def test_a_hard_link_planted_in_a_home_does_not_hand_over_the_file_it_names(alic
     job = run_until_done(submit(alice, "planted", {"train.py": probe}, mode="collective", pservers=0, trainers=1))
     assert "refused PermissionError" in logstore.read(job.replicas.get()).text
     assert outside.stat().st_uid == 0 and outside.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_package_linking_trainer_id_elsewhere_does_not_make_the_service_write_there(alice, tmp_path):
+    from pfs.paths import home
+
+    target = tmp_path / "service-file"
+    target.write_text("intact")
+    package = home(alice, "local").child("jobs", "linky").disk
+    package.mkdir(parents=True)
+    (package / "train.py").write_text("print(open('trainer_id').read().strip(), flush=True)\n")
+    os.symlink(target, package / "trainer_id")
+    job = services.submit_job(alice, {"name": "linky", "package": "/pfs/local/home/alice/jobs/linky",
+                                      "entry": "python train.py", "mode": "collective", "trainers": 1})
+    job = run_until_done(job)
+    assert job.state == "Succeeded", job.message
+    assert target.read_text() == "intact"
+    assert logstore.read(job.replicas.get()).text.strip() == "0"

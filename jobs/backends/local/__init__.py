@@ -157,7 +157,11 @@ class LocalBackend(Backend):
         copy_tree_atomic(self.job_dir(job) / "package", work)
         if replica.role == Replica.Role.TRAINER:
             for name, text in contract.trainer_files(replica.index, job.trainers).items():
-                (work / name).write_text(text)
+                # The package may hold a link by that name: replace it, never write through it.
+                (work / name).unlink(missing_ok=True)
+                fd = os.open(work / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+                with os.fdopen(fd, "w") as f:
+                    f.write(text)
         env = {
             # A clean environment: nothing of the server's (database URLs, secrets) leaks in.
             "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
