@@ -4,6 +4,7 @@ on every download, as the owner, so a link never reaches further than its owner 
 
 from __future__ import annotations
 
+import os
 import uuid as uuidlib
 from datetime import datetime
 
@@ -18,8 +19,8 @@ from .paths import PathError, resolve
 
 def create(user, path: str, *, expires: datetime | None = None) -> ShareLink:
     p = resolve(user, path)
-    if not p.disk.is_file() or p.disk.is_symlink():
-        raise PathError(f"{p.virtual}: only a regular file can be shared", 409 if p.disk.exists() else 404)
+    fd, _ = transfer.open_file(p)  # race-free: 404 missing, 403 a link or hard-linked, 409 not a file
+    os.close(fd)
     if expires is not None and expires <= timezone.now():
         raise PathError("the expiry must be in the future")
     return ShareLink.objects.create(user=user, path=p.virtual, expires=expires)

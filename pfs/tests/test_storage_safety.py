@@ -90,7 +90,11 @@ def test_hard_linked_files_are_neither_served_nor_written_through(alice_api, ali
         assert r.status_code == 403 and "other hard links" in r.json()["detail"], r.content
     r = alice_api.post("/api/v2/files/copy/", {"src": f"{A}/a.bin", "dst": f"{A}/copied.bin"}, format="json")
     assert r.status_code == 403 and "other hard links" in r.json()["detail"]
-    shared = shares.create(alice, f"{A}/a.bin")
+    r = alice_api.post("/api/v2/shares/", {"path": f"{A}/a.bin"}, format="json")
+    assert r.status_code == 403 and "other hard links" in r.json()["detail"]
+    write(linked / "solo.bin", b"s")  # shared while it was alice's alone, then linked by a job
+    shared = shares.create(alice, f"{A}/solo.bin")
+    os.link(linked / "solo.bin", linked / "solo-link.bin")
     r = client.get(f"/filepub/?uuid={shared.uuid}")
     assert r.status_code == 403 and b"other hard links" in r.content
     with pytest.raises(services.PathError) as e:
