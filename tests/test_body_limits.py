@@ -87,14 +87,23 @@ def test_a_chunked_body_is_cut_off_at_the_limit(live, alice, settings):
         s.sendall(f"POST /api/v2/jobs/ HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
                   f"Content-Type: application/json\r\nAuthorization: Token {issue_token(alice)}\r\n\r\n".encode())
         chunk = b"%x\r\n%s\r\n" % (64 * 1024, b" " * 64 * 1024)
-        sent = 0
-        while not select.select([s], [], [], 0)[0]:  # until the answer is there
-            assert sent < 64 * MiB, "no answer while the body grew past the limit"
-            s.sendall(chunk)
-            sent += 64 * 1024
-        code, headers, body = _response(s)
-        assert code == 413 and headers["connection"] == "close"
+        sent, reset = 0, False
+        try:
+            while not select.select([s], [], [], 0)[0]:  # until the answer is there
+                assert sent < 64 * MiB, "no answer while the body grew past the limit"
+                s.sendall(chunk)
+                sent += 64 * 1024
+        except (ConnectionResetError, BrokenPipeError):
+            reset = True
         assert MiB <= sent < 64 * MiB
+        try:
+            code, headers, body = _response(s)
+        except ConnectionResetError:
+            # The server answered and closed while bytes we sent were still unread: the kernel
+            # then resets the connection and may drop the answer. The body was cut off all the same.
+            assert reset
+        else:
+            assert code == 413 and headers["connection"] == "close"
 
 
 def test_a_logged_in_upload_still_works(live, alice):
