@@ -12,6 +12,7 @@ recently (the Kubernetes liveness command of those pods), 1 otherwise.
 
 from __future__ import annotations
 
+import functools
 import socket
 import sys
 import threading
@@ -25,7 +26,13 @@ PREFIX = "paddlecloud:alive:"
 
 
 def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+    return _client(settings.REDIS_URL)
+
+
+@functools.cache
+def _client(url: str) -> redis.Redis:
+    # One connection pool per process (redis-py gives a forked child fresh connections).
+    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
 
 
 def beat(role: str, host: str | None = None) -> None:
