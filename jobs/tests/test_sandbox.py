@@ -106,8 +106,11 @@ def test_a_job_reaches_none_of_the_services_files_sockets_or_other_users_data(al
     from pfs.paths import home
 
     secret = settings.VAR_DIR / "secret.key"
-    sqlite = connection.vendor == "sqlite"
-    database = Path(connection.settings_dict["NAME"]) if sqlite else settings.VAR_DIR / "db.sqlite3"
+    # SQLite: the database file; PostgreSQL: its unix socket (the TCP port is checked below).
+    database = {"database": connection.settings_dict["NAME"]} if connection.vendor == "sqlite" else {}
+    unix = {"bundled redis": settings.EMBEDDED_REDIS_SOCKET} if settings.EMBEDDED_REDIS_SOCKET else {}
+    if connection.vendor == "postgresql":
+        unix["postgresql"] = "/var/run/postgresql/.s.PGSQL.5432"
     bob_home = home(bob, "local").disk
     bob_home.mkdir(parents=True)
     (bob_home / "private.txt").write_text("bob's")
@@ -115,15 +118,14 @@ def test_a_job_reaches_none_of_the_services_files_sockets_or_other_users_data(al
     public.mkdir(parents=True)
     (public / "data.txt").write_text("shared")
     # Everything the job is to be refused is really there and open to the service itself.
-    for path in (secret, database, bob_home / "private.txt", Path(f"/proc/{os.getpid()}/environ")):
-        assert path.read_bytes()
+    for path in (secret, *database.values(), bob_home / "private.txt", f"/proc/{os.getpid()}/environ"):
+        assert Path(path).read_bytes()
     tcp = {"redis": ["127.0.0.1", 6379], "postgresql": ["127.0.0.1", 5432]}
-    unix = {"bundled redis": settings.EMBEDDED_REDIS_SOCKET} if settings.EMBEDDED_REDIS_SOCKET else {}
     for path in unix.values():
         socket.socket(socket.AF_UNIX).connect(path)
     open_here = {name for name, (_, port) in tcp.items() if _tcp_open(port)}
     checks = {
-        "read": {"secret key": str(secret), "database": str(database), "bob's home": "/pfs/local/home/bob/private.txt",
+        "read": {"secret key": str(secret), **database, "bob's home": "/pfs/local/home/bob/private.txt",
                  "bob's home on disk": str(bob_home / "private.txt"), "service environ": f"/proc/{os.getpid()}/environ",
                  "public": "/pfs/local/public/data.txt"},
         "write": {"/usr": "/usr/pwned", "/etc": "/etc/pwned", "/": "/pwned", "public": "/pfs/local/public/pwned",

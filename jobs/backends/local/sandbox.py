@@ -15,6 +15,7 @@ shows in the host's process list.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from django.conf import settings
 
+log = logging.getLogger(__name__)
 ARGS_FD = 3
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`)"
 SETPRIV = "/usr/bin/setpriv"
@@ -64,7 +66,15 @@ def _setpriv(uid: int) -> list[str]:
 
 @functools.cache
 def probe() -> str | None:
-    """None when the sandbox works on this machine, else why not and the fix (checked once per process)."""
+    """None when the sandbox works on this machine, else why not and the fix (checked once per
+    process, and logged then)."""
+    why = _probe()
+    if why:
+        log.warning("local jobs cannot be sandboxed here, so they fail (SandboxUnavailable): %s", why)
+    return why
+
+
+def _probe() -> str | None:
     if os.geteuid() != 0:
         return ("the local sandbox needs the service to run as root (it gives every job its own uid and "
                 "network namespace); run it as root, or set isolation: \"none\" on a single-user machine")
