@@ -5,7 +5,10 @@ from .models import Job, JobState
 
 class JobFilterSet(django_filters.FilterSet):
     state = django_filters.MultipleChoiceFilter(choices=JobState.choices)
-    active = django_filters.BooleanFilter(method="filter_active", label="Only jobs that have not ended")
+    # A choice, not a BooleanFilter: that one ignores a value it cannot read instead of refusing it.
+    active = django_filters.TypedChoiceFilter(choices=[("true", "true"), ("false", "false")],
+                                              coerce=lambda value: value == "true", method="filter_active",
+                                              label="Only jobs that have not ended (true) or only ended ones (false)")
 
     class Meta:
         model = Job

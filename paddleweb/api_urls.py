@@ -1,6 +1,6 @@
 """/api/v2: the native REST API used by paddlectl, the SDK and scripts."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
@@ -8,6 +8,7 @@ from accounts.api.views import DatacenterViewSet, RegistryViewSet, TokenViewSet,
 from jobs.api.views import JobViewSet
 from quotas.api.views import quota
 
+from .api import not_found
 from .health_api import HealthView
 
 router = DefaultRouter()
@@ -25,4 +26,6 @@ urlpatterns = [
     path("health/", HealthView.as_view(), name="health"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    # Last: any other URL ending in "/" (one without still gets the slash appended first).
+    re_path(r"^.*/$", not_found),
 ]

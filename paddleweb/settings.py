@@ -179,13 +179,16 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "paddleweb.pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # DRF's defaults, with a JSON parser that refuses deep nesting (400, not a RecursionError).
     "DEFAULT_PARSER_CLASSES": ["paddleweb.parsers.BoundedJSONParser", "rest_framework.parsers.FormParser",
                                "rest_framework.parsers.MultiPartParser"],
+    # No OPTIONS introspection (405): the OpenAPI schema describes the API, and DRF's metadata
+    # crashed (500) on views without a queryset.
+    "DEFAULT_METADATA_CLASS": None,
     # DRF throttles and django-axes find the client's address the same way (accounts.throttle).
     "NUM_PROXIES": TRUSTED_PROXY_COUNT,
 }
@@ -206,6 +209,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": "/api/v2",
     "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.JobState", "ReplicaStateEnum": "jobs.models.ReplicaState"},
+    # Every operation's error answers, described once (paddleweb/api_schema.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "paddleweb.api_schema.document_errors"],
 }
 
 # --- HTTPS ----------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ class ReplicaSerializer(serializers.ModelSerializer):
 
 
 class JobEventSerializer(serializers.ModelSerializer):
-    replica = serializers.CharField(source="replica.name", default=None, read_only=True)
+    replica = serializers.CharField(source="replica.name", default=None, read_only=True, allow_null=True,
+                                    help_text="The replica it concerns; null for the job itself.")
 
     class Meta:
         model = JobEvent
@@ -24,7 +25,7 @@ class JobEventSerializer(serializers.ModelSerializer):
 
 class JobSerializer(serializers.ModelSerializer):
     datacenter = serializers.CharField(source="datacenter.name", read_only=True)
-    registry = serializers.CharField(source="registry.name", default=None, read_only=True)
+    registry = serializers.CharField(source="registry.name", default=None, read_only=True, allow_null=True)
 
     class Meta:
         model = Job

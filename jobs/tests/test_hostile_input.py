@@ -162,7 +162,7 @@ def test_kills_racing_deletes_never_answer_500(alice, pkg, datacenter):
 
 
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("path", ["/ws/jobs/..%2fx/", "/ws/elsewhere/", "/ws/jobs/a/b/"])
+@pytest.mark.parametrize("path", ["/ws/jobs/..%2fx/", "/ws/elsewhere/", "/ws/jobs/a/b/", "/ws/jobs/a%00b/"])
 def test_unroutable_websocket_paths_are_refused_not_crashed(alice, path):
     token = issue_token(alice)
     with LiveASGI() as live:
@@ -170,3 +170,24 @@ def test_unroutable_websocket_paths_are_refused_not_crashed(alice, path):
             connect(f"ws://127.0.0.1:{live.port}{path}", additional_headers={"Authorization": f"Token {token}"},
                     open_timeout=20)
     assert refused.value.response.status_code == 403
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("method,url", [
+    ("get", "/api/v2/jobs/a%00b/"), ("post", "/api/v2/jobs/a%00b/kill/"), ("get", "/api/v2/jobs/a%00b/logs/"),
+    ("delete", "/api/v2/jobs/a%00b/"), ("get", "/api/v2/jobs/a.b/"), ("get", "/api/v2/no-such-thing/"),
+    ("get", "/api/v2/jobs/?datacenter__name=a%00b"), ("get", "/api/v2/quota/?datacenter=a%00b"),
+    ("get", "/api/v2/storage/usage/?datacenter=a%00b"),
+])
+def test_odd_job_urls_get_a_json_answer_not_a_500(alice_api, method, url):
+    res = getattr(alice_api, method)(url)
+    assert res.status_code in (400, 404), res.content[:300]
+    assert res["Content-Type"] == "application/json"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", ["/jobs/a%00b/", "/jobs/fit/logs/a%00b/", "/jobs/a%00b/metrics/"])
+def test_odd_job_page_urls_are_not_found(client, alice, pkg, url):
+    services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py", "pservers": 1})
+    client.force_login(alice)
+    assert client.get(url).status_code == 404

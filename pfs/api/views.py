@@ -190,7 +190,8 @@ class ContentView(PfsView):
 class UsageView(PfsView):
     serializer_class = UsageSerializer
 
-    @extend_schema(parameters=[OpenApiParameter("datacenter", OpenApiTypes.STR)], responses={200: UsageSerializer})
+    @extend_schema(parameters=[OpenApiParameter("datacenter", OpenApiTypes.STR)],
+                   responses={200: UsageSerializer, 404: ERROR})
     def get(self, request):
         """Your storage use and quota in a datacenter (kept current on every write and delete)."""
         dc = request.query_params.get("datacenter") or settings.DEFAULT_DATACENTER

@@ -1,6 +1,5 @@
 from django.conf import settings
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.decorators import api_view
 from rest_framework.response import Response
@@ -23,11 +22,18 @@ class QuotaSerializer(serializers.Serializer):
     storage_bytes = serializers.IntegerField(help_text="Storage limit of your PFS home.")
 
 
-@extend_schema(parameters=[OpenApiParameter("datacenter", OpenApiTypes.STR)], responses={200: QuotaSerializer})
+class QuotaQuerySerializer(serializers.Serializer):
+    datacenter = serializers.CharField(required=False, max_length=100,
+                                       help_text="The default datacenter's when omitted.")
+
+
+@extend_schema(parameters=[QuotaQuerySerializer], responses={200: QuotaSerializer})
 @api_view(["GET"])
 def quota(request):
     """Your limits in a datacenter and what your running jobs use of them."""
-    name = request.query_params.get("datacenter") or settings.DEFAULT_DATACENTER
+    query = QuotaQuerySerializer(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    name = query.validated_data.get("datacenter") or settings.DEFAULT_DATACENTER
     dc = Datacenter.objects.filter(name=name).first()
     if dc is None:
         raise serializers.ValidationError({"datacenter": [f"no datacenter named '{name}'"]})
