@@ -191,3 +191,19 @@ def test_odd_job_page_urls_are_not_found(client, alice, pkg, url):
     services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py", "pservers": 1})
     client.force_login(alice)
     assert client.get(url).status_code == 404
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("query,field", [
+    ("offset=-5", "offset"), ("offset=abc", "offset"), ("offset=" + str(10**30), "offset"),
+    ("limit=0", "limit"), ("limit=abc", "limit"), ("limit=1001", "limit"), ("active=maybe", "active"),
+])
+def test_bad_list_paging_and_filters_are_refused_not_ignored(alice_api, query, field):
+    res = alice_api.get(f"/api/v2/jobs/?{query}")
+    assert res.status_code == 400 and field in res.json(), res.content
+
+
+@pytest.mark.django_db
+def test_options_requests_are_not_allowed(alice_api):
+    assert alice_api.options("/api/v2/files/content/?path=/pfs/local/home/alice/x").status_code == 405
+    assert alice_api.options("/api/v2/jobs/").status_code == 405

@@ -71,3 +71,17 @@ def test_one_users_admissions_do_not_use_another_users_quota(alice, bob, datacen
 
     assert sum(r.status_code == 201 for r in answers) == 2
     assert Job.objects.filter(user=alice).count() == 1 and Job.objects.filter(user=bob).count() == 1
+
+
+def test_admission_refuses_to_run_on_sqlite_without_immediate_transactions(alice, datacenter, monkeypatch):
+    from django.core.exceptions import ImproperlyConfigured
+    from django.db import connection, transaction
+
+    from quotas.services import lock_admissions
+
+    if connection.vendor != "sqlite":
+        pytest.skip("PostgreSQL locks the user's row")
+    # A deferred transaction reads, then fails to upgrade its lock when a racing one wrote first.
+    monkeypatch.setitem(connection.settings_dict["OPTIONS"], "transaction_mode", "DEFERRED")
+    with pytest.raises(ImproperlyConfigured), transaction.atomic():
+        lock_admissions(alice)
