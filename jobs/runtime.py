@@ -83,7 +83,8 @@ def _isolated(target: Path, sandboxed: bool) -> Iterator[Callable[[list[str]], l
             ns = netns.ensure(ns_name)
             egress.start(ns, pid_file)
         except OSError as e:
-            raise RuntimeEnvError("the sandbox for pip install cannot start", str(e)) from e
+            raise RuntimeEnvError("the sandbox for pip install cannot start (its route out needs slirp4netns: "
+                                  "`sudo apt-get install slirp4netns`)", str(e)) from e
         etc.mkdir(exist_ok=True)
         (etc / "hosts").write_text("127.0.0.1 localhost paddlecloud-build\n")
         (etc / "resolv.conf").write_text(egress.RESOLV_CONF)
