@@ -28,6 +28,11 @@ What is handled here, and nothing else:
   without reading the body. Session (cookie) requests — the browser's file manager — and
   requests without a token keep going through Django and DRF unchanged, CSRF checks included.
 
+* `PUT /api/v2/files/content/` (a one-shot upload) whose declared Content-Length is more than
+  the caller's free storage quota (or the 64 MiB one-shot limit) is answered 413 "quota
+  exceeded: used X of Y" from the request head, before any byte of the body is read
+  (`_put_refusal`); every other PUT goes on to Django, which reserves the bytes before writing.
+
 * All other HTTP goes to Django, through `LargeChunkASGIHandler`: the stock handler with
   response messages of up to `transfer.BLOCK` bytes instead of 64 KiB, so a download block
   read by pfs.transfer is handed to the server in one `send` with no re-slicing; and a file

@@ -69,7 +69,7 @@ def browse(request, vpath: str):
     path = "/pfs/" + vpath
     try:
         p = resolve(request.user, path)
-        if p.disk.is_file():
+        if services.stat(request.user, p.virtual).type == "file":
             return redirect(reverse("api:pfs-content") + "?" + _query(p.virtual))
         ctx = _context(request, p.virtual)
     except PathError as e:

@@ -289,3 +289,21 @@ def test_an_unfinished_upload_keeps_its_whole_size_reserved(limited, alice, home
         uploads.create(alice, f"{A}/d.bin", SIZE)
     assert e.value.message == "quota exceeded: used 9.0 MiB of 10.0 MiB"
     assert usage.get_usage(alice, "local").reserved_bytes == 3 * SIZE
+
+
+def test_housekeeping_drops_reservations_whose_writer_died(alice, datacenter, home_dir):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from pfs.tasks import housekeeping
+
+    dead = StorageReservation.objects.create(user=alice, datacenter=datacenter, bytes=5 * MiB)
+    StorageReservation.objects.filter(pk=dead.pk).update(updated=timezone.now() - usage.RESERVATION_TTL
+                                                         - timedelta(seconds=1))
+    alive = usage.reserve(home(alice, "local").child("x.bin"), 2 * MiB)
+    assert usage.get_usage(alice, "local").reserved_bytes == 7 * MiB
+    assert housekeeping()["reservations_dropped"] == 1
+    assert usage.get_usage(alice, "local").reserved_bytes == 2 * MiB
+    alive.release()
+    assert usage.get_usage(alice, "local").reserved_bytes == 0
