@@ -139,3 +139,14 @@ def test_what_a_job_wrote_counts_when_it_ends_and_then_refuses_uploads(system, a
     assert api.delete(f"/api/v2/files/?path={A}/models&recursive=true").status_code == 204
     r = api.post("/api/v2/uploads/", {"path": f"{A}/tiny.txt", "size": 1}, format="json")
     assert r.status_code == 201, r.content
+
+
+def test_pfs_usage_command_recounts_homes(alice, datacenter, home_dir):
+    from django.core.management import call_command
+
+    assert usage.get_usage(alice, "local").used_bytes == 0
+    write(home_dir / "written-by-a-job.bin", b"j" * 4096)
+    out = io.StringIO()
+    call_command("pfs_usage", stdout=out)
+    assert "recomputed 1 homes" in out.getvalue()
+    assert usage.get_usage(alice, "local").used_bytes == 4096
