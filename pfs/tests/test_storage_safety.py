@@ -150,3 +150,18 @@ def test_pfs_usage_command_recounts_homes(alice, datacenter, home_dir):
     call_command("pfs_usage", stdout=out)
     assert "recomputed 1 homes" in out.getvalue()
     assert usage.get_usage(alice, "local").used_bytes == 4096
+
+
+def test_a_recount_keeps_what_was_written_behind_the_walker(alice, datacenter, home_dir, monkeypatch):
+    write(home_dir / "old.bin", b"o" * 100)
+    usage.recompute(alice, datacenter)
+    real_walk = usage.home_size
+
+    def walk_then_a_write_lands(h):
+        size = real_walk(h)  # the walk is over: this upload lands where it already looked
+        services.write_file(alice, f"{A}/late.bin", [b"l" * 50], length=50)
+        return size
+
+    monkeypatch.setattr(usage, "home_size", walk_then_a_write_lands)
+    assert usage.recompute(alice, datacenter) == 150
+    assert usage.get_usage(alice, "local").used_bytes == 150
