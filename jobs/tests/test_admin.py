@@ -16,7 +16,7 @@ PAGES = ["/admin/jobs/job/", "/admin/jobs/replica/", "/admin/jobs/jobevent/", "/
 @pytest.fixture
 def admin_client(client, django_user_model, datacenter):
     django_user_model.objects.create_superuser("root", "root@example.com", "password")
-    client.login(username="root", password="password")
+    client.force_login(django_user_model.objects.get(username="root"))
     return client
 
 

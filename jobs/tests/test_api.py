@@ -56,7 +56,7 @@ def test_anonymous_and_bad_tokens_are_refused():
 
 def test_session_login_works_for_the_api(alice, pkg):
     client = APIClient()
-    client.login(username="alice", password="password")
+    client.force_login(alice)
     assert client.get("/api/v2/jobs/").status_code == 200
 
 

@@ -20,7 +20,7 @@ FORM = {"name": "fit", "datacenter": "local", "mode": "ps", "source": "upload", 
 
 @pytest.fixture
 def web(client, alice):
-    client.login(username="alice", password="password")
+    client.force_login(alice)
     return client
 
 
@@ -129,7 +129,7 @@ def test_list_detail_and_partials(web, alice, bob):
 def test_other_users_jobs_are_not_found(client, alice, bob):
     pkg = make_package(alice, "fit", {"train.py": ""})
     services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py", "pservers": 1})
-    client.login(username="bob", password="password")
+    client.force_login(bob)
     for url in ["/jobs/fit/", "/jobs/fit/logs/trainer-0/", "/jobs/fit/metrics/"]:
         assert client.get(url).status_code == 404
     for url in ["/jobs/fit/kill/", "/jobs/fit/delete/"]:
