@@ -49,7 +49,20 @@ def storage_dirs(settings, tmp_path):
     settings.JOBS_ROOT = tmp_path / "jobs"
     settings.LOGS_ROOT = tmp_path / "logs"
     settings.VENVS_ROOT = settings.VAR_DIR / "venvs"
-    return tmp_path
+    yield tmp_path
+    _drop_network_namespaces(settings.JOBS_ROOT)
+
+
+def _drop_network_namespaces(jobs_root):
+    """A test that ends its job with a kill and no final observation leaves the job's network
+    namespace behind (in service the watcher drops it); drop this test's, so none pile up."""
+    from jobs.backends.local import netns
+
+    tag = netns.name_prefix(jobs_root)
+    if netns.NETNS_DIR.is_dir():
+        for entry in netns.NETNS_DIR.iterdir():
+            if entry.name.startswith(tag):
+                netns.remove(entry.name)
 
 
 @pytest.fixture

@@ -18,9 +18,13 @@ from django.conf import settings
 NETNS_DIR = Path("/run/netns")
 
 
+def name_prefix(jobs_root: Path) -> str:
+    """What the names of one install's namespaces start with."""
+    return f"pc-{hashlib.sha256(str(jobs_root).encode()).hexdigest()[:8]}-"
+
+
 def name(job) -> str:
-    tag = hashlib.sha256(str(settings.JOBS_ROOT).encode()).hexdigest()[:8]
-    return f"pc-{tag}-{job.pk}"
+    return f"{name_prefix(settings.JOBS_ROOT)}{job.pk}"
 
 
 def path(ns: str) -> Path:
