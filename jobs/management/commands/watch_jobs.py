@@ -12,6 +12,7 @@ from django.db import close_old_connections, connection
 
 from jobs import logstore, notify
 from jobs.backends.k8s_sync import KubernetesPart
+from jobs.backends.local import cgroups, sandbox
 from jobs.lifecycle import sync_job
 from jobs.tasks import jobs_to_watch
 from paddleweb import health
@@ -41,6 +42,10 @@ class Watcher:
         interval = settings.WATCH_INTERVAL if interval is None else interval
         heartbeat = health.Heartbeat("watcher")  # /api/v2/health/ and the pages see us alive
         heartbeat.start()
+        # Say at start, not only at the first launch, what the local sandbox cannot enforce here
+        # (both probes log what is missing).
+        sandbox.probe()
+        cgroups.support()
         try:
             while not stopping.is_set():
                 close_old_connections()
