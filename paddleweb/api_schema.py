@@ -27,6 +27,7 @@ _ANSWERS = {
     "403": ("auth", "Not allowed (e.g. a session request without its CSRF token).", "Error"),
     "404": ("lookup", "No such object of yours.", "Error"),
     "413": ("body", "The request body is over the size limit or the free quota.", "Error"),
+    "415": ("body", "The body's media type is not one the operation takes, or not readable as one.", "Error"),
 }
 
 

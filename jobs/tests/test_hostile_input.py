@@ -176,6 +176,7 @@ def test_unroutable_websocket_paths_are_refused_not_crashed(alice, path):
 @pytest.mark.parametrize("method,url", [
     ("get", "/api/v2/jobs/a%00b/"), ("post", "/api/v2/jobs/a%00b/kill/"), ("get", "/api/v2/jobs/a%00b/logs/"),
     ("delete", "/api/v2/jobs/a%00b/"), ("get", "/api/v2/jobs/a.b/"), ("get", "/api/v2/no-such-thing/"),
+    ("get", "/api/v2/registries/a%0A.b/"),
     ("get", "/api/v2/jobs/?datacenter__name=a%00b"), ("get", "/api/v2/quota/?datacenter=a%00b"),
     ("get", "/api/v2/storage/usage/?datacenter=a%00b"),
 ])

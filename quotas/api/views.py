@@ -23,8 +23,8 @@ class QuotaSerializer(serializers.Serializer):
 
 
 class QuotaQuerySerializer(serializers.Serializer):
-    datacenter = serializers.CharField(required=False, max_length=100,
-                                       help_text="The default datacenter's when omitted.")
+    datacenter = serializers.CharField(required=False, allow_blank=True, max_length=100,
+                                       help_text="The default datacenter's when omitted or empty.")
 
 
 @extend_schema(parameters=[QuotaQuerySerializer], responses={200: QuotaSerializer})
