@@ -20,8 +20,9 @@ $(VENV)/.installed-dev: requirements.txt requirements-dev.txt $(VENV)/.installed
 ## run: web (http://127.0.0.1:8000), Celery worker and beat, jobs watcher and Redis, stopped together
 ## by Ctrl-C or when any of them dies; one run per state directory (see paddleweb/run.py)
 run: $(VENV)/.installed
-	@command -v bwrap >/dev/null || { echo "make run: bwrap not found. Local jobs run in a bubblewrap sandbox; install it with:" \
-		"sudo apt-get install bubblewrap" >&2; exit 1; }
+	@command -v bwrap >/dev/null && command -v slirp4netns >/dev/null || { echo "make run: bwrap or slirp4netns" \
+		"not found. Local jobs (and their pip installs) run in a bubblewrap sandbox; install them with:" \
+		"sudo apt-get install bubblewrap slirp4netns" >&2; exit 1; }
 	$(BIN)/python -m paddleweb.run
 
 ## test: the whole suite, end-to-end PaddlePaddle runs included
