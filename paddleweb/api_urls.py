@@ -27,5 +27,5 @@ urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     # Last: any other URL ending in "/" (one without still gets the slash appended first).
-    re_path(r"(?s)^.*/$", not_found),  # (?s): names may hold a newline too
+    re_path(r"^[\s\S]*/$", not_found),  # [\s\S], not ".": names may hold a newline too
 ]
