@@ -117,8 +117,11 @@ def test_a_job_reaches_none_of_the_services_files_sockets_or_other_users_data(al
     public = settings.PFS_ROOT / "local" / "public"
     public.mkdir(parents=True)
     (public / "data.txt").write_text("shared")
+    other_log = settings.LOGS_ROOT / "other-job" / "trainer-0.log"
+    other_log.parent.mkdir(parents=True)
+    other_log.write_text("another job's output")
     # Everything the job is to be refused is really there and open to the service itself.
-    for path in (secret, *database.values(), bob_home / "private.txt", f"/proc/{os.getpid()}/environ"):
+    for path in (secret, *database.values(), bob_home / "private.txt", other_log, f"/proc/{os.getpid()}/environ"):
         assert Path(path).read_bytes()
     tcp = {"redis": ["127.0.0.1", 6379], "postgresql": ["127.0.0.1", 5432]}
     for path in unix.values():
@@ -127,7 +130,7 @@ def test_a_job_reaches_none_of_the_services_files_sockets_or_other_users_data(al
     checks = {
         "read": {"secret key": str(secret), **database, "bob's home": "/pfs/local/home/bob/private.txt",
                  "bob's home on disk": str(bob_home / "private.txt"), "service environ": f"/proc/{os.getpid()}/environ",
-                 "public": "/pfs/local/public/data.txt"},
+                 "another job's log": str(other_log), "public": "/pfs/local/public/data.txt"},
         "write": {"/usr": "/usr/pwned", "/etc": "/etc/pwned", "/": "/pwned", "public": "/pfs/local/public/pwned",
                   "bob's home": "/pfs/local/home/bob/pwned", "jobs root": str(settings.JOBS_ROOT / "pwned"),
                   "state dir": str(settings.VAR_DIR / "pwned")},
