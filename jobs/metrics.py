@@ -20,7 +20,7 @@ def parse_line(line: bytes) -> dict[str, float] | None:
         return None
     try:
         values = json.loads(line[at + len(PREFIX):])
-    except ValueError:
+    except (ValueError, RecursionError):  # a job may print anything, nested arbitrarily deep
         return None
     if not isinstance(values, dict) or not isinstance(values.get("step"), (int, float)):
         return None

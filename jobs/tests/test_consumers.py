@@ -28,7 +28,7 @@ async def connect(client, name="fit"):
 
 
 async def test_the_owner_gets_the_state_then_pushed_changes_and_logs(client, job):
-    await sync_to_async(client.login)(username="alice", password="password")
+    await sync_to_async(client.force_login)(job.user)
     comm, connected, _ = await connect(client)
     assert connected
     assert await comm.receive_json_from(timeout=5) == {"type": "job", "state": "Queued", "reason": ""}
@@ -44,7 +44,7 @@ async def test_the_owner_gets_the_state_then_pushed_changes_and_logs(client, job
 
 
 async def test_an_idle_subscriber_stays_subscribed(client, job):
-    await sync_to_async(client.login)(username="alice", password="password")
+    await sync_to_async(client.force_login)(job.user)
     comm, connected, _ = await connect(client)
     assert connected
     assert (await comm.receive_json_from(timeout=5))["state"] == "Queued"
@@ -56,7 +56,7 @@ async def test_an_idle_subscriber_stays_subscribed(client, job):
 
 
 async def test_another_user_cannot_subscribe(client, job, bob):
-    await sync_to_async(client.login)(username="bob", password="password")
+    await sync_to_async(client.force_login)(bob)
     comm, connected, code = await connect(client)
     assert not connected and code == 4403
 

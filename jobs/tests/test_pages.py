@@ -151,6 +151,7 @@ def test_metric_lines_become_series(web, alice):
     job = services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py", "pservers": 1})
     logstore.append(job.replicas.get(role="trainer"),
                     b'noise\nPADDLECLOUD_METRIC {"step": 1, "loss": 2.5}\n'
-                    b'PADDLECLOUD_METRIC {"step": 2, "loss": 1.5, "acc": 0.5}\nPADDLECLOUD_METRIC not json\n')
+                    b'PADDLECLOUD_METRIC {"step": 2, "loss": 1.5, "acc": 0.5}\nPADDLECLOUD_METRIC not json\n'
+                    + b"PADDLECLOUD_METRIC " + b"[" * 100_000 + b"\n")  # nested past the recursion limit
     assert web.get("/jobs/fit/metrics/").json() == {
         "replicas": {"trainer-0": {"acc": [None, 0.5], "loss": [2.5, 1.5], "step": [1.0, 2.0]}}}
