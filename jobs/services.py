@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from accounts.models import dns_label
+from paddleweb import health
 from pfs import storage
 from pfs.paths import PathError, home
 from quotas.services import lock_admissions
@@ -23,6 +24,13 @@ from .validation import admission_errors, validate_submission
 
 def visible_jobs(user) -> QuerySet[Job]:
     return Job.objects.filter(user=user, deleting=False).select_related("datacenter", "user")
+
+
+def waiting_reason(job: Job) -> str:
+    """Why a queued job is not moving on when the service itself is the cause ("" when it is not)."""
+    if job.state != JobState.QUEUED or "worker" not in health.missing_processes():
+        return ""
+    return "no worker is running: the job starts as soon as one does"
 
 
 def submit_job(user, data: dict) -> Job:

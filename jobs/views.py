@@ -51,7 +51,8 @@ def job_detail(request, name):
     replicas = list(job.replicas.all())
     # Keep refreshing until every replica has settled: pservers stop just after a job succeeds.
     live = job.is_active or any(r.state in (ReplicaState.PENDING, ReplicaState.RUNNING) for r in replicas)
-    context = {"job": job, "replicas": replicas, "events": job.events.select_related("replica"), "live": live}
+    context = {"job": job, "replicas": replicas, "events": job.events.select_related("replica"), "live": live,
+               "waiting": services.waiting_reason(job)}
     if request.htmx and request.GET.get("part") == "status":
         return render(request, "jobs/_job_status.html", context)
     return render(request, "jobs/job_detail.html", context)

@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from jobs import services
 from jobs import validation as v
 from jobs.logstore import MAX_LOG_LINES, MAX_LOG_OFFSET
 from jobs.models import Job, JobEvent, Replica
@@ -38,10 +39,15 @@ class JobSerializer(serializers.ModelSerializer):
 class JobDetailSerializer(JobSerializer):
     replicas = ReplicaSerializer(many=True, read_only=True)
     events = JobEventSerializer(many=True, read_only=True)
+    waiting = serializers.SerializerMethodField(help_text="Why a queued job waits on the service itself "
+                                                          "(e.g. no worker is running); empty otherwise.")
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "replicas", "events"]
+        fields = [*JobSerializer.Meta.fields, "waiting", "replicas", "events"]
         read_only_fields = fields
+
+    def get_waiting(self, job: Job) -> str:
+        return services.waiting_reason(job)
 
 
 class JobCreateSerializer(serializers.Serializer):

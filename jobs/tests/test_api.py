@@ -150,3 +150,17 @@ def test_openapi_schema_and_offline_docs(alice_api, client):
 
 def test_version_is_public(client):
     assert client.get("/api/v2/version/").json() == {"version": "0.1.0"}
+
+
+def test_a_queued_job_says_when_it_waits_because_no_worker_is_running(alice_api, alice, pkg):
+    from paddleweb import health
+
+    assert alice_api.post("/api/v2/jobs/", {"name": "fit", "package": pkg, "entry": "python train.py",
+                                            "pservers": 1}, format="json").status_code == 201
+    health.forget("worker")
+    assert "no worker is running" in alice_api.get("/api/v2/jobs/fit/").json()["waiting"]
+    health.beat("worker")
+    try:
+        assert alice_api.get("/api/v2/jobs/fit/").json()["waiting"] == ""
+    finally:
+        health.forget("worker")

@@ -155,3 +155,17 @@ def test_metric_lines_become_series(web, alice):
                     + b"PADDLECLOUD_METRIC " + b"[" * 100_000 + b"\n")  # nested past the recursion limit
     assert web.get("/jobs/fit/metrics/").json() == {
         "replicas": {"trainer-0": {"acc": [None, 0.5], "loss": [2.5, 1.5], "step": [1.0, 2.0]}}}
+
+
+def test_a_queued_jobs_page_says_no_worker_is_running(web, alice):
+    from paddleweb import health
+
+    pkg = make_package(alice, "fit", {"train.py": ""})
+    services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py", "pservers": 1})
+    health.forget("worker")
+    assert "Waiting: no worker is running" in web.get("/jobs/fit/").content.decode()
+    health.beat("worker")
+    try:
+        assert "Waiting:" not in web.get("/jobs/fit/").content.decode()
+    finally:
+        health.forget("worker")
