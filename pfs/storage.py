@@ -233,7 +233,9 @@ def staging_dir(home: PfsPath) -> PfsPath:
     """A fresh hidden directory in the user's home, for uploads put in place only when complete."""
     with scratch_fd(home) as scratch:
         name = uuid.uuid4().hex
-        os.mkdir(name, 0o700, dir_fd=scratch)
+        # An ordinary directory once put in place (.uploads already hides it meanwhile): jobs and
+        # pods running as another uid than the service's must be able to enter it.
+        os.mkdir(name, 0o755, dir_fd=scratch)
     return PfsPath(home.datacenter, home.area, home.owner, (RESERVED_NAME, name))
 
 

@@ -527,3 +527,13 @@ def test_a_package_linking_trainer_id_elsewhere_does_not_make_the_service_write_
     assert job.state == "Succeeded", job.message
     assert target.read_text() == "intact"
     assert logstore.read(job.replicas.get()).text.strip() == "0"
+
+
+def test_a_package_whose_directory_is_private_still_runs(alice):
+    from pfs.paths import home
+
+    job = submit(alice, "private", {"train.py": "print('ran')"}, mode="collective", pservers=0, trainers=1)
+    os.chmod(home(alice, "local").child("jobs", "private").disk, 0o700)  # as an upload may leave it
+    job = run_until_done(job)
+    assert job.state == "Succeeded", job.message
+    assert "ran" in logstore.tail(job.replicas.get(), 10).text

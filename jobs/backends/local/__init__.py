@@ -188,6 +188,9 @@ class LocalBackend(Backend):
             keeper += ["--oom-file", str(cgroup.oom_file)] if cgroup.oom_file else []
         if cfg.sandboxed:
             uid = sandbox.job_uid(job.user)
+            # bwrap enters the working copy before it becomes the job uid, without the capability
+            # to override permissions: a package whose top directory is 0700 must still be entered.
+            os.chmod(work, 0o755)
             sandbox.give_to(work, uid)
             hostname = f"{job.name}-{replica.name}"[:63]
             sandbox.write_etc(rdir / "etc", uid, job.user.get_username(), home.virtual, hostname,
