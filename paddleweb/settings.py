@@ -155,12 +155,14 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # django-axes first: it refuses a locked-out client before any password is checked.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
-# Brute force: failures are counted per client address (whatever account they try), so one
-# address cannot guess on, and an attacker elsewhere cannot lock an account's owner out.
+# Brute force: failures are counted per client address (whatever account they try), and per
+# account from addresses it never logged in from (accounts.throttle), so neither one address
+# nor many can guess on, and an attacker elsewhere cannot lock an account's owner out.
 # A cool-down, not a permanent lock; a success does not reset the count (an attacker with an
 # account of their own could otherwise log in with it between guesses).
-AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_LOCKOUT_PARAMETERS = "accounts.throttle.lockout_parameters"
 AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", 10)
+LOGIN_ACCOUNT_FAILURE_LIMIT = env.int("LOGIN_ACCOUNT_FAILURE_LIMIT", 30)
 AXES_COOLOFF_TIME = timedelta(minutes=env.float("LOGIN_COOLOFF_MINUTES", 15.0))
 AXES_RESET_ON_SUCCESS = False
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
