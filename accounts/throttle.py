@@ -10,6 +10,7 @@ an attacker can slow guessing down but cannot lock the owner out of their usual 
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from axes.helpers import get_client_username, get_cool_off
 from axes.models import AccessAttempt, AccessLog
@@ -19,15 +20,20 @@ from django.core.exceptions import ValidationError
 from django.db.models import Sum
 from rest_framework.throttling import BaseThrottle
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from django.http import HttpRequest
 
-def client_address(request) -> str | None:
+
+def client_address(request: HttpRequest) -> str | None:
     """The client's address: REMOTE_ADDR, or with TRUSTED_PROXY_COUNT=N the N-th entry from
     the right of X-Forwarded-For (what the outermost of the operator's proxies saw); entries
     a client adds to the left of those are never used. DRF's throttles use the same rule."""
-    return BaseThrottle().get_ident(request)
+    return BaseThrottle().get_ident(request)  # type: ignore[arg-type]  # it reads META, as a Django request has
 
 
-def lockout_parameters(request_or_attempt, credentials=None) -> list[str]:
+def lockout_parameters(request_or_attempt: HttpRequest | AccessAttempt,
+                       credentials: dict[str, Any] | None = None) -> list[str]:
     """django-axes' AXES_LOCKOUT_PARAMETERS: what a failure is counted against for this request.
     Always the address; also the account once it is under attack and the address is new to it
     (the account's failure count is then already past every limit, so the request is refused)."""
@@ -44,7 +50,7 @@ def lockout_parameters(request_or_attempt, credentials=None) -> list[str]:
 def _account_under_attack(username: str) -> bool:
     # django-axes deletes attempts older than the cool-down before counting, so this is a window.
     failures = AccessAttempt.objects.filter(username=username).aggregate(n=Sum("failures_since_start"))["n"]
-    return (failures or 0) >= settings.LOGIN_ACCOUNT_FAILURE_LIMIT
+    return int(failures or 0) >= int(settings.LOGIN_ACCOUNT_FAILURE_LIMIT)
 
 
 def _known_address(username: str, address: str | None) -> bool:
@@ -61,7 +67,7 @@ class LoginThrottled(Exception):
         super().__init__(f"too many failed logins from your address or for this account; try again {later}")
 
 
-def check_password(request, username: str, password: str):
+def check_password(request: HttpRequest, username: str, password: str) -> User:
     """The user `username` if `password` is theirs and this client is not cooling down.
     Raises LoginThrottled during a cool-down (even for the right password) and
     ValidationError for wrong credentials. `request` is the one django-axes marks."""
