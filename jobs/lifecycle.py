@@ -38,6 +38,11 @@ def transition(job: Job, to: str, reason: str, message: str = "", *, from_states
 
 
 def _apply(replica: Replica, status: ReplicaStatus, job_done: bool) -> bool:
+    """Record what a backend observed of a replica. A finished replica (REPLICA_DONE) never
+    changes again, whatever is observed later: a cluster deletes the pods of a failed job, and
+    a pod being deleted must not turn "Failed, exit 3" into "Terminated"."""
+    if replica.state in REPLICA_DONE:
+        return False
     if status.state == ReplicaState.PENDING and job_done:
         status = ReplicaStatus(ReplicaState.TERMINATED, reason="NotStarted", message="the job ended before it started")
     if status.state == ReplicaState.PENDING and replica.state != ReplicaState.PENDING:
@@ -51,7 +56,10 @@ def _apply(replica: Replica, status: ReplicaStatus, job_done: bool) -> bool:
         return False
     changed_state = replica.state != status.state
     with transaction.atomic():
-        Replica.objects.filter(pk=replica.pk).update(**fields)
+        # Conditional on the row, not on this process's copy: another watcher or the reconcile
+        # may have recorded the replica's end since it was read.
+        if not Replica.objects.filter(pk=replica.pk).exclude(state__in=REPLICA_DONE).update(**fields):
+            return False
         for key, value in fields.items():
             setattr(replica, key, value)
         if changed_state:

@@ -93,6 +93,20 @@ def _how(term: Obj) -> str:
     return f"{text}: {term['message'].strip()}" if term.get("message") else text
 
 
+def _ended_by_deletion(st: Obj, term: Obj | None, deleting: datetime) -> bool:
+    """Whether a failed pod marked for deletion ended because of it (the kubelet stops the
+    container, which exits on SIGTERM or SIGKILL, or never starts it) rather than before it."""
+    if term is None:
+        init_failed = any(((c.get("state") or {}).get("terminated") or {}).get("exitCode")
+                          for c in st.get("initContainerStatuses") or [])
+        return not init_failed and not st.get("reason")  # not evicted, no init failure: never ran
+    finished = parse_time(term.get("finishedAt"))
+    if finished is None or finished != deleting:
+        return finished is not None and finished > deleting
+    # The same second (the API's timestamps have no finer grain): the stop signals decide.
+    return term.get("exitCode") in (128 + signal.SIGTERM, 128 + signal.SIGKILL) and term.get("reason") != "OOMKilled"
+
+
 def _finished(term: Obj, code: int | None, reason: str, message: str, **base) -> ReplicaStatus:
     finished = parse_time(term.get("finishedAt"))
     return ReplicaStatus(ReplicaState.FAILED, code, reason, message, finished=finished, **base)
@@ -119,12 +133,10 @@ def pod_status(pod: Obj, role: str, *, warning: Warning | None = None) -> Replic
         return ReplicaStatus(ReplicaState.RUNNING, None, "Disrupted",
                              (conditions["DisruptionTarget"].get("message") or "node disruption") + "; being replaced",
                              **base)
-    if md.get("deletionTimestamp"):
-        # Being deleted: by us (kill, job ended) or by the trainer Job after a sibling failed.
-        term = state.get("terminated") or {}
-        return ReplicaStatus(ReplicaState.TERMINATED, term.get("exitCode"), "Terminated", "stopped by PaddleCloud",
-                             finished=parse_time(term.get("finishedAt")), **base)
-    if phase == "Failed":
+    deleting = parse_time(md.get("deletionTimestamp"))
+    if phase == "Failed" and not (deleting and _ended_by_deletion(st, state.get("terminated"), deleting)):
+        # Checked before the deletion mark: the cluster deletes the pods of a failed job, and a
+        # pod that failed by itself keeps its own exit code and reason while it goes.
         term = state.get("terminated") or last.get("terminated")
         if term:
             return _finished(term, term.get("exitCode"), term.get("reason") or "Error", _how(term), **base)
@@ -135,6 +147,14 @@ def pod_status(pod: Obj, role: str, *, warning: Warning | None = None) -> Replic
                              f"copying the package into the pod failed: {_how(iterm)}", **base)
         return ReplicaStatus(ReplicaState.FAILED, None, st.get("reason") or "Failed",
                              st.get("message") or "the pod failed", **base)
+    if deleting:
+        # Being deleted: by us (kill, job ended) or by the trainer Job after a sibling failed.
+        term = state.get("terminated") or {}
+        if not ("running" in state or term or last.get("terminated")):
+            return ReplicaStatus(ReplicaState.TERMINATED, None, "NotStarted", "the job ended before it started",
+                                 **base)
+        return ReplicaStatus(ReplicaState.TERMINATED, term.get("exitCode"), "Terminated", "stopped by PaddleCloud",
+                             finished=parse_time(term.get("finishedAt")), **base)
     if phase == "Unknown":
         return ReplicaStatus(ReplicaState.RUNNING, None, "NodeLost", f"node {node} stopped reporting this pod", **base)
 

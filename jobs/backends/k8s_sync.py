@@ -56,25 +56,33 @@ def observe_job(state: ClusterState, job, ns: str) -> dict[tuple[str, int], Repl
     """Each replica's status from the watched pods and workloads of `job`."""
     live, gone = state.pods_of(job.pk)
     wanted = {("pserver", i) for i in range(job.pservers)} | {("trainer", i) for i in range(job.trainers)}
-    newest: dict[tuple[str, int], dict] = {}
+    ended = job.state in TERMINAL_STATES
+    newest: dict[tuple[str, int], tuple[dict, ReplicaStatus]] = {}
     for pod in live:
         key = replica_key(pod)
-        if key and key[1:] in wanted and (key[1:] not in newest or _created(pod) > _created(newest[key[1:]])):
-            newest[key[1:]] = pod
-    out: dict[tuple[str, int], ReplicaStatus] = {}
-    for (role, index), pod in newest.items():
-        out[(role, index)] = pod_status(pod, role, warning=state.warning(ns, POD, meta(pod).get("name", "")))
+        if not key or key[1:] not in wanted:
+            continue
+        status = pod_status(pod, key[1], warning=state.warning(ns, POD, meta(pod).get("name", "")))
+        if status.state == ReplicaState.TERMINATED and not ended:
+            continue  # being deleted under a live job: its controller makes a new one
+        if key[1:] not in newest or _created(pod) > _created(newest[key[1:]][0]):
+            newest[key[1:]] = (pod, status)
+    out: dict[tuple[str, int], ReplicaStatus] = {key: status for key, (_, status) in newest.items()}
     for pod in sorted(gone, key=_created):
         key = replica_key(pod)
         if key and key[1:] in wanted and key[1:] not in newest:
             status = pod_status(pod, key[1], warning=None)
-            if status.state in (ReplicaState.PENDING, ReplicaState.RUNNING):
-                if job.state not in TERMINAL_STATES:
+            if status.state in (ReplicaState.PENDING, ReplicaState.RUNNING, ReplicaState.TERMINATED):
+                if not ended:
                     continue  # deleted under a live job: its controller makes a new one
-                status = ReplicaStatus(ReplicaState.TERMINATED, None, "Deleted", "the pod was deleted",
-                                       pod=status.pod, started=status.started)
+                if status.state == ReplicaState.PENDING:
+                    status = ReplicaStatus(ReplicaState.TERMINATED, None, "NotStarted",
+                                           "the job ended before it started", pod=status.pod)
+                elif status.state == ReplicaState.RUNNING:
+                    status = ReplicaStatus(ReplicaState.TERMINATED, None, "Deleted", "the pod was deleted",
+                                           pod=status.pod, started=status.started)
             out[key[1:]] = status
-    if job.state in TERMINAL_STATES:
+    if ended:
         # Pods of an ended job may be gone (and forgotten): whatever was left unfinished ends.
         for r in job.replicas.filter(state__in=[ReplicaState.PENDING, ReplicaState.RUNNING]):
             if (r.role, r.index) not in out:
