@@ -37,19 +37,13 @@ class DatacenterForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        if cleaned.get("backend") == Datacenter.Backend.KUBERNETES:
-            from jobs.backends.k8s_settings import SettingsError, parse
+        backend = cleaned.get("backend")
+        if backend:
+            from jobs.backends.registry import backend_class
 
             try:
-                parse(cleaned.get("name") or "", cleaned.get("config") or {})
-            except SettingsError as e:
-                self.add_error("config", str(e))
-        elif cleaned.get("backend") == Datacenter.Backend.LOCAL:
-            from jobs.backends.local import config
-
-            try:
-                config.parse(cleaned.get("config"))
-            except config.SettingsError as e:
+                backend_class(backend).check_config(cleaned.get("name") or "", cleaned.get("config") or {})
+            except ValueError as e:
                 self.add_error("config", str(e))
         return cleaned
 

@@ -1,7 +1,8 @@
-"""Job state: transitions with their events, and deriving a job's state from its replicas.
+"""Deriving a job's state from its replicas, as its backend observes them.
 
-Every change is a conditional UPDATE on the current state, so the watcher, the periodic
-reconcile and a task running twice can all call these at once and the outcome is the same.
+Every change is a conditional UPDATE on the current state (jobs/transitions.py), so the watcher,
+the periodic reconcile and a task running twice can all call these at once and the outcome is
+the same.
 """
 
 from __future__ import annotations
@@ -10,31 +11,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import logstore, notify
-from .backends.base import ReplicaStatus, get_backend
-from .models import ACTIVE_STATES, REPLICA_DONE, TERMINAL_STATES, Job, JobEvent, JobState, Replica, ReplicaState
+from .backends.base import ReplicaStatus
+from .backends.registry import get_backend
+from .models import REPLICA_DONE, TERMINAL_STATES, Job, JobEvent, JobState, Replica, ReplicaState
+from .transitions import transition
 
 FAILURE_LOG_LINES = 20
-
-
-def transition(job: Job, to: str, reason: str, message: str = "", *, from_states=ACTIVE_STATES, **fields) -> bool:
-    """Move `job` to state `to` if it is in one of `from_states`; record why. False if it was not."""
-    now = timezone.now()
-    if to == JobState.RUNNING:
-        fields.setdefault("started", now)
-    if to in TERMINAL_STATES:
-        fields.setdefault("finished", now)
-        fields.setdefault("heartbeat", None)
-    with transaction.atomic():
-        updated = Job.objects.filter(pk=job.pk, state__in=from_states).update(
-            state=to, reason=reason, message=message, **fields)
-        if updated:
-            JobEvent.objects.create(job=job, state=to, reason=reason, message=message)
-    if updated:
-        job.state, job.reason, job.message = to, reason, message
-        for key, value in fields.items():
-            setattr(job, key, value)
-        transaction.on_commit(lambda: notify.job_changed(job.pk))
-    return bool(updated)
 
 
 def _apply(replica: Replica, status: ReplicaStatus, job_done: bool) -> bool:

@@ -18,8 +18,8 @@ from pfs.paths import PathError, home
 from quotas.services import lock_admissions
 
 from . import logstore
-from .lifecycle import transition
 from .models import ACTIVE_STATES, Job, JobEvent, JobState, Replica
+from .transitions import transition
 from .validation import admission_errors, validate_submission
 
 

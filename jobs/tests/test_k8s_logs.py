@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from jobs import logstore
-from jobs.backends.k8s_logs import Cursor, Position, parse_ts
+from jobs.backends.kubernetes.logs import Cursor, Position, parse_ts
 
 from .k8s_fixtures import Part, cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
 
@@ -130,7 +130,7 @@ def test_an_unreadable_pod_log_is_explained_to_viewers_then_caught_up(alice, ali
 
 
 def test_backoff_grows_and_is_capped():
-    from jobs.backends.k8s_logs import BACKOFF_CAP_SECONDS, backoff
+    from jobs.backends.kubernetes.logs import BACKOFF_CAP_SECONDS, backoff
 
     assert all(0.1 <= backoff(1) <= 0.4 for _ in range(20))
     assert all(backoff(4) <= 3.2 for _ in range(20)) and max(backoff(6) for _ in range(20)) > 3.2

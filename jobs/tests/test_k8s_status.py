@@ -2,7 +2,7 @@
 
 import pytest
 
-from jobs.backends.k8s_status import Warning, pod_status, replica_key, workload_failure
+from jobs.backends.kubernetes.status import Warning, pod_status, replica_key, workload_failure
 from jobs.manifests import COMPLETION_INDEX, KUBEFLOW_INDEX, LABEL_JOB_ID, LABEL_ROLE
 
 

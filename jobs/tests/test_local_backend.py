@@ -251,7 +251,7 @@ def test_a_job_timeout_fails_it(alice):
 
 
 def test_requirements_make_a_runtime_built_once_and_reused(alice):
-    from jobs import runtime
+    from jobs.backends.local import runtime
 
     requirements = "six==1.17.0\n"
     files = {"train.py": "import six, sys; print(six.__version__, sys.prefix)\n", "requirements.txt": requirements}

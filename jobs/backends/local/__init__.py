@@ -32,10 +32,11 @@ from kubernetes.utils import parse_quantity
 
 from pfs.paths import resolve
 
-from ... import contract, logstore, runtime
+from ... import contract, logstore
 from ...models import Job, Replica, ReplicaState
 from ..base import Backend, LaunchError, ReplicaStatus, copy_tree_atomic, snapshot_package
-from . import cgroups, config, egress, netns, sandbox
+from . import cgroups, config, egress, netns, runtime, sandbox
+from .watcher import LocalWatcher
 
 SHIM = Path(__file__).resolve().parents[2] / "shim.py"
 HOST = "127.0.0.1"
@@ -69,6 +70,14 @@ def _limits(job, replica, pids: int) -> cgroups.Limits:
 
 
 class LocalBackend(Backend):
+    @classmethod
+    def watcher(cls, backend: str) -> LocalWatcher:
+        return LocalWatcher(backend)
+
+    @classmethod
+    def check_config(cls, name: str, config_: dict) -> None:
+        config.parse(config_)
+
     def settings(self) -> config.LocalSettings:
         try:
             return config.parse(self.datacenter.config)

@@ -24,10 +24,10 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from .. import logstore, notify
-from ..manifests import CONTAINER
-from .k8s_client import Api
-from .k8s_status import meta, replica_key
+from ... import logstore, notify
+from ...manifests import CONTAINER
+from .client import Api
+from .status import meta, replica_key
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
@@ -300,7 +300,7 @@ class LogCollector:
         follower.start()
 
     def stop(self) -> None:
-        from .k8s_watch import shutdown
+        from .watch import shutdown
 
         self.stop_event.set()
         with self.lock:

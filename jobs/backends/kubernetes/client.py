@@ -22,8 +22,8 @@ from kubernetes.client.rest import ApiException
 from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
 
-from .base import LaunchError
-from .k8s_settings import K8sSettings, SettingsError, for_datacenter
+from ..base import LaunchError
+from .config import K8sSettings, SettingsError, for_datacenter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

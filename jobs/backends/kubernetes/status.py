@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..manifests import COMPLETION_INDEX, CONTAINER, KUBEFLOW_INDEX, LABEL_INDEX, LABEL_JOB_ID, LABEL_ROLE
-from ..models import ReplicaState
-from .base import ReplicaStatus
+from ...manifests import COMPLETION_INDEX, CONTAINER, KUBEFLOW_INDEX, LABEL_INDEX, LABEL_JOB_ID, LABEL_ROLE
+from ...models import ReplicaState
+from ..base import ReplicaStatus
 
 Obj = dict[str, Any]
 
@@ -79,7 +79,7 @@ def _main(statuses: list[Obj] | None) -> Obj:
     return (statuses or [{}])[0] if statuses else {}
 
 
-def _how(term: Obj) -> str:
+def describe_exit(term: Obj) -> str:
     code = term.get("exitCode")
     reason = term.get("reason") or ""
     if reason == "OOMKilled":
@@ -139,12 +139,12 @@ def pod_status(pod: Obj, role: str, *, warning: Warning | None = None) -> Replic
         # pod that failed by itself keeps its own exit code and reason while it goes.
         term = state.get("terminated") or last.get("terminated")
         if term:
-            return _finished(term, term.get("exitCode"), term.get("reason") or "Error", _how(term), **base)
+            return _finished(term, term.get("exitCode"), term.get("reason") or "Error", describe_exit(term), **base)
         init = _main(st.get("initContainerStatuses"))
         iterm = (init.get("state") or {}).get("terminated")
         if iterm:
             return _finished(iterm, iterm.get("exitCode"), "InitFailed",
-                             f"copying the package into the pod failed: {_how(iterm)}", **base)
+                             f"copying the package into the pod failed: {describe_exit(iterm)}", **base)
         return ReplicaStatus(ReplicaState.FAILED, None, st.get("reason") or "Failed",
                              st.get("message") or "the pod failed", **base)
     if deleting:
@@ -163,7 +163,7 @@ def pod_status(pod: Obj, role: str, *, warning: Warning | None = None) -> Replic
         iterm = (init.get("state") or {}).get("terminated") or (init.get("lastState") or {}).get("terminated")
         if iterm and iterm.get("exitCode"):
             return _finished(iterm, iterm["exitCode"], "InitFailed",
-                             f"copying the package into the pod failed: {_how(iterm)}", **base)
+                             f"copying the package into the pod failed: {describe_exit(iterm)}", **base)
     waiting_all = [(c.get("state") or {}).get("waiting") or {} for c in
                    (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or [])]
     for waiting in waiting_all:
@@ -178,11 +178,11 @@ def pod_status(pod: Obj, role: str, *, warning: Warning | None = None) -> Replic
         reason = term.get("reason") or "Error"
         if waiting.get("reason") == "CrashLoopBackOff" and reason != "OOMKilled":
             reason = "CrashLoopBackOff"
-        return _finished(term, term.get("exitCode"), reason, f"the pserver {_how(term)}", **base)
+        return _finished(term, term.get("exitCode"), reason, f"the pserver {describe_exit(term)}", **base)
     if waiting.get("reason") == "CrashLoopBackOff":
         term = last.get("terminated") or {}
         return _finished(term, term.get("exitCode"), "CrashLoopBackOff",
-                         f"{_how(term)}; restarted {restarts} times", **base)
+                         f"{describe_exit(term)}; restarted {restarts} times", **base)
     if state.get("running"):
         ready = "" if main.get("ready") or role != "pserver" else ", not ready yet"
         return ReplicaStatus(ReplicaState.RUNNING, None, "Running", f"on node {node}{ready}" if node else "", **base)
