@@ -88,6 +88,10 @@ class Backend(ABC):
     def check_config(cls, name: str, config: dict[str, Any]) -> None:
         """Raise ValueError if a datacenter's `config` is not valid for this backend."""
 
+    def isolation(self) -> list[str]:
+        """What this datacenter enforces on its jobs, line by line, for the admin (none said: [])."""
+        return []
+
     @abstractmethod
     def prepare(self, job: Job, heartbeat: Callable[[], None]) -> None:
         """Make the runtime (package copy, environment from requirements.txt). Idempotent."""

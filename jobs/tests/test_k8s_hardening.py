@@ -163,7 +163,7 @@ def test_internet_egress_is_the_datacenters_setting(alice, k8s_dc, cluster, inte
     launch(job)
     ns = ns_of(job)
     cluster.run_job(ns, "fit-trainer")
-    # The image build's pod, as k8s_build makes it (labels are what the policies select).
+    # The image build's pod, as kubernetes/build.py makes it (labels are what the policies select).
     cluster.store.create("pods", ns, {"metadata": {"name": "fit-build-x", "labels": manifests.labels(job, "build")},
                                       "spec": {}})
     w = World(cluster)

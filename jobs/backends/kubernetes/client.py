@@ -37,10 +37,6 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
 
 
-def status_of(exc: BaseException) -> int | None:
-    return exc.status if isinstance(exc, ApiException) else None
-
-
 def configuration(datacenter, settings: K8sSettings) -> client.Configuration:
     cfg = client.Configuration()
     try:
