@@ -139,11 +139,11 @@ def running_system(worker: bool = True):
     from celery.contrib.testing.worker import start_worker
     from celery.signals import task_postrun
 
-    from jobs.management.commands.watch_jobs import Watcher
+    from jobs.management.commands.watch_jobs import WatchLoop
     from paddleweb.celery import app
 
     stop = threading.Event()
-    thread = threading.Thread(target=Watcher().run, args=(stop, 0.2), name="watcher", daemon=True)
+    thread = threading.Thread(target=WatchLoop().run, args=(stop, 0.2), name="watcher", daemon=True)
     thread.start()
     # Pool threads would keep their database connections open past the test (on PostgreSQL that
     # blocks dropping the test database): each task closes its thread's connection when done.

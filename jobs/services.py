@@ -3,6 +3,7 @@ these; none of them holds job logic of its own."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from django.conf import settings
@@ -17,8 +18,8 @@ from pfs.paths import PathError, home
 from quotas.services import lock_admissions
 
 from . import logstore
-from .lifecycle import transition
 from .models import ACTIVE_STATES, Job, JobEvent, JobState, Replica
+from .transitions import transition
 from .validation import admission_errors, validate_submission
 
 
@@ -119,7 +120,9 @@ def replica_log(replica: Replica, *, offset: int | None = None, lines: int | Non
     ValidationError for an offset or a line count out of range."""
     try:
         if offset is not None:
-            return logstore.read(replica, offset)
-        return logstore.tail(replica, 100 if lines is None else lines)
+            chunk = logstore.read(replica, offset)
+        else:
+            chunk = logstore.tail(replica, 100 if lines is None else lines)
     except ValueError as e:
         raise ValidationError({"offset" if offset is not None else "lines": [str(e)]}) from None
+    return dataclasses.replace(chunk, notice=logstore.notice(replica))
