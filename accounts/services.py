@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -14,14 +16,15 @@ from .models import ApiToken, Registry, dns_label
 TOKEN_NAME_MAX = ApiToken._meta.get_field("name").max_length
 
 
-def create_token(user, *, name: str = "", never_expires: bool = False) -> tuple[ApiToken, str]:
+def create_token(user, *, name: str = "", never_expires: bool = False,
+                 ttl: timedelta | None = None) -> tuple[ApiToken, str]:
     """A new API token for `user` and the one time its secret is seen (knox stores a hash).
-    It expires after the operator's API_TOKEN_TTL_DAYS unless `never_expires` (an explicit
-    choice, for legacy clients). A named device holds one token: its old one is revoked."""
+    It expires after `ttl`, else the operator's API_TOKEN_TTL_DAYS, unless `never_expires` (an
+    explicit choice, for legacy clients). A named device holds one token: its old one is revoked."""
     name = " ".join(str(name).split())
     if len(name) > TOKEN_NAME_MAX:
         raise ValidationError({"name": [f"at most {TOKEN_NAME_MAX} characters"]})
-    expiry = {"expiry": None} if never_expires else {}
+    expiry = {"expiry": None} if never_expires else {"expiry": ttl} if ttl is not None else {}
     with transaction.atomic():
         # Logins of one user queue here, so two at once from one device leave one token.
         get_user_model().objects.select_for_update().get(pk=user.pk)
