@@ -69,8 +69,6 @@ def submission(user, body: dict[str, Any]) -> dict[str, Any]:
     """The v1 job JSON as jobs.services.submit_job's fields. The package is the PFS path the
     client gives, or, for a local package it uploaded first, jobs/<name>/ in the user's home
     (where the client put its files)."""
-    if not isinstance(body, dict):
-        raise ValidationError("the request body must be a JSON object")
     data = {ours: body[theirs] for theirs, ours in _JOB_FIELDS.items() if theirs in body}
     if body.get("faulttolerant"):
         raise ValidationError({"faulttolerant": ["fault-tolerant (elastic) jobs are not supported by this server"]})

@@ -36,13 +36,17 @@ BOUNDARY = "8d7b0e5709d756e21e971ff4d9ac3b20"
 MAX_PFS_JSON = 2048  # the protocol's bound on a PFS command's JSON body
 
 
-def _json(request, limit: int | None = None):
+def _json(request, limit: int | None = None) -> dict:
+    """The request's JSON object (every v1 body is one)."""
     if limit is not None and len(request.body) > limit:
         raise PathError(f"the request body must be at most {limit} bytes", 413)
     try:
-        return BoundedJSONParser().parse(io.BytesIO(request.body or b"{}"))
+        body = BoundedJSONParser().parse(io.BytesIO(request.body or b"{}"))
     except ParseError as e:
         raise ValidationError(f"the request body is not valid JSON: {e.detail}") from None
+    if not isinstance(body, dict):
+        raise ValidationError("the request body must be a JSON object")
+    return body
 
 
 def _msg(code: int, msg) -> JsonResponse:
@@ -93,9 +97,8 @@ def token_auth(request):
         user = throttle.check_password(request, username, password)
     except throttle.LoginThrottled as e:
         return JsonResponse({"detail": str(e)}, status=429)
-    except (ValidationError, AttributeError) as e:
-        messages = e.messages if isinstance(e, ValidationError) else ["the request body must be a JSON object"]
-        return JsonResponse({"non_field_errors": messages}, status=400)
+    except ValidationError as e:
+        return JsonResponse({"non_field_errors": e.messages}, status=400)
     return JsonResponse({"token": services.legacy_token(user)})
 
 
@@ -184,7 +187,7 @@ def filelist(request, user):
     if not path.startswith("/pfs/"):
         path = f"/pfs/{dc}/home/{user.get_username()}/{path.lstrip('/')}"
     try:
-        names = [e.name + ("/" if e.is_dir else "") for e in pfs.listdir(user, path)]
+        names = [e.name for e in pfs.listdir(user, path)]
     except PathError as e:
         return JsonResponse({"code": e.status, "msg": e.message, "items": []})
     return JsonResponse({"msg": "", "items": names})

@@ -122,7 +122,7 @@ def quota_list(quota: Quota, used: Resources, running_jobs: int, running_pods: i
 
 def registry_list(registries: list[Registry]) -> dict:
     """Image pull secrets as a v1 SecretList: names only, never the credentials."""
-    return {"items": [{"metadata": {"name": r.name, "creation_timestamp": str(timestamp(r.created))},
+    return {"items": [{"metadata": {"name": r.name, "creation_timestamp": timestamp(r.created)},
                        "type": "kubernetes.io/dockerconfigjson"} for r in registries]}
 
 

@@ -63,6 +63,19 @@ def test_bob_cannot_read_list_or_change_alices_files(old_client, alice_job, bob)
     assert (alice_job.user.username, open_home_file(alice_job, "private.txt")) == ("alice", b"alice only")
 
 
+def test_bob_cannot_see_or_delete_alices_registries(old_client, alice, bob):
+    old_client(alice).replay(rec.REGISTRY_ADD, reg="alices")
+    b = old_client(bob)
+    assert b.replay(rec.REGISTRY_GET).json()["msg"]["items"] == []
+    assert "no registry named" in b.replay(rec.Exchange("DELETE", "/api/v1/registry/", rec.REFUSED,
+                                                        json={"name": "pcloud-registry-alices"})).json()["msg"]
+    b.send("POST", "/api/v1/file/", params={"path": "/pfs/local/home/bob/jobs/b/train.py"}, files={"file": ("t", b"")})
+    r = b.send("POST", "/api/v1/jobs/", json={**rec.SUBMIT.json, "name": "b", "jobPackage": "p", "datacenter": "local",
+                                             "registry": "alices", "pservers": 0})
+    assert "you have no registry named" in r.json()["msg"]
+    assert alice.registries.count() == 1
+
+
 def open_home_file(job, name):
     from django.conf import settings
 
@@ -127,7 +140,9 @@ def test_bodies_are_bounded_before_they_are_read(live, alice, settings):
     ("POST", "/api/v1/jobs/", b"{not json"), ("POST", "/api/v1/jobs/", b"[1, 2]"), ("POST", "/api/v1/jobs/", b"{}"),
     ("POST", "/api/v1/jobs/", b'{"name": "x", "parallelism": "many", "pservers": -1, "cpu": []}'),
     ("POST", "/api/v1/jobs/", b'{"name": "x", "faulttolerant": true}'),
-    ("DELETE", "/api/v1/jobs/", b'{"jobname": ["x"]}'), ("DELETE", "/api/v1/jobs/", b"[" * 100 + b"]" * 100),
+    ("DELETE", "/api/v1/jobs/", b'{"jobname": ["x"]}'), ("DELETE", "/api/v1/jobs/", b"[1]"),
+    ("POST", "/api/v1/pfs/files", b'"touch"'), ("DELETE", "/api/v1/registry/", b"null"),
+    ("DELETE", "/api/v1/jobs/", b"[" * 100 + b"]" * 100),
     ("GET", "/api/v1/logs?jobname=%00&n=x", b""), ("GET", "/api/v1/workers/", b""),
     ("GET", "/api/v1/quota/?dc=%00", b""), ("POST", "/api/v1/registry/", b'{"name": "Bad Name!"}'),
     ("DELETE", "/api/v1/registry/", b'{"name": null}'), ("POST", "/api/v1/file/?path=/pfs/local/home/alice/x", b""),
