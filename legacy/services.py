@@ -75,6 +75,12 @@ def submission(user, body: dict[str, Any]) -> dict[str, Any]:
     if not data.get("entry") and body.get("topology"):
         data["entry"] = f"python {body['topology']}"  # a v1 config file, run by its own program
     data["mode"] = Job.Mode.PS if _positive(body.get("pservers")) else Job.Mode.COLLECTIVE
+    if data["mode"] == Job.Mode.COLLECTIVE:
+        # the client always sends its -pscpu/-psmemory defaults; without pservers they mean nothing
+        data.pop("pscpu", None)
+        data.pop("psmemory", None)
+    if data.get("passes") == 0:
+        del data["passes"]  # Go's zero value: -passes was not given
     dc = str(data.get("datacenter") or settings.DEFAULT_DATACENTER)
     package = str(body.get("jobPackage") or body.get("job_package") or "")
     data["package"] = package if package.startswith("/pfs/") else \

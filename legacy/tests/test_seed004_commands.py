@@ -71,6 +71,16 @@ def test_seed003_spelling_and_a_package_already_in_pfs(old_client, alice):
     assert (job.package, job.mode, job.trainers) == (f"{A}/pkgs/p1", "collective", 1)
 
 
+def test_the_clients_unset_flags_take_the_servers_defaults(old_client, alice):
+    c = old_client(alice)
+    c.send("POST", "/api/v1/file/", params={"path": f"{A}/jobs/defaults/train.py"}, files={"file": ("t", b"")})
+    body = {**rec.SUBMIT.json, "name": "defaults", "jobPackage": "./pkg", "datacenter": "local", "pservers": 0,
+            "pscpu": 0, "psmemory": "", "passes": 0}
+    assert c.send("POST", "/api/v1/jobs/", json=body).json() == rec.OK
+    job = Job.objects.get(name="defaults")
+    assert (job.mode, job.passes, job.pscpu) == ("collective", 1, "1")
+
+
 def test_a_refused_submission_says_why_in_msg(old_client, alice):
     c = old_client(alice)
     msg = c.replay(rec.SUBMIT_REFUSED, job="no-package", package=f"{A}/missing", dc="local").json()["msg"]
@@ -127,6 +137,8 @@ def test_cp_up_and_down_in_md5_checked_chunks_resumes(old_client, alice, tmp_pat
     # upload, as the client's cp: stat (missing), touch to the size, then each chunk whose md5 differs
     assert "no such file or directory" in c.replay(rec.STAT_MISSING, path=dest).json()["err"]
     assert c.replay(rec.TOUCH, size=len(data), path=dest).json()["results"]["Size"] == len(data)
+    on_disk = tmp_path / "pfs/local/home/alice/big/data.bin"
+    assert on_disk.stat().st_blocks * 512 < CHUNK  # sparse: the size costs no disk until written
     sent = 0
     for offset in range(0, len(data), CHUNK):
         piece = data[offset:offset + CHUNK]
@@ -136,7 +148,7 @@ def test_cp_up_and_down_in_md5_checked_chunks_resumes(old_client, alice, tmp_pat
             assert r.status_code == 200 and r.json()["err"] == "", r.text
             sent += 1
     assert sent == 3
-    assert (tmp_path / "pfs/local/home/alice/big/data.bin").read_bytes() == data
+    assert on_disk.read_bytes() == data
     # a re-run finds every chunk's md5 equal and sends nothing
     for offset in range(0, len(data), CHUNK):
         meta = c.replay(rec.CHUNK_META, path=dest, offset=offset, chunksize=CHUNK).json()["results"]
