@@ -130,30 +130,40 @@ def test_file_upload_list_download_and_publish(old_client, alice):
     assert c.http.get(url).content == b"alpha\n"  # anyone holding the link
 
 
-def test_cp_up_and_down_in_md5_checked_chunks_resumes(old_client, alice, tmp_path):
-    c = old_client(alice)
-    data = os.urandom(2 * CHUNK + 12345)
-    dest = f"{A}/big/data.bin"
-    # upload, as the client's cp: stat (missing), touch to the size, then each chunk whose md5 differs
-    assert "no such file or directory" in c.replay(rec.STAT_MISSING, path=dest).json()["err"]
+def cp_up(c, data: bytes, dest: str) -> int:
+    """The client's upload: stat, touch to the size, then each chunk whose md5 differs; the
+    number of chunks sent."""
+    assert c.send("GET", "/api/v1/pfs/files", params={"method": "stat", "path": dest}).status_code == 200
     assert c.replay(rec.TOUCH, size=len(data), path=dest).json()["results"]["Size"] == len(data)
-    on_disk = tmp_path / "pfs/local/home/alice/big/data.bin"
-    assert on_disk.stat().st_blocks * 512 < CHUNK  # sparse: the size costs no disk until written
     sent = 0
     for offset in range(0, len(data), CHUNK):
         piece = data[offset:offset + CHUNK]
         meta = c.replay(rec.CHUNK_META, path=dest, offset=offset, chunksize=CHUNK).json()["results"]
+        assert meta["offset"] == offset and meta["len"] == len(piece)
         if meta["checksum"] != hashlib.md5(piece).hexdigest():
             r = c.upload_chunk(dest, offset, piece, CHUNK)
             assert r.status_code == 200 and r.json()["err"] == "", r.text
             sent += 1
-    assert sent == 3
+    return sent
+
+
+def test_cp_up_and_down_in_md5_checked_chunks_resumes(old_client, alice, tmp_path):
+    c = old_client(alice)
+    data = os.urandom(2 * CHUNK + 12345)
+    dest = f"{A}/big/data.bin"
+    on_disk = tmp_path / "pfs/local/home/alice/big/data.bin"
+    assert "no such file or directory" in c.replay(rec.STAT_MISSING, path=dest).json()["err"]
+    c.replay(rec.TOUCH, size=len(data), path=dest)
+    assert on_disk.stat().st_blocks * 512 < CHUNK  # sparse: the size costs no disk until written
+
+    assert cp_up(c, data, dest) == 3
     assert on_disk.read_bytes() == data
-    # a re-run finds every chunk's md5 equal and sends nothing
-    for offset in range(0, len(data), CHUNK):
-        meta = c.replay(rec.CHUNK_META, path=dest, offset=offset, chunksize=CHUNK).json()["results"]
-        assert meta["checksum"] == hashlib.md5(data[offset:offset + CHUNK]).hexdigest()
-        assert meta["len"] == len(data[offset:offset + CHUNK])
+    assert cp_up(c, data, dest) == 0  # a re-run finds every md5 equal
+    with open(on_disk, "r+b") as f:  # an interrupted write left the middle chunk wrong
+        f.seek(CHUNK + 10)
+        f.write(b"\0" * 100)
+    assert cp_up(c, data, dest) == 1
+    assert on_disk.read_bytes() == data
 
     # download: stat the source, then fetch each chunk
     assert c.replay(rec.STAT, path=dest).json()["results"]["Size"] == len(data)
