@@ -55,11 +55,12 @@ def _msg(code: int, msg) -> JsonResponse:
 
 def _refusal(kind: str, exc: Exception) -> HttpResponse:
     code, text = services.error_text(exc)
+    text = text or "refused"  # an empty msg/err would read as success
     if kind == "pfs":
         return JsonResponse({"err": text, "results": None})
     if kind == "raw":
         return JsonResponse({"code": code, "msg": text}, status=code)
-    return _msg(code, text or "refused")
+    return _msg(code, text)
 
 
 def endpoint(*methods: str, kind: str = "msg"):
