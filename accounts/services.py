@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
@@ -19,14 +20,15 @@ if TYPE_CHECKING:
 TOKEN_NAME_MAX: int = ApiToken._meta.get_field("name").max_length or 0
 
 
-def create_token(user: User, *, name: str = "", never_expires: bool = False) -> tuple[ApiToken, str]:
+def create_token(user: User, *, name: str = "", never_expires: bool = False,
+                 ttl: timedelta | None = None) -> tuple[ApiToken, str]:
     """A new API token for `user` and the one time its secret is seen (knox stores a hash).
-    It expires after the operator's API_TOKEN_TTL_DAYS unless `never_expires` (an explicit
-    choice, for legacy clients). A named device holds one token: its old one is revoked."""
+    It expires after `ttl`, else the operator's API_TOKEN_TTL_DAYS, unless `never_expires` (an
+    explicit choice, for legacy clients). A named device holds one token: its old one is revoked."""
     name = " ".join(str(name).split())
     if len(name) > TOKEN_NAME_MAX:
         raise ValidationError({"name": [f"at most {TOKEN_NAME_MAX} characters"]})
-    expiry = {"expiry": None} if never_expires else {}
+    expiry = {"expiry": None} if never_expires else {"expiry": ttl} if ttl is not None else {}
     with transaction.atomic():
         # Logins of one user queue here, so two at once from one device leave one token.
         get_user_model().objects.select_for_update().get(pk=user.pk)

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "quotas",
     "pfs",
     "jobs",
+    "legacy",
 ]
 
 MIDDLEWARE = [
@@ -197,6 +198,9 @@ REST_FRAMEWORK = {
 # Tokens are stored hashed by knox and expire after API_TOKEN_TTL_DAYS (0: never); a token that
 # never expires is an explicit choice per token (legacy clients), see accounts.services.issue_token.
 API_TOKEN_TTL_DAYS = env.int("API_TOKEN_TTL_DAYS", 90)
+# Tokens issued at the legacy /api-token-auth/ (original paddlectl clients, which cache their
+# token and never log in again): they never expire unless the operator sets a lifetime here.
+LEGACY_TOKEN_TTL_DAYS = env.int("LEGACY_TOKEN_TTL_DAYS", 0)
 # Named so accounts.ApiToken can refer to it (knox declares its token model swappable).
 KNOX_TOKEN_MODEL = "knox.AuthToken"
 REST_KNOX = {"TOKEN_TTL": timedelta(days=API_TOKEN_TTL_DAYS) if API_TOKEN_TTL_DAYS > 0 else None,
