@@ -167,9 +167,10 @@ def _put_refusal(scope) -> _Refused | None:
     does not fit the caller's free quota (or the size limit), decided from the head alone, so
     the body is never read. Anything else (no credentials, a bad path...) is left to Django,
     which answers it as usual. Runs in a database thread."""
+    from django.conf import settings
     from django.db import connections
 
-    from . import services, uploads, usage
+    from . import services, usage
     from .paths import PathError, resolve
 
     try:
@@ -180,8 +181,8 @@ def _put_refusal(scope) -> _Refused | None:
     if user is None:
         return None
     try:
-        if length > uploads.MAX_CHUNK:
-            raise PathError(f"at most {uploads.MAX_CHUNK} bytes in one request: use /api/v2/uploads/", 413)
+        if length > settings.PFS_MAX_CHUNK:
+            raise PathError(f"at most {settings.PFS_MAX_CHUNK} bytes in one request: use /api/v2/uploads/", 413)
         target = resolve(user, parse_qs(scope.get("query_string", b"").decode("latin-1")).get("path", [""])[0],
                          write=True)
         if target.area != "home":
@@ -253,7 +254,7 @@ def _start(auth: str, upload_id: str, offset_h: str | None, length_h: str | None
         except (TypeError, ValueError):
             raise PathError("Content-Length is required (chunked request bodies are not accepted)", 411) from None
         checksum = uploads.parse_checksum(checksum_h)
-        return uploads.ChunkWriter(session, offset, length, checksum, max_length=None)
+        return uploads.ChunkWriter(session, offset, length, checksum, bounded=False)
     except PathError as e:
         raise _refusal(e) from None
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import stat as statmod
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -32,8 +31,6 @@ from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath
 
 # A reservation grows by at least this much at a time (fewer row locks per streamed write).
 STEP = 4 << 20
-# A reservation that has not grown for this long belongs to a process that died mid-write.
-RESERVATION_TTL = timedelta(seconds=getattr(settings, "PFS_RESERVATION_TTL", 3600))
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -255,8 +252,8 @@ def recompute(user, datacenter: Datacenter) -> int:
 
 
 def drop_stale_reservations() -> int:
-    """Reservations of transient writes whose process died (no growth for RESERVATION_TTL)."""
-    cutoff = timezone.now() - RESERVATION_TTL
+    """Reservations of transient writes whose process died (no growth for settings.PFS_RESERVATION_TTL)."""
+    cutoff = timezone.now() - settings.PFS_RESERVATION_TTL
     return StorageReservation.objects.filter(upload=None, updated__lt=cutoff).delete()[0]
 
 

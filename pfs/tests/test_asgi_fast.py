@@ -16,9 +16,10 @@ import time
 
 import pytest
 import requests
+from django.conf import settings
 
 from conftest import LiveASGI
-from pfs import asgi_fast, uploads
+from pfs import asgi_fast
 from pfs.models import UploadSession
 
 from .conftest import sha256_file, write
@@ -260,7 +261,7 @@ def test_download_streams_whole_file_and_ranges(live_asgi, big):
 def test_a_whole_file_in_one_patch_spliced_on_a_kept_alive_connection(live_asgi, home_dir):
     """A token PATCH may carry the whole rest of a file, past the 64 MiB a browser chunk may
     have; without a checksum it is spliced to disk, and the connection serves the next request."""
-    data = os.urandom(uploads.MAX_CHUNK + 3 * MiB)
+    data = os.urandom(settings.PFS_MAX_CHUNK + 3 * MiB)
     digest = hashlib.sha256(data).hexdigest()
     uid = create(live_asgi, f"{A}/whole.bin", len(data), sha256=digest)
     conn = http.client.HTTPConnection("127.0.0.1", live_asgi.port)

@@ -14,6 +14,7 @@ from urllib.parse import urlparse
 
 import pytest
 import requests
+from django.conf import settings
 
 from conftest import LiveASGI
 from pfs import storage, usage
@@ -299,7 +300,7 @@ def test_housekeeping_drops_reservations_whose_writer_died(alice, datacenter, ho
     from pfs.tasks import housekeeping
 
     dead = StorageReservation.objects.create(user=alice, datacenter=datacenter, bytes=5 * MiB)
-    StorageReservation.objects.filter(pk=dead.pk).update(updated=timezone.now() - usage.RESERVATION_TTL
+    StorageReservation.objects.filter(pk=dead.pk).update(updated=timezone.now() - settings.PFS_RESERVATION_TTL
                                                          - timedelta(seconds=1))
     alive = usage.reserve(home(alice, "local").child("x.bin"), 2 * MiB)
     assert usage.get_usage(alice, "local").reserved_bytes == 7 * MiB
