@@ -10,10 +10,10 @@ from __future__ import annotations
 import functools
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
-from django.apps import apps
 from django.db import models, transaction
 from django.dispatch import receiver
 
