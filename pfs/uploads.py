@@ -327,7 +327,9 @@ def cleanup_stale(*, user=None, max_age: timedelta | None = None) -> int:
     """Remove uploads untouched for `max_age` (settings.PFS_UPLOAD_TTL unless given; finished
     ones as old too), with their data. Without `user`, also sweep orphaned temporary files out
     of every `.uploads` directory."""
-    cutoff = timezone.now() - (settings.PFS_UPLOAD_TTL if max_age is None else max_age)
+    if max_age is None:
+        max_age = settings.PFS_UPLOAD_TTL
+    cutoff = timezone.now() - max_age
     stale = UploadSession.objects.filter(updated__lt=cutoff)
     if user is not None:
         stale = stale.filter(user=user)

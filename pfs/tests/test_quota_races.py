@@ -17,7 +17,7 @@ import requests
 from django.conf import settings
 
 from conftest import LiveASGI
-from pfs import storage, usage
+from pfs import packages, usage
 from pfs.models import StorageReservation, UploadSession
 from pfs.paths import home
 
@@ -273,7 +273,7 @@ def test_staged_package_bytes_count_until_settled(limited, alice, home_dir):
             seen.append(usage.get_usage(alice, "local"))
             yield b"y"
 
-    storage.save_package(dest, [Probe()])
+    packages.save_package(dest, [Probe()])
     assert seen[0].reserved_bytes == 6 * MiB and seen[0].used_bytes == 0
     after = usage.get_usage(alice, "local")
     assert (after.used_bytes, after.reserved_bytes) == (6 * MiB + 1, 0)
