@@ -78,6 +78,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so it sees the response every other middleware made (WhiteNoise's static files too):
+    # file bodies by the server's zero-copy send under ASGI (pfs/asgi_responses.py).
+    "pfs.asgi_responses.FileBodies",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -1,6 +1,6 @@
 """Downloads: files stream in blocks with HTTP Range support (one range: 206 + Content-Range;
 416 when unsatisfiable), directories stream as a zip built on the fly (ZIP64, so no 4 GB
-limits). Works under WSGI and ASGI alike: under ASGI pfs.asgi_fast.LargeChunkASGIHandler reads
+limits). Works under WSGI and ASGI alike: under ASGI pfs.asgi_responses reads
 each block in a worker thread (`in_threads`) instead of Django's fallback of reading the whole
 response into memory first, and hands it to the server as one message (not re-sliced), so a
 download costs one thread hop and one `send` per BLOCK bytes; memory stays at a block or two
