@@ -1,11 +1,11 @@
 """The ASGI entry for HTTP (paddleweb/asgi.py mounts it): Django, plus a streaming path for
-upload chunks that Django's ASGI handler cannot stream, and zero-copy file bodies where the
-server offers them (paddleweb.server, which the Procfile runs).
+upload chunks that Django's ASGI handler cannot stream, spliced to disk where the server offers
+that (paddleweb.server, which the Procfile runs).
 
 Why: Django's ASGI handler reads a whole request body (spooled to a temporary file past 2.5 MB)
 before any view runs, and the view then copies it again into the upload's part file; for a
 64 MiB chunk that is two full passes over the data and a stall before the first byte is
-stored. Responses it cuts into 64 KiB messages (one `send` and one slice copy each).
+stored.
 
 What is handled here, and nothing else:
 
