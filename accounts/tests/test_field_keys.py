@@ -54,7 +54,8 @@ def test_the_default_key_comes_from_secret_key_and_stays_readable_beside_new_key
     from paddleweb.settings import _key_from_secret
 
     derived = _key_from_secret(settings.SECRET_KEY)
-    assert settings.FIELD_ENCRYPTION_KEYS == [derived]  # nothing set: secrets are keyed as before
+    assert settings.FIELD_ENCRYPTION_KEYS[-1] == derived  # always last, the only key when none is set
+    settings.FIELD_ENCRYPTION_KEYS = [derived]  # nothing set: secrets are keyed as before
     registry = Registry.objects.create(user=alice, name="hub", server="r.example.com", username="a", password="pw")
     assert Fernet(derived).decrypt(_stored(Registry, registry.pk, "password").encode()) == b"pw"
 
