@@ -13,7 +13,7 @@ from django.db.models import QuerySet
 
 from accounts.models import dns_label
 from paddleweb import health
-from pfs import storage
+from pfs import packages
 from pfs.paths import PathError, home
 from quotas.services import lock_admissions
 
@@ -48,13 +48,13 @@ def submit_with_upload(user, data: dict, files: Sequence) -> Job:
     cleaned = validate_submission(user, {**data, "package": _package_path(user, data)}, package_pending=True)
     dest = home(user, cleaned["datacenter"].name).child("jobs", cleaned["name"])
     try:
-        storage.save_package(dest, files)  # reserved against the storage quota as it is written
+        packages.save_package(dest, files)  # reserved against the storage quota as it is written
     except PathError as e:
         raise ValidationError({"files": [e.message]}) from e
     try:
         return _create(user, {**cleaned, "package": dest.virtual})
     except ValidationError:
-        storage.remove(dest)
+        packages.remove_package(dest)
         raise
 
 

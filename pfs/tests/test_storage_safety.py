@@ -165,3 +165,26 @@ def test_a_recount_keeps_what_was_written_behind_the_walker(alice, datacenter, h
     monkeypatch.setattr(usage, "home_size", walk_then_a_write_lands)
     assert usage.recompute(alice, datacenter) == 150
     assert usage.get_usage(alice, "local").used_bytes == 150
+
+
+def test_file_and_tree_copies_go_through_one_kernel_copier(alice, home_dir, monkeypatch):
+    from pfs import storage
+
+    copied = []
+    real = storage._copy_bytes
+
+    def recording(src, dst, size):
+        copied.append(size)
+        return real(src, dst, size)
+
+    monkeypatch.setattr(storage, "_copy_bytes", recording)
+    data = os.urandom(3 * 2**20 + 7)
+    write(home_dir / "one.bin", data)
+    write(home_dir / "tree" / "a.bin", data[:100])
+    A = "/pfs/local/home/alice"
+    services.copy(alice, f"{A}/one.bin", f"{A}/two.bin")
+    services.copy(alice, f"{A}/tree", f"{A}/tree2")
+    assert copied == [len(data), 100]
+    assert (home_dir / "two.bin").read_bytes() == data and (home_dir / "tree2" / "a.bin").read_bytes() == data[:100]
+    assert usage.get_usage(alice, "local").used_bytes == 2 * (len(data) + 100)
+    assert not [p for p in (home_dir / ".uploads").iterdir() if p.name != ".lock"]  # no temporary file left
