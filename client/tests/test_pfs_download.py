@@ -5,8 +5,11 @@ test_cli_files.py; speed in bench/pfs_download.py."""
 from __future__ import annotations
 
 import gzip
+import io
 import os
+import re
 import threading
+from contextlib import redirect_stderr, redirect_stdout
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -14,7 +17,7 @@ import pytest
 from paddlectl import pfs
 from paddlectl.errors import PaddlectlError
 
-from .conftest import put_files
+from .conftest import put_files, run_cli
 
 HOME = "/pfs/local/home/alice"
 
@@ -70,3 +73,29 @@ def test_a_download_asks_for_the_files_own_bytes_and_refuses_an_encoded_answer(t
         server.server_close()
     assert _GzipServer.requests[0]["Accept-Encoding"] == "identity"
     assert not (tmp_path / "f.bin").exists()
+
+
+class _Terminal(io.StringIO):
+    """stderr as a terminal: where rich draws the bar and not the plain start/end lines."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.django_db(transaction=True)
+def test_paddlectl_cp_draws_its_download_bar_to_the_end(config, alice, tmp_path, monkeypatch):
+    from paddlectl.cli.main import main
+
+    data = os.urandom(10 << 20)
+    put_files(alice, {"weights.bin": data})
+    plain = run_cli("cp", f"{HOME}/weights.bin", tmp_path / "plain.bin")
+    assert plain.code == 0, plain.err
+    assert f"Downloading {HOME}/weights.bin ({len(data)} bytes) ..." in plain.err and "... Done" in plain.err
+    err = _Terminal()
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setenv("COLUMNS", "200")
+    with redirect_stdout(io.StringIO()), redirect_stderr(err):
+        assert main(["cp", f"{HOME}/weights.bin", str(tmp_path / "bar.bin")]) == 0
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", err.getvalue())
+    assert "10.5/10.5 MB" in drawn, drawn  # rich's DownloadColumn at the end: every byte counted
+    assert (tmp_path / "plain.bin").read_bytes() == data == (tmp_path / "bar.bin").read_bytes()
