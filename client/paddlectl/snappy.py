@@ -207,7 +207,7 @@ class Backend:
 PURE = Backend("python", compress_block, decompress_block, crc32c)
 
 
-def _compiled() -> Backend:
+def find_backend() -> Backend:
     """cramjam's block codec and google-crc32c's CRC where importable, else the pure-Python parts."""
     name, compress, decompress, crc = [], compress_block, decompress_block, crc32c
     try:
@@ -239,7 +239,7 @@ def _compiled() -> Backend:
     return Backend("+".join(name), compress, decompress, crc)
 
 
-backend = _compiled()
+backend = find_backend()
 
 
 def masked(crc: int) -> int:

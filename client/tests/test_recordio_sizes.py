@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import os
 import struct
+import sys
 import zlib
 
 import pytest
@@ -172,3 +173,17 @@ def test_damaged_snappy_blocks_are_errors_in_both_back_ends(codec):
     with pytest.raises(snappy.SnappyError):
         snappy.decompress(bytes(damaged))
     assert snappy.decompress(good) == b"hello hello hello hello hello hello " * 100
+
+
+def test_each_compiled_library_is_used_without_the_other(monkeypatch):
+    data = b"".join(b"line %d of the data set\n" % i for i in range(10_000))
+    monkeypatch.setitem(sys.modules, "google_crc32c", None)  # as if not installed: import fails
+    only_cramjam = snappy.find_backend()
+    assert only_cramjam.name == "cramjam" and only_cramjam.crc32c is snappy.crc32c
+    assert bytes(cramjam.snappy.decompress(snappy.compress(data, only_cramjam))) == data
+    monkeypatch.setitem(sys.modules, "cramjam", None)
+    assert snappy.find_backend() is snappy.PURE
+    monkeypatch.delitem(sys.modules, "google_crc32c")
+    only_crc = snappy.find_backend()
+    assert only_crc.name == "google-crc32c" and only_crc.compress_block is snappy.compress_block
+    assert snappy.decompress(snappy.compress(data, only_crc), codec=snappy.PURE) == data
