@@ -131,14 +131,14 @@ class Writer:
         self.count = 0
         self._temp: str | None = None
         if hasattr(target, "write"):
-            self._file, self.name, self._owned = _open(target, "wb")
+            self._file, self.name = target, getattr(target, "name", "<stream>")  # type: ignore[assignment]
             return
         self.name = os.fspath(target)  # type: ignore[arg-type]
         directory, base = os.path.split(self.name)
         self._temp = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.tmp")
         # O_EXCL: never through a planted file or link; 0o666 so the umask decides, as for open().
         fd = os.open(self._temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
-        self._file, self._owned = os.fdopen(fd, "wb"), True
+        self._file = os.fdopen(fd, "wb")
         # An abandoned writer (an exception, a forgotten close) removes its file when collected.
         self._cleanup = weakref.finalize(self, _discard, self._file, self._temp)
 
