@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -31,6 +32,12 @@ sys.path.insert(0, str(BENCH.parent / "client"))
 from pfs_transfer import MB, PY, ROOT, MiB, free_port, ready, settle, setup, sha256, wait_for_port  # noqa: E402
 
 from paddlectl.sdk import Client  # noqa: E402
+
+
+def cpu() -> float:
+    """This process's CPU seconds: the client's, as the server runs in another process."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -78,18 +85,20 @@ def main() -> None:
         small.write_bytes(os.urandom(MiB))
         storage.upload_file(small, f"{client.home()}/warm.bin")  # imports, first request, home
         storage.download_file(f"{client.home()}/warm.bin", tmp / "warm.out")
-        up, dl = [], []
+        up, dl, up_cpu, dl_cpu = [], [], [], []
         for _ in range(args.repeat):
             if storage.exists(dest):
                 storage.rm(dest)
             ready(src)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), cpu()
             storage.upload_file(src, dest, progress=report)
             up.append(time.perf_counter() - t)
+            up_cpu.append(cpu() - c)
             ready(stored, down)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), cpu()
             storage.download_file(dest, down, progress=report)
             dl.append(time.perf_counter() - t)
+            dl_cpu.append(cpu() - c)
         client.close()
         assert sha256(stored) == digest, "uploaded file differs"
         assert sha256(down) == digest, "downloaded file differs"
@@ -103,6 +112,9 @@ def main() -> None:
         print(f"paddlectl upload:   {rate(min(up))}   (median {rate(statistics.median(up))})")
         print(f"paddlectl download: {rate(min(dl))}   (median {rate(statistics.median(dl))})")
         ratio, median = min(up) / min(dl), statistics.median(up) / statistics.median(dl)
+        gib = size / 2**30
+        print(f"client CPU (user + system) per GiB, median: upload {statistics.median(up_cpu) / gib:.2f} s "
+              f"(sha256 of the file included), download {statistics.median(dl_cpu) / gib:.2f} s")
         print(f"download / upload speed: {ratio:.2f}x (median {median:.2f}x; goal >= 0.8)")
     finally:
         if server is not None:
