@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import PaddlectlError
 from ..pfs import is_remote, join
+from ..pfs_paths import home_form
 from . import output
 from .main import Context, UsageError, command
 from .progress import transfer_progress
@@ -166,7 +167,8 @@ def mv(ctx: Context, args: argparse.Namespace) -> int:
 # --- file (seed 004) ------------------------------------------------------------------------
 def _file_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("src", metavar="<src>", help="a file or directory under the current directory (no ../)")
-    p.add_argument("dest", metavar="<dest>", help="a directory in your home: /pfs/<datacenter>/home/<you>/...")
+    p.add_argument("dest", metavar="<dest>", help="a directory in your home: /pfs/<datacenter>/home/<you>/... "
+                   "(or /pfs/<datacenter>/user/<you>/...)")
 
 
 def check_file_src(src: str, cwd: Path | None = None) -> Path:
@@ -189,7 +191,7 @@ def file(ctx: Context, args: argparse.Namespace) -> int:
     """`src/` uploads what is inside src into dest; `src` uploads the directory src into dest."""
     path = check_file_src(args.src)
     home = ctx.client.home()
-    dest = args.dest.rstrip("/")
+    dest = home_form(args.dest.rstrip("/"))
     if dest != home and not dest.startswith(home + "/"):
         raise UsageError(f"{args.dest}: dest must be in your home, {home}/...")
     storage = ctx.client.storage

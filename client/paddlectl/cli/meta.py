@@ -22,7 +22,7 @@ def _help_setup(p: argparse.ArgumentParser) -> None:
 @command("help", "describe subcommands and their syntax", setup=_help_setup, usage="paddlectl help [<subcommand>]")
 def help_(ctx: Context, args: argparse.Namespace) -> int:
     if not args.topic:
-        sys.stdout.write(top_usage())
+        sys.stdout.write(top_usage(ctx.prog))
         return 0
     parser = args._parsers.get(args.topic)
     if parser is None:
