@@ -269,3 +269,10 @@ def test_k8s_job_sharding_form_with_the_seeds_spellings(seed001_config, roomy, t
     job = Job.objects.get(name="sharding")
     assert job.entry == "python -m sharding-data.main"
     assert job.env == {"PADDLE_INPUT_DIR": "/pfs/local/home/alice/in", "PADDLE_OUTPUT_DIR": "/pfs/local/home/alice/out"}
+
+
+def test_seed_001_config_without_credentials_says_how_to_log_in(server, clean_env):
+    write_config(clean_env / ".paddle" / "config", f"apiVersion: v1\ndockerRegistry:\n  domain: domain.com\n"
+                 f"  username: u\n  password: p\npaddleServer: {server}\n")
+    res = paddle("list")
+    assert res.code == 1 and "no password or token" in res.err and "dockerRegistry" not in res.err

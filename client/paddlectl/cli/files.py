@@ -51,14 +51,14 @@ def _upload(ctx: Context, src: str, dest: str, dest_is_dir: bool, recursive: boo
             print(f"{src} -> {target}")
 
 
-def _download(ctx: Context, src: str, dest: str, dest_is_dir: bool, recursive: bool) -> None:
+def _download(ctx: Context, src: str, dest: str, dest_is_dir: bool) -> None:
+    """A remote directory is downloaded whole, -r or not: seed 003 downloads a job's output
+    directory with a plain `pfs cp <remote dir> ./output`."""
     storage = ctx.client.storage
     entry = storage.stat(src)
     target = Path(dest) / posixpath.basename(src.rstrip("/")) if dest_is_dir else Path(dest)
     with transfer_progress(f"Downloading {src}", _show_progress(ctx)) as progress:
         if entry["type"] == "dir":
-            if not recursive:
-                raise UsageError(f"{src} is a directory (use -r)")
             n = storage.download_tree(src, target, progress)
             print(f"{src} -> {target} ({n} files)")
         else:
@@ -93,7 +93,7 @@ def cp(ctx: Context, args: argparse.Namespace) -> int:
         if dest_is_dir:
             Path(dest).mkdir(parents=True, exist_ok=True)
         for src in sources:
-            _download(ctx, src, dest, dest_is_dir, args.recursive)
+            _download(ctx, src, dest, dest_is_dir)
     return 0
 
 

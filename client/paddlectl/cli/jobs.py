@@ -120,8 +120,12 @@ def io_env(client: Any, input_dir: str | None, output_dir: str | None) -> dict[s
 
 
 def home_path(client: Any, path: str) -> str:
-    path = home_form(path.rstrip("/") or "/")
-    return path if is_remote(path) else join(client.home(), path)
+    parts = [p for p in home_form(path).split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise UsageError(f"{path}: '..' is not allowed in a PFS directory")
+    if is_remote(path):
+        return "/" + "/".join(parts)
+    return join(client.home(), *parts)
 
 
 def _env_pairs(items: list[str]) -> dict[str, str]:
