@@ -10,3 +10,13 @@ def home_form(path: str) -> str:
     if len(parts) >= 5 and parts[0] == "" and parts[1] == "pfs" and parts[3] == "user":
         parts[3] = "home"
     return "/".join(parts)
+
+
+def in_home(home: str, path: str) -> str:
+    """A directory as seeds 000/001 give `--input`/`--output`: a /pfs path as is (either home
+    spelling), anything else inside `home` (seed 001 writes `/quickstart/input`)."""
+    remote = path == "/pfs" or path.startswith("/pfs/")
+    parts = [p for p in home_form(path).split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"{path}: '..' is not allowed in a PFS directory")
+    return "/" + "/".join(parts) if remote else "/".join([home.rstrip("/"), *parts])

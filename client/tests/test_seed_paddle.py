@@ -276,3 +276,32 @@ def test_seed_001_config_without_credentials_says_how_to_log_in(server, clean_en
                  f"  username: u\n  password: p\npaddleServer: {server}\n")
     res = paddle("list")
     assert res.code == 1 and "no password or token" in res.err and "dockerRegistry" not in res.err
+
+
+def test_dist_train_as_seed_001_calls_it(seed001_config, roomy, quick_start, monkeypatch):
+    import paddlectl.dist
+    from jobs.models import Job
+
+    monkeypatch.chdir(quick_start)  # the seed's call names no package: the current directory
+    job = paddlectl.dist.train(k8s_user="alice", k8s_pssword="password", job_name="quickstart", trainers=8,
+                               pservers=4, input="/quickstart/input", output="/quickstart/output",
+                               base_image="paddlepaddle/paddle:0.10.rc2", use_gpu=False)
+    assert (job["trainers"], job["pservers"], job["image"], job["gpu"]) == (8, 4, "paddlepaddle/paddle:0.10.rc2", 0)
+    assert Job.objects.get(name="quickstart").env == {"PADDLE_INPUT_DIR": "/pfs/local/home/alice/quickstart/input",
+                                                      "PADDLE_OUTPUT_DIR": "/pfs/local/home/alice/quickstart/output"}
+
+
+def test_seed_002_paddlejob_as_written_submits(seed001_config, roomy, alice):
+    import paddlectl.job as job
+    from paddlectl import Client
+
+    put_files(alice, {"example/word2vec/train.py": "print(1)\n"})
+    with pytest.warns(UserWarning):
+        paddle_job = job.PaddleJob(
+            pservers=3, runtime_image="yancey1989/paddle-job", job_name="paddle-job", namespace="yanxu",
+            use_gpu=False, cpu_num=3, trainer_package_path="/pfs/local/home/alice/example/word2vec",
+            entry_point="python train.py", cephfs_volume=job.CephFSVolume(monitors_addr="172.19.32.166:6789"))
+    with Client.from_config() as client:
+        created = client.submit(paddle_job)
+    assert (created["pservers"], created["trainers"], created["cpu"], created["image"]) == (
+        3, 3, "3", "yancey1989/paddle-job")

@@ -10,8 +10,7 @@ from typing import Any
 from ..errors import NotFound, PaddlectlError
 from ..job import PaddleJob, suggest_job_name
 from ..logs import replica_name
-from ..pfs import is_remote, join
-from ..pfs_paths import home_form
+from ..pfs_paths import in_home
 from . import output
 from .main import Context, UsageError, command
 from .progress import transfer_progress
@@ -120,12 +119,10 @@ def io_env(client: Any, input_dir: str | None, output_dir: str | None) -> dict[s
 
 
 def home_path(client: Any, path: str) -> str:
-    parts = [p for p in home_form(path).split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise UsageError(f"{path}: '..' is not allowed in a PFS directory")
-    if is_remote(path):
-        return "/" + "/".join(parts)
-    return join(client.home(), *parts)
+    try:
+        return in_home(client.home(), path)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _env_pairs(items: list[str]) -> dict[str, str]:
