@@ -35,3 +35,10 @@ def test_no_top_level_paddle_module_is_shipped():
     patterns = PROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
     assert not any(fnmatch.fnmatch("paddle", p) or fnmatch.fnmatch("paddle.job", p) for p in patterns)
     assert not (CLIENT_DIR / "paddle").exists() and not (CLIENT_DIR / "paddle.py").exists()
+
+
+def test_paddle_runs_as_a_module_when_another_paddle_owns_the_executable(clean_env):
+    env = {**os.environ, "PYTHONPATH": str(CLIENT_DIR)}
+    proc = subprocess.run([sys.executable, "-m", "paddlectl.cli.paddle", "mpi"], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == 1 and "datacenters' backends" in proc.stderr

@@ -379,3 +379,7 @@ def download(ctx: Context, args: argparse.Namespace) -> int:
 
 ACTIONS = {"submit": submit, "train": submit, "k8s-job": k8s_job, "list": list_jobs, "cancel": cancel,
            "status": status, "version": version, "upload": upload, "download": download}
+
+
+if __name__ == "__main__":  # `python -m paddlectl.cli.paddle`, when another `paddle` owns bin/paddle
+    run()
