@@ -206,3 +206,24 @@ def test_unreadable_certificate_files_are_a_config_error(clean_env, tmp_path):
     write_config(clean_env / ".paddle" / "config", "datacenter1:\n  usercert: /x.pem\n  endpoint: dc1\n")
     res = paddlecloud("jobs")
     assert res.code == 1 and "needs both usercert and userkey" in res.err
+
+
+def test_job_pushes_arrive_over_wss_with_the_client_certificate(alice, clean_env, ca):
+    from conftest import LiveASGI
+
+    from jobs import services
+    from paddlectl import Client
+    from paddlectl.live import JobEvents
+
+    put_files(alice, {"p/t.py": "print(1)\n"})
+    services.submit_job(alice, {"name": "pushed", "package": "/pfs/local/home/alice/p", "entry": "python t.py",
+                                "mode": "collective", "trainers": 1})
+    with LiveASGI() as live:  # HTTP and websockets, as `make run` serves them
+        proxy = ClientCertProxy(live.url, ca)
+        try:
+            cert_config(clean_env, proxy, ca)
+            with Client.from_config() as client, JobEvents(client.api, "pushed") as events:
+                assert events.url.startswith("wss://127.0.0.1:")
+                assert events.connected.is_set()  # the handshake passed the TLS front
+        finally:
+            proxy.close()
