@@ -156,6 +156,10 @@ def _entry(raw: Any, where: str, path: Path) -> Datacenter:
 
     if bool(raw.get("usercert")) != bool(raw.get("userkey")):
         raise ConfigError(f"{path}: datacenter '{name}' needs both usercert and userkey for a client certificate")
+    if raw.get("usercert") and endpoint.strip().lower().startswith("http://"):
+        # Certificates are only presented over TLS: rather say so than talk plain HTTP without them.
+        raise ConfigError(f"{path}: datacenter '{name}' has a client certificate (usercert) but a plain http:// "
+                          "endpoint; use https://")
     return Datacenter(name=str(name), endpoint=endpoint, username=text("username"), password=text("password"),
                       token=text("token"), server_name=text("datacenter"), usercert=file("usercert"),
                       userkey=file("userkey"), cacert=file("cacert"))

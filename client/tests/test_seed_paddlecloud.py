@@ -227,3 +227,11 @@ def test_job_pushes_arrive_over_wss_with_the_client_certificate(alice, clean_env
                 assert events.connected.is_set()  # the handshake passed the TLS front
         finally:
             proxy.close()
+
+
+def test_a_client_certificate_with_a_plain_http_endpoint_is_refused(clean_env, ca):
+    usercert, userkey = ca.issue("alice", server=False)
+    write_config(clean_env / ".paddle" / "config", f"datacenter1:\n  username: alice\n  usercert: {usercert}\n"
+                 f"  userkey: {userkey}\n  endpoint: http://dc1.paddlepaddle.org\n")
+    res = paddlecloud("jobs")
+    assert res.code == 1 and "plain http:// endpoint" in res.err

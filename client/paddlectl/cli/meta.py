@@ -37,6 +37,7 @@ def flags(ctx: Context, args: argparse.Namespace) -> int:
           "  -datacenter NAME   datacenter entry of ~/.paddle/config to use (default: current-datacenter)\n"
           "  -config PATH       config file (default: $PADDLE_CONFIG or ~/.paddle/config)\n"
           "  -o FORMAT          output: table (default), wide, json, yaml or name\n"
+          "                     (submit takes -output DIR, anything but a format, as the job's output directory)\n"
           "  -h, -help          this help; `paddlectl help <subcommand>` for a subcommand's flags\n"
           "  -version           print the client version\n\n"
           "Environment: PADDLE_CONFIG, PADDLECTL_DATACENTER, PADDLECTL_ENDPOINT, PADDLECTL_TOKEN,\n"
