@@ -125,9 +125,14 @@ class ClientCertProxy:
         await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
 
     def close(self) -> None:
-        def stop() -> None:
+        async def shutdown() -> None:
             self.server.close()
-            self.loop.stop()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:  # connections still open (keep-alive): end them, not leave them pending
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
-        self.loop.call_soon_threadsafe(stop)
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
+        self.loop.close()
