@@ -125,7 +125,7 @@ def home_path(client: Any, path: str) -> str:
         raise UsageError(str(e)) from None
 
 
-def _env_pairs(items: list[str]) -> dict[str, str]:
+def env_pairs(items: list[str]) -> dict[str, str]:
     env = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -140,7 +140,7 @@ def _env_pairs(items: list[str]) -> dict[str, str]:
 def submit(ctx: Context, args: argparse.Namespace) -> int:
     package = args.package
     name = args.jobname or suggest_job_name(Path(package.rstrip("/")).name)
-    env = {**io_env(ctx.client, args.input, args.output_dir), **_env_pairs(args.env)}
+    env = {**io_env(ctx.client, args.input, args.output_dir), **env_pairs(args.env)}
     entry = args.entry
     if args.topology:
         print("warning: -topology is deprecated (PaddlePaddle v1)", file=sys.stderr)

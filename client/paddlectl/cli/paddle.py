@@ -27,7 +27,7 @@ from .. import __version__
 from ..errors import NotFound, PaddlectlError
 from ..job import PaddleJob, suggest_job_name
 from . import output
-from .jobs import JOB_COLUMNS, JOB_WIDE, WORKER_COLUMNS, WORKER_WIDE, _env_pairs, get_job, io_env
+from .jobs import JOB_COLUMNS, JOB_WIDE, WORKER_COLUMNS, WORKER_WIDE, env_pairs, get_job, io_env
 from .main import EXIT_ERROR, EXIT_USAGE, FORMAT_CHOICES, Context, Parser, UsageError
 from .main import main as paddlectl_main
 from .progress import transfer_progress
@@ -262,7 +262,7 @@ def registry_for(ctx: Context, image: str) -> str | None:
 
 
 def _submit(ctx: Context, args: argparse.Namespace, job: PaddleJob, nest_as: str | None = None) -> int:
-    job.env = {**io_env(ctx.client, args.input, args.output_dir), **_env_pairs(args.env)}
+    job.env = {**io_env(ctx.client, args.input, args.output_dir), **env_pairs(args.env)}
     job.registry = registry_for(ctx, job.runtime_image)
     local = not str(job.package).startswith("/pfs/")
     with transfer_progress("Uploading package", enabled=local and ctx.output in ("table", "wide")) as progress:
