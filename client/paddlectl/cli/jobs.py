@@ -59,7 +59,7 @@ EVENT_COLUMNS: list[output.Column] = [
 
 
 def latest_job(ctx: Context) -> dict[str, Any]:
-    """Your most recently submitted job (the server lists newest first)."""
+    """Your most recently submitted job, by creation time."""
     jobs = ctx.client.list(all=True)
     if not jobs:
         raise NotFound(404, None, "you have no jobs yet")
