@@ -115,6 +115,8 @@ def test_usage_and_help_name_paddlecloud(clean_env):
     assert "paddlecloud logs [-n N] [-f] [-w worker] [<job>]" in res.out
     res = paddlecloud("get")
     assert res.code == 2 and "paddlecloud help get" in res.err
+    res = paddlecloud("completion", "bash")
+    assert "complete -o default -F _paddlectl paddlecloud" in res.out and "$(paddlecloud get jobs" in res.out
 
 
 # --- --output as a directory ------------------------------------------------------------------------

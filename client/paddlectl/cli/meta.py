@@ -79,16 +79,16 @@ _paddlectl() {
         get) if [[ "$prev" == get ]]; then
                  COMPREPLY=($(compgen -W "jobs workers quota registry datacenters events" -- "$cur"))
              else
-                 COMPREPLY=($(compgen -W "$(paddlectl get jobs -a -o name 2>/dev/null)" -- "$cur"))
+                 COMPREPLY=($(compgen -W "$(%(prog)s get jobs -a -o name 2>/dev/null)" -- "$cur"))
              fi;;
-        logs|kill) COMPREPLY=($(compgen -W "$(paddlectl get jobs -a -o name 2>/dev/null)" -- "$cur"));;
+        logs|kill) COMPREPLY=($(compgen -W "$(%(prog)s get jobs -a -o name 2>/dev/null)" -- "$cur"));;
         delete) if [[ "$prev" == delete ]]; then COMPREPLY=($(compgen -W "registry job" -- "$cur")); fi;;
         help) COMPREPLY=($(compgen -W "%(commands)s" -- "$cur"));;
         completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur"));;
         submit|cp|file) COMPREPLY=($(compgen -f -- "$cur"));;
     esac
 }
-complete -o default -F _paddlectl paddlectl
+complete -o default -F _paddlectl %(prog)s
 """
 
 ZSH = """# paddlectl zsh completion: source <(paddlectl completion zsh)
@@ -97,11 +97,11 @@ autoload -U +X compinit && compinit
 """
 
 
-def script(shell: str, parsers: dict[str, argparse.ArgumentParser]) -> str:
+def script(shell: str, parsers: dict[str, argparse.ArgumentParser], prog: str = "paddlectl") -> str:
     names = " ".join(sorted(COMMANDS))
     cases = "\n".join(f"            {name}) COMPREPLY=($(compgen -W \"{' '.join(_flags_of(parsers[name]))}\" "
                       f"-- \"$cur\"));;" for name in sorted(COMMANDS))
-    bash = BASH % {"commands": names, "flag_cases": cases}
+    bash = BASH % {"commands": names, "flag_cases": cases, "prog": prog}
     return bash if shell == "bash" else ZSH + bash
 
 
@@ -112,5 +112,5 @@ def _completion_setup(p: argparse.ArgumentParser) -> None:
 @command("completion", "print a shell completion script (bash or zsh)", setup=_completion_setup,
          usage="paddlectl completion bash|zsh   (e.g. source <(paddlectl completion bash))")
 def completion(ctx: Context, args: argparse.Namespace) -> int:
-    sys.stdout.write(script(args.shell, args._parsers))
+    sys.stdout.write(script(args.shell, args._parsers, ctx.prog))
     return 0
