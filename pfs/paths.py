@@ -1,6 +1,7 @@
 """Every PFS path a user gives is resolved and checked here, before any I/O.
 
-Users see `/pfs/<datacenter>/home/<user>/...` (their own home, read-write) and
+Users see `/pfs/<datacenter>/home/<user>/...` (their own home, read-write; seed 004 spells it
+`/pfs/<datacenter>/user/<user>/...`, which is read the same way) and
 `/pfs/<datacenter>/public/...` (read-only for users; staff may write). On the server these map
 to `<PFS_ROOT>/<datacenter>/home/<user>/...` and `<PFS_ROOT>/<datacenter>/public/...`.
 """
@@ -224,6 +225,8 @@ def resolve(user, path: str, *, write: bool = False) -> PfsPath:
     parts = [p for p in path.split("/") if p not in ("", ".")]
     for p in parts:
         check_name(p)
+    if len(parts) >= 3 and parts[2] == "user":  # seed 004's spelling of a home
+        parts[2] = "home"
     if len(parts) < 3 or parts[0] != "pfs" or parts[2] not in ("home", "public"):
         raise PathError("path must start with /pfs/<datacenter>/home/<user>/ or /pfs/<datacenter>/public/")
     datacenter = parts[1]

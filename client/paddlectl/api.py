@@ -7,6 +7,7 @@ could not be made at all, so nothing is ever done twice.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -16,7 +17,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_afte
 
 from . import __version__
 from .config import TokenCache, normalize_endpoint
-from .errors import APIError, AuthError, ConnectionFailed, NotFound
+from .errors import APIError, AuthError, ConfigError, ConnectionFailed, NotFound
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRY_STATUS = frozenset({502, 503, 504})
@@ -52,13 +53,30 @@ def error_from(response: httpx.Response) -> APIError:
     return cls(status, detail)
 
 
+def tls_context(usercert: str | None = None, userkey: str | None = None,
+                cacert: str | None = None) -> ssl.SSLContext | None:
+    """The TLS settings of a config entry: a client certificate to present (seed 003's
+    usercert/userkey) and a CA to trust instead of the system's; None when neither is given."""
+    if not (usercert or cacert):
+        return None
+    try:
+        context = ssl.create_default_context(cafile=cacert)
+        if usercert:
+            context.load_cert_chain(usercert, userkey)
+    except (OSError, ssl.SSLError) as e:
+        raise ConfigError(f"cannot load the TLS files of the configuration ({usercert or cacert}): {e}") from None
+    return context
+
+
 class API:
     """Talks to one PaddleCloud server's /api/v2/."""
 
     def __init__(self, endpoint: str, *, token: str | None = None, username: str | None = None,
                  password: str | None = None, timeout: float = 30.0, retries: int = 4,
-                 token_cache: TokenCache | None = None, transport: httpx.BaseTransport | None = None):
+                 token_cache: TokenCache | None = None, transport: httpx.BaseTransport | None = None,
+                 tls: ssl.SSLContext | None = None):
         self.endpoint = normalize_endpoint(endpoint)
+        self.tls = tls
         self.base_url = self.endpoint + "/api/v2/"
         self.username = username
         self._password = password
@@ -68,7 +86,8 @@ class API:
         self.retries = retries
         self.http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=10.0),
                                  headers={"User-Agent": f"paddlectl/{__version__}", "Accept": "application/json"},
-                                 transport=transport, follow_redirects=False)
+                                 transport=transport, follow_redirects=False,
+                                 **({"verify": tls} if tls is not None else {}))
 
     # --- auth -----------------------------------------------------------------------------
     @property
@@ -133,6 +152,10 @@ class API:
                 self._cache.put(self._cache_key, None)
             self._token, self._token_from_cache = None, False
             return self._send(method, path, auth=auth, stream=stream, headers=headers, **kwargs)
+        if response.status_code == 401 and auth and not self._token and not self._password:
+            response.close()
+            raise AuthError(401, None, f"{self.endpoint} wants you to log in: the configuration has no password or "
+                            "token for it (run `paddlectl login`, or add `password:` to its entry)")
         if response.status_code >= 400:
             if stream:
                 response.read()

@@ -15,7 +15,32 @@ else the only entry. Environment overrides for that entry: $PADDLECTL_ENDPOINT,
 $PADDLECTL_USERNAME, $PADDLECTL_PASSWORD, $PADDLECTL_TOKEN. With $PADDLECTL_ENDPOINT set no
 file is needed at all (CI). $PADDLE_CONFIG names another file.
 An entry may also say `datacenter: <name>` when the server calls the datacenter differently
-from the entry's own name.
+from the entry's own name, and `usercert`/`userkey` (a client certificate for TLS, seed 003) and
+`cacert` (the CA that signed the server's certificate, when it is not a public one).
+
+Two older forms are read too. Seed 003's map of datacenters:
+
+```yaml
+datacenter1:
+  username: user
+  usercert: /path/to/user.pem
+  userkey:  /path/to/user-key.pem
+  endpoint: dc1.paddlepaddle.org
+```
+
+and seed 001's single-server file, whose `dockerRegistry` holds the credentials of the registry
+that `paddle job submit --base-image` pulls from:
+
+```yaml
+apiVersion: v1
+dockerRegistry:
+  domain: domain.com          # default docker.io
+  username: <username>
+  password: <password>
+paddleServer: http://<paddle server domain>:<paddle server port>
+username: alice               # PaddleCloud additions: who you are on the server
+password: secret              #   (`paddle login` replaces this with token: ...)
+```
 """
 
 from __future__ import annotations
@@ -72,10 +97,22 @@ class Datacenter:
     password: str | None = field(default=None, repr=False)
     token: str | None = field(default=None, repr=False)
     server_name: str | None = None  # the server's name for this datacenter, when it differs
+    usercert: str | None = None  # client certificate (PEM) presented in the TLS handshake
+    userkey: str | None = field(default=None, repr=False)  # its private key (PEM)
+    cacert: str | None = None  # CA bundle to verify the server with, instead of the system's
 
     @property
     def api_url(self) -> str:
         return normalize_endpoint(self.endpoint) + "/api/v2/"
+
+
+@dataclass
+class DockerRegistry:
+    """Seed 001's `dockerRegistry`: where `--base-image` is pulled from, with which credentials."""
+
+    domain: str
+    username: str | None
+    password: str | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -85,6 +122,12 @@ class Config:
     data: dict[str, Any]
     datacenters: list[Datacenter]
     current: str | None
+    docker_registry: DockerRegistry | None = None
+
+    @property
+    def seed001(self) -> bool:
+        """The file is in seed 001's single-server form (`paddleServer: ...`)."""
+        return SEED001_SERVER in self.data
 
     def find(self, name: str) -> Datacenter | None:
         return next((dc for dc in self.datacenters if dc.name == name), None)
@@ -107,8 +150,42 @@ def _entry(raw: Any, where: str, path: Path) -> Datacenter:
         value = raw.get(key)
         return None if value is None or value == "" else str(value)
 
+    def file(key: str) -> str | None:
+        value = text(key)
+        return None if value is None else str((path.parent / Path(value).expanduser()).resolve())
+
+    if bool(raw.get("usercert")) != bool(raw.get("userkey")):
+        raise ConfigError(f"{path}: datacenter '{name}' needs both usercert and userkey for a client certificate")
+    if raw.get("usercert") and endpoint.strip().lower().startswith("http://"):
+        # Certificates are only presented over TLS: rather say so than talk plain HTTP without them.
+        raise ConfigError(f"{path}: datacenter '{name}' has a client certificate (usercert) but a plain http:// "
+                          "endpoint; use https://")
     return Datacenter(name=str(name), endpoint=endpoint, username=text("username"), password=text("password"),
-                      token=text("token"), server_name=text("datacenter"))
+                      token=text("token"), server_name=text("datacenter"), usercert=file("usercert"),
+                      userkey=file("userkey"), cacert=file("cacert"))
+
+
+SEED001_SERVER = "paddleServer"
+SEED001_NAME = "default"  # the entry name of a seed-001 file, which has only one server
+
+
+def _seed001(data: dict[str, Any], path: Path) -> tuple[list[Datacenter], DockerRegistry | None]:
+    server = data.get(SEED001_SERVER)
+    if not server or not isinstance(server, str):
+        raise ConfigError(f"{path}: paddleServer must be the server's URL, e.g. paddleServer: http://cloud.example.com")
+    entry = {k: v for k, v in data.items() if k in ("username", "password", "token", "datacenter", "usercert",
+                                                       "userkey", "cacert")}
+    dc = _entry({"name": SEED001_NAME, "endpoint": server, **entry}, "paddleServer", path)
+    raw = data.get("dockerRegistry")
+    if raw is None:
+        return [dc], None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: dockerRegistry must be a mapping with domain, username and password")
+    # The seed's own example writes `domain: domain.com //default is docker.io`.
+    domain = str(raw.get("domain") or "docker.io").split("//")[0].strip() or "docker.io"
+    user, password = raw.get("username"), raw.get("password")
+    return [dc], DockerRegistry(domain, None if user is None else str(user),
+                                None if password is None else str(password))
 
 
 def load(path: str | Path | None = None) -> Config:
@@ -126,7 +203,10 @@ def load(path: str | Path | None = None) -> Config:
         raise ConfigError(f"{path} is not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must be a YAML mapping like:\n{EXAMPLE}")
-    if "datacenters" in data:
+    registry = None
+    if SEED001_SERVER in data:
+        entries, registry = _seed001(data, path)
+    elif "datacenters" in data:
         raw = data["datacenters"] or []
         if not isinstance(raw, list):
             raise ConfigError(f"{path}: 'datacenters' must be a list of entries, e.g.:\n{EXAMPLE}")
@@ -143,7 +223,7 @@ def load(path: str | Path | None = None) -> Config:
             raise ConfigError(f"{path}: datacenter '{dc.name}' is listed twice")
         seen.add(dc.name)
     current = data.get("current-datacenter")
-    return Config(path, True, data, entries, None if current is None else str(current))
+    return Config(path, True, data, entries, None if current is None else str(current), registry)
 
 
 def warn_if_readable(cfg: Config) -> None:
@@ -230,10 +310,19 @@ def save_login(cfg: Config, name: str, endpoint: str, username: str, token: str,
                device: str | None = None) -> None:
     """Store `token` for datacenter `name` in place of its password, and the `device` name it
     was issued to (file mode 0600)."""
+    if cfg.seed001 and name == SEED001_NAME:
+        # Keep the seed-001 form (other tools read it): the token goes beside paddleServer.
+        data = {k: v for k, v in cfg.data.items() if k != "password"}
+        data.update({"username": username, SEED001_SERVER: endpoint, "token": token,
+                     **({"device": device} if device else {})})
+        _write_private(cfg.path, yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+        return
     data = dict(cfg.data) if cfg.exists and "datacenters" in cfg.data else {
         "datacenters": [{"name": dc.name, "username": dc.username, "endpoint": dc.endpoint,
                          **({"password": dc.password} if dc.password else {}),
-                         **({"token": dc.token} if dc.token else {})} for dc in cfg.datacenters],
+                         **({"token": dc.token} if dc.token else {}),
+                         **{k: getattr(dc, k) for k in ("usercert", "userkey", "cacert") if getattr(dc, k)}}
+                        for dc in cfg.datacenters],
         **({"current-datacenter": cfg.current} if cfg.current else {}),
     }
     entries = [dict(e) for e in (data.get("datacenters") or [])]
@@ -261,6 +350,12 @@ def set_current(cfg: Config, name: str) -> None:
 
 def save_logout(cfg: Config, name: str) -> bool:
     """Forget the token of datacenter `name`; True if there was one."""
+    if cfg.seed001:
+        if name != SEED001_NAME or "token" not in cfg.data:
+            return False
+        _write_private(cfg.path, yaml.safe_dump({k: v for k, v in cfg.data.items() if k != "token"},
+                                                sort_keys=False))
+        return True
     entries = [dict(e) for e in (cfg.data.get("datacenters") or [])]
     found = False
     for entry in entries:

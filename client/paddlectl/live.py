@@ -25,6 +25,8 @@ class JobEvents:
     def __init__(self, api: API, job: str, *, open_timeout: float = 3.0):
         self.url, self.headers = api.websocket(f"ws/jobs/{quote(job, safe='')}/")
         self.open_timeout = open_timeout
+        # wss with the same client certificate / CA as the HTTP requests (None: the defaults).
+        self.tls = api.tls if self.url.startswith("wss://") else None
         self.connected = threading.Event()
         self.settled = threading.Event()  # connected, or given up for now
         self._news = threading.Event()
@@ -62,7 +64,8 @@ class JobEvents:
         delay = 1.0
         while not self._stop.is_set():
             try:
-                with connect(self.url, additional_headers=self.headers, open_timeout=self.open_timeout) as ws:
+                with connect(self.url, additional_headers=self.headers, open_timeout=self.open_timeout,
+                             **({"ssl": self.tls} if self.tls is not None else {})) as ws:
                     self._ws = ws
                     self.connected.set()
                     self.settled.set()

@@ -169,6 +169,19 @@ def pfs_path(path: str, env: Mapping[str, str] | None = None) -> str:
     return path
 
 
+def input_dir(env: Mapping[str, str] | None = None) -> str | None:
+    """The job's PFS input directory (`--input` of `paddle job submit` / `paddle k8s job`,
+    passed as $PADDLE_INPUT_DIR) where this process finds it; None when none was given."""
+    value = _env(env).get("PADDLE_INPUT_DIR")
+    return pfs_path(value, env) if value else None
+
+
+def output_dir(env: Mapping[str, str] | None = None) -> str | None:
+    """The job's PFS output directory ($PADDLE_OUTPUT_DIR, from `--output`), as input_dir()."""
+    value = _env(env).get("PADDLE_OUTPUT_DIR")
+    return pfs_path(value, env) if value else None
+
+
 @dataclass(frozen=True)
 class Cluster:
     """A snapshot of everything above."""

@@ -23,7 +23,7 @@ import httpx
 
 from . import __version__
 from . import config as cfgmod
-from .api import API
+from .api import API, tls_context
 from .errors import APIError, ConfigError, NotFound, PaddlectlError
 from .job import PaddleJob, check_job_name
 from .live import JobEvents
@@ -40,10 +40,12 @@ def _q(name: str) -> str:
 class Client:
     def __init__(self, endpoint: str, *, token: str | None = None, username: str | None = None,
                  password: str | None = None, datacenter: str | None = None, timeout: float = 30.0,
-                 token_cache: cfgmod.TokenCache | None = None, transport: httpx.BaseTransport | None = None):
-        """`datacenter` is the server's datacenter name (found out when not given)."""
+                 token_cache: cfgmod.TokenCache | None = None, transport: httpx.BaseTransport | None = None,
+                 usercert: str | None = None, userkey: str | None = None, cacert: str | None = None):
+        """`datacenter` is the server's datacenter name (found out when not given); `usercert`
+        and `userkey` a client certificate for TLS, `cacert` the CA to verify the server with."""
         self.api = API(endpoint, token=token, username=username, password=password, timeout=timeout,
-                       token_cache=token_cache, transport=transport)
+                       token_cache=token_cache, transport=transport, tls=tls_context(usercert, userkey, cacert))
         self.username = username
         self._explicit_dc = datacenter
         self._dc_hint: str | None = None  # the config entry's own name, used if the server knows it
@@ -58,7 +60,8 @@ class Client:
         dc = cfgmod.select(cfg, datacenter)
         cache = cfgmod.TokenCache(cfg.path.parent / "tokens")
         client = cls(dc.endpoint, token=dc.token, username=dc.username, password=dc.password,
-                     datacenter=dc.server_name, token_cache=cache, **kwargs)
+                     datacenter=dc.server_name, token_cache=cache, usercert=dc.usercert, userkey=dc.userkey,
+                     cacert=dc.cacert, **kwargs)
         client._dc_hint = dc.name
         client.config_name = dc.name
         return client
@@ -159,10 +162,13 @@ class Client:
             return False
 
     def submit(self, job: PaddleJob | None = None, *, package: str | Path | None = None,
-               progress: Callable[[int, int], None] | None = None, **fields: Any) -> JobDict:
+               progress: Callable[[int, int], None] | None = None, nest_as: str | None = None,
+               **fields: Any) -> JobDict:
         """Submit `job` (a PaddleJob, or its fields as keyword arguments). The package is a /pfs
         path already in storage, or a local directory: it is uploaded first to
-        /pfs/<dc>/home/<you>/jobs/<name>/ (`progress(done_bytes, total_bytes)` is called as it goes)."""
+        /pfs/<dc>/home/<you>/jobs/<name>/ (`progress(done_bytes, total_bytes)` is called as it goes),
+        or with `nest_as="demo"` to .../jobs/<name>/demo/, so that `python -m demo.train` run in
+        the package finds it as on your machine."""
         if job is None:
             job = PaddleJob(**fields)
         elif fields:
@@ -183,7 +189,11 @@ class Client:
         if job.datacenter is None:
             job.datacenter = self.datacenter
         dest = f"/pfs/{job.datacenter}/home/{self.username}/jobs/{job.job_name}"
-        self.storage.upload_package(local, dest, progress=progress)
+        if nest_as:
+            if self.storage.exists(dest):  # left by an older job of that name: start clean
+                self.storage.rm(dest, recursive=True)
+            self.storage.mkdir(dest)
+        self.storage.upload_package(local, f"{dest}/{nest_as}" if nest_as else dest, progress=progress)
         try:
             return self.api.post("jobs/", job.to_request(dest))
         except APIError:

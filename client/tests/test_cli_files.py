@@ -88,9 +88,11 @@ def test_seed_003_example_upload_and_download(config, alice, settings, tmp_path,
     assert run_cli("cp", "-r", "./job_word_emb/data", f"{HOME}/job_word_emb").code == 0
     assert disk(settings, "job_word_emb/data/train/train.txt-00000").read_text() == "train 0\n"
     put_files(alice, {"job_word_emb/output/model.bin": b"weights"})
-    assert run_cli("pfs", "cp", f"{HOME}/job_word_emb/output", "./output").code == 2  # a directory needs -r
-    assert run_cli("cp", "-r", f"{HOME}/job_word_emb/output", "./output").code == 0
+    # seed 003 downloads the output directory without -r
+    assert run_cli("pfs", "cp", f"{HOME}/job_word_emb/output", "./output").code == 0
     assert (tmp_path / "output" / "model.bin").read_bytes() == b"weights"
+    assert run_cli("cp", "-r", f"{HOME}/job_word_emb/output", "./again").code == 0
+    assert (tmp_path / "again" / "model.bin").read_bytes() == b"weights"
 
 
 def test_file_command_follows_seed_004_rules(config, settings, tmp_path, monkeypatch):

@@ -124,6 +124,48 @@ def test_usage_errors_exit_2(clean_env):
     assert run_cli("frobnicate").code == 2
     assert run_cli("submit").code == 2
     res = run_cli("get", "jobs", "-o", "xml")
-    assert res.code == 2 and "invalid choice" in res.err
+    assert res.code == 2 and "is not an output format" in res.err
     assert run_cli("help").code == 0
     assert run_cli("help", "nope").code == 2
+
+
+SEED_001 = """apiVersion: v1
+dockerRegistry:
+  domain: domain.com //default is docker.io
+  username: reguser
+  password: regsecret
+paddleServer: http://paddle.example.com:8080
+"""
+
+
+def test_seed_001_config_is_read_as_the_seed_prints_it(clean_env):
+    write_config(clean_env / ".paddle" / "config", SEED_001)
+    cfg = cfgmod.load()
+    dc = cfgmod.select(cfg, env={})
+    assert (dc.name, dc.endpoint, dc.username, dc.password) == ("default", "http://paddle.example.com:8080", None,
+                                                                 None)
+    assert (cfg.docker_registry.domain, cfg.docker_registry.username, cfg.docker_registry.password) == (
+        "domain.com", "reguser", "regsecret")
+    write_config(clean_env / ".paddle" / "config", "apiVersion: v1\npaddleServer: http://x\nusername: alice\n"
+                 "dockerRegistry:\n  username: u\n  password: p\n")
+    cfg = cfgmod.load()
+    assert cfg.docker_registry.domain == "docker.io" and cfgmod.select(cfg, env={}).username == "alice"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("apiVersion: v1\npaddleServer: 5\n", "paddleServer must be the server's URL"),
+    ("paddleServer: http://x\ndockerRegistry: docker.io\n", "dockerRegistry must be a mapping"),
+])
+def test_broken_seed_001_configs_say_which_key(clean_env, text, message):
+    write_config(clean_env / ".paddle" / "config", text)
+    res = run_cli("get", "jobs")
+    assert res.code == 1 and message in res.err, res.err
+
+
+def test_seed_003_map_form_reads_certificate_paths_relative_to_the_config(clean_env):
+    write_config(clean_env / ".paddle" / "config", "datacenter1:\n  username: user\n  usercert: user.pem\n"
+                 "  userkey: ~/keys/user-key.pem\n  endpoint: dc1.paddlepaddle.org\n")
+    dc = cfgmod.select(cfgmod.load(), env={})
+    assert dc.usercert == str((clean_env / ".paddle" / "user.pem").resolve())
+    assert dc.userkey == str((clean_env / "keys" / "user-key.pem").resolve())
+    assert dc.api_url == "https://dc1.paddlepaddle.org/api/v2/"

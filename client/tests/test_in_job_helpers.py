@@ -63,6 +63,31 @@ def test_pfs_paths_map_to_the_local_home():
     assert runtime.pfs_path("/pfs/dc1/public/x", env) == "/pfs/dc1/public/x"
 
 
+def test_input_and_output_dirs_of_the_seed_forms_are_found_where_the_process_sees_them():
+    env = {"PADDLE_PFS_HOME": "/var/pfs/dc1/home/alice", "PADDLE_CLOUD_CURRENT_DATACENTER": "dc1",
+           "PADDLE_CLOUD_USERNAME": "alice", "PADDLE_INPUT_DIR": "/pfs/dc1/home/alice/in",
+           "PADDLE_OUTPUT_DIR": "/pfs/dc1/home/alice/out"}
+    assert runtime.input_dir(env) == "/var/pfs/dc1/home/alice/in"
+    assert runtime.output_dir(env) == "/var/pfs/dc1/home/alice/out"
+    assert runtime.input_dir({}) is None and runtime.output_dir({}) is None
+
+
+def test_home_spellings_and_directories_inside_the_home():
+    from paddlectl.pfs_paths import home_form, in_home
+
+    assert home_form("/pfs/dc1/user/alice/x") == "/pfs/dc1/home/alice/x"
+    assert home_form("/pfs/dc1/public/user/x") == "/pfs/dc1/public/user/x"
+    assert home_form("relative/user/x") == "relative/user/x"
+    home = "/pfs/dc1/home/alice"
+    assert in_home(home, "/quickstart/input") == "/pfs/dc1/home/alice/quickstart/input"
+    assert in_home(home, "./out/") == "/pfs/dc1/home/alice/out"
+    assert in_home(home, "/pfs/dc1/user/alice//in/./x") == "/pfs/dc1/home/alice/in/x"
+    assert in_home(home, "/pfs/dc1/public/data") == "/pfs/dc1/public/data"
+    for bad in ("../bob", "/pfs/dc1/home/alice/../bob", "a/../../b"):
+        with pytest.raises(ValueError, match="'..' is not allowed"):
+            in_home(home, bad)
+
+
 def _uci():
     def reader():
         for i in range(23):

@@ -9,7 +9,7 @@ import sys
 
 from .. import __version__
 from .. import config as cfgmod
-from ..api import API
+from ..api import API, tls_context
 from ..errors import AuthError, ConfigError, PaddlectlError
 from . import output
 from .main import Context, UsageError, command
@@ -48,7 +48,8 @@ def login(ctx: Context, args: argparse.Namespace) -> int:
     password = (args.password or os.environ.get(cfgmod.ENV_PASSWORD)
                 or (entry.password if entry and entry.username == username else None) or _prompt("password", True))
     device = args.device or cfgmod.device_name(cfg)
-    with API(endpoint) as api:
+    tls = tls_context(entry.usercert, entry.userkey, entry.cacert) if entry else None
+    with API(endpoint, tls=tls) as api:
         token = api.obtain_token(username, password, device)
     name = name or "default"
     cfgmod.save_login(cfg, name, endpoint, username, token, make_current=not cfg.current or bool(args.name),
@@ -65,7 +66,7 @@ def _logout_setup(p: argparse.ArgumentParser) -> None:
 def _revoke_on_server(dc: cfgmod.Datacenter) -> None:
     """Revoke the stored token on the server too, so a leftover copy of the config is useless."""
     try:
-        with API(dc.endpoint, token=dc.token, retries=1) as api:
+        with API(dc.endpoint, token=dc.token, retries=1, tls=tls_context(dc.usercert, dc.userkey, dc.cacert)) as api:
             current = next((t for t in api.paginate("auth/tokens/") if t.get("current")), None)
             if current:
                 api.delete(f"auth/tokens/{current['id']}/")

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import PaddlectlError
 from ..pfs import is_remote, join
+from ..pfs_paths import home_form
 from . import output
 from .main import Context, UsageError, command
 from .progress import transfer_progress
@@ -50,14 +51,14 @@ def _upload(ctx: Context, src: str, dest: str, dest_is_dir: bool, recursive: boo
             print(f"{src} -> {target}")
 
 
-def _download(ctx: Context, src: str, dest: str, dest_is_dir: bool, recursive: bool) -> None:
+def _download(ctx: Context, src: str, dest: str, dest_is_dir: bool) -> None:
+    """A remote directory is downloaded whole, -r or not: seed 003 downloads a job's output
+    directory with a plain `pfs cp <remote dir> ./output`."""
     storage = ctx.client.storage
     entry = storage.stat(src)
     target = Path(dest) / posixpath.basename(src.rstrip("/")) if dest_is_dir else Path(dest)
     with transfer_progress(f"Downloading {src}", _show_progress(ctx)) as progress:
         if entry["type"] == "dir":
-            if not recursive:
-                raise UsageError(f"{src} is a directory (use -r)")
             n = storage.download_tree(src, target, progress)
             print(f"{src} -> {target} ({n} files)")
         else:
@@ -92,7 +93,7 @@ def cp(ctx: Context, args: argparse.Namespace) -> int:
         if dest_is_dir:
             Path(dest).mkdir(parents=True, exist_ok=True)
         for src in sources:
-            _download(ctx, src, dest, dest_is_dir, args.recursive)
+            _download(ctx, src, dest, dest_is_dir)
     return 0
 
 
@@ -166,7 +167,8 @@ def mv(ctx: Context, args: argparse.Namespace) -> int:
 # --- file (seed 004) ------------------------------------------------------------------------
 def _file_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("src", metavar="<src>", help="a file or directory under the current directory (no ../)")
-    p.add_argument("dest", metavar="<dest>", help="a directory in your home: /pfs/<datacenter>/home/<you>/...")
+    p.add_argument("dest", metavar="<dest>", help="a directory in your home: /pfs/<datacenter>/home/<you>/... "
+                   "(or /pfs/<datacenter>/user/<you>/...)")
 
 
 def check_file_src(src: str, cwd: Path | None = None) -> Path:
@@ -189,7 +191,7 @@ def file(ctx: Context, args: argparse.Namespace) -> int:
     """`src/` uploads what is inside src into dest; `src` uploads the directory src into dest."""
     path = check_file_src(args.src)
     home = ctx.client.home()
-    dest = args.dest.rstrip("/")
+    dest = home_form(args.dest.rstrip("/"))
     if dest != home and not dest.startswith(home + "/"):
         raise UsageError(f"{args.dest}: dest must be in your home, {home}/...")
     storage = ctx.client.storage

@@ -10,6 +10,7 @@ from typing import Any
 from ..errors import NotFound, PaddlectlError
 from ..job import PaddleJob, suggest_job_name
 from ..logs import replica_name
+from ..pfs_paths import in_home
 from . import output
 from .main import Context, UsageError, command
 from .progress import transfer_progress
@@ -57,6 +58,14 @@ EVENT_COLUMNS: list[output.Column] = [
 ]
 
 
+def latest_job(ctx: Context) -> dict[str, Any]:
+    """Your most recently submitted job, by creation time."""
+    jobs = ctx.client.list(all=True)
+    if not jobs:
+        raise NotFound(404, None, "you have no jobs yet")
+    return max(jobs, key=lambda j: j.get("created") or "")
+
+
 def get_job(ctx: Context, name: str) -> dict[str, Any]:
     try:
         return ctx.client.get(name)
@@ -92,9 +101,31 @@ def _submit_setup(p: argparse.ArgumentParser) -> None:
       "every process (repeatable)")
     a("-timeout", "--timeout", type=int, default=None, help="fail the job after this many seconds of running")
     a("-wait", "--wait", action="store_true", help="wait until the job has ended; exit 1 unless it succeeded")
+    a("-input", "--input", default=None, metavar="DIR", help="PFS input directory, given to the job as "
+      "$PADDLE_INPUT_DIR")
+    # `-output DIR` / `--output=DIR` (anything but a format name) lands here; see OutputFlag.
+    p.set_defaults(output_dir="")
 
 
-def _env_pairs(items: list[str]) -> dict[str, str]:
+def io_env(client: Any, input_dir: str | None, output_dir: str | None) -> dict[str, str]:
+    """Seeds 000/001's --input/--output: PFS directories the job reads and writes, passed as
+    $PADDLE_INPUT_DIR / $PADDLE_OUTPUT_DIR (paddlectl.runtime.input_dir() / output_dir() read
+    them). A path not under /pfs is taken inside your home (seed 001 writes /quickstart/input)."""
+    env = {}
+    for var, path in (("PADDLE_INPUT_DIR", input_dir), ("PADDLE_OUTPUT_DIR", output_dir)):
+        if path:
+            env[var] = home_path(client, path)
+    return env
+
+
+def home_path(client: Any, path: str) -> str:
+    try:
+        return in_home(client.home(), path)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def env_pairs(items: list[str]) -> dict[str, str]:
     env = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -109,7 +140,7 @@ def _env_pairs(items: list[str]) -> dict[str, str]:
 def submit(ctx: Context, args: argparse.Namespace) -> int:
     package = args.package
     name = args.jobname or suggest_job_name(Path(package.rstrip("/")).name)
-    env = _env_pairs(args.env)
+    env = {**io_env(ctx.client, args.input, args.output_dir), **env_pairs(args.env)}
     entry = args.entry
     if args.topology:
         print("warning: -topology is deprecated (PaddlePaddle v1)", file=sys.stderr)
@@ -192,6 +223,16 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+def _jobs_setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-a", "-all", "--all", action="store_true", help="also the jobs that have ended")
+
+
+@command("jobs", "List running jobs (-a: all). Same as `get jobs`.", setup=_jobs_setup, usage="paddlectl jobs [-a]")
+def jobs(ctx: Context, args: argparse.Namespace) -> int:
+    output.emit(ctx.client.list(all=args.all), ctx.output, JOB_COLUMNS, JOB_WIDE)
+    return 0
+
+
 def _cores(millis: int | None) -> str:
     return "-" if millis is None else (f"{millis // 1000}" if millis % 1000 == 0 else f"{millis / 1000:g}")
 
@@ -218,7 +259,7 @@ def _print_quota(q: dict[str, Any], fmt: str) -> None:
 
 # --- logs -----------------------------------------------------------------------------------
 def _logs_setup(p: argparse.ArgumentParser) -> None:
-    p.add_argument("job", metavar="<job>")
+    p.add_argument("job", metavar="<job>", nargs="?", help="default: your latest job (seed 003)")
     p.add_argument("-n", "-lines", "--lines", type=int, default=None, metavar="N",
                    help="the last N lines of each worker (default 10; with -f: from the beginning)")
     p.add_argument("-f", "-follow", "--follow", action="store_true",
@@ -229,8 +270,10 @@ def _logs_setup(p: argparse.ArgumentParser) -> None:
                    help="prefix lines with [worker] (default: when showing several workers)")
 
 
-@command("logs", "Print logs of the job.", setup=_logs_setup, usage="paddlectl logs [-n N] [-f] [-w worker] <job>")
+@command("logs", "Print logs of the job.", setup=_logs_setup, usage="paddlectl logs [-n N] [-f] [-w worker] [<job>]")
 def logs(ctx: Context, args: argparse.Namespace) -> int:
+    if not args.job:
+        args.job = latest_job(ctx)["name"]
     job = get_job(ctx, args.job)
     replicas = [r["name"] for r in job.get("replicas", [])]
     worker = replica_name(args.job, args.worker) if args.worker else None

@@ -22,7 +22,7 @@ def _help_setup(p: argparse.ArgumentParser) -> None:
 @command("help", "describe subcommands and their syntax", setup=_help_setup, usage="paddlectl help [<subcommand>]")
 def help_(ctx: Context, args: argparse.Namespace) -> int:
     if not args.topic:
-        sys.stdout.write(top_usage())
+        sys.stdout.write(top_usage(ctx.prog))
         return 0
     parser = args._parsers.get(args.topic)
     if parser is None:
@@ -37,6 +37,7 @@ def flags(ctx: Context, args: argparse.Namespace) -> int:
           "  -datacenter NAME   datacenter entry of ~/.paddle/config to use (default: current-datacenter)\n"
           "  -config PATH       config file (default: $PADDLE_CONFIG or ~/.paddle/config)\n"
           "  -o FORMAT          output: table (default), wide, json, yaml or name\n"
+          "                     (submit takes -output DIR, anything but a format, as the job's output directory)\n"
           "  -h, -help          this help; `paddlectl help <subcommand>` for a subcommand's flags\n"
           "  -version           print the client version\n\n"
           "Environment: PADDLE_CONFIG, PADDLECTL_DATACENTER, PADDLECTL_ENDPOINT, PADDLECTL_TOKEN,\n"
@@ -78,16 +79,16 @@ _paddlectl() {
         get) if [[ "$prev" == get ]]; then
                  COMPREPLY=($(compgen -W "jobs workers quota registry datacenters events" -- "$cur"))
              else
-                 COMPREPLY=($(compgen -W "$(paddlectl get jobs -a -o name 2>/dev/null)" -- "$cur"))
+                 COMPREPLY=($(compgen -W "$(%(prog)s get jobs -a -o name 2>/dev/null)" -- "$cur"))
              fi;;
-        logs|kill) COMPREPLY=($(compgen -W "$(paddlectl get jobs -a -o name 2>/dev/null)" -- "$cur"));;
+        logs|kill) COMPREPLY=($(compgen -W "$(%(prog)s get jobs -a -o name 2>/dev/null)" -- "$cur"));;
         delete) if [[ "$prev" == delete ]]; then COMPREPLY=($(compgen -W "registry job" -- "$cur")); fi;;
         help) COMPREPLY=($(compgen -W "%(commands)s" -- "$cur"));;
         completion) COMPREPLY=($(compgen -W "bash zsh" -- "$cur"));;
         submit|cp|file) COMPREPLY=($(compgen -f -- "$cur"));;
     esac
 }
-complete -o default -F _paddlectl paddlectl
+complete -o default -F _paddlectl %(prog)s
 """
 
 ZSH = """# paddlectl zsh completion: source <(paddlectl completion zsh)
@@ -96,11 +97,11 @@ autoload -U +X compinit && compinit
 """
 
 
-def script(shell: str, parsers: dict[str, argparse.ArgumentParser]) -> str:
+def script(shell: str, parsers: dict[str, argparse.ArgumentParser], prog: str = "paddlectl") -> str:
     names = " ".join(sorted(COMMANDS))
     cases = "\n".join(f"            {name}) COMPREPLY=($(compgen -W \"{' '.join(_flags_of(parsers[name]))}\" "
                       f"-- \"$cur\"));;" for name in sorted(COMMANDS))
-    bash = BASH % {"commands": names, "flag_cases": cases}
+    bash = BASH % {"commands": names, "flag_cases": cases, "prog": prog}
     return bash if shell == "bash" else ZSH + bash
 
 
@@ -111,5 +112,5 @@ def _completion_setup(p: argparse.ArgumentParser) -> None:
 @command("completion", "print a shell completion script (bash or zsh)", setup=_completion_setup,
          usage="paddlectl completion bash|zsh   (e.g. source <(paddlectl completion bash))")
 def completion(ctx: Context, args: argparse.Namespace) -> int:
-    sys.stdout.write(script(args.shell, args._parsers))
+    sys.stdout.write(script(args.shell, args._parsers, ctx.prog))
     return 0
