@@ -14,7 +14,7 @@ from accounts.services import issue_token
 from conftest import LiveASGI, make_package
 from jobs import logstore, services
 from jobs.models import Job
-from jobs.validation import MAX_ENV_BYTES, MAX_ENV_VARS, MAX_TIMEOUT
+from jobs.spec import MAX_ENV_BYTES, MAX_ENV_VARS, MAX_TIMEOUT
 from pfs.usage import recompute
 from quotas.models import Quota
 
