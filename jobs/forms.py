@@ -1,3 +1,5 @@
+import json
+
 from django import forms
 from django.conf import settings
 
@@ -34,7 +36,11 @@ def form_field(f: spec.Field) -> forms.Field:
     if f.label:
         common["label"] = f.label
     if f.kind == "int":
-        return forms.IntegerField(min_value=f.min, max_value=f.max, error_messages=_INT_MESSAGES, **common)
+        field = forms.IntegerField(min_value=f.min, max_value=f.max, error_messages=_INT_MESSAGES, **common)
+        if f.mode_defaults:  # the page switches the value with the mode while it is still a default
+            modes = {mode: f.default_for(mode) for mode, _ in spec.MODES}
+            field.widget.attrs["data-mode-defaults"] = json.dumps(modes)
+        return field
     if f.kind in ("choice", "ref"):  # a ref's choices are the user's objects, filled in per form
         return forms.ChoiceField(choices=f.choices, **common)
     if f.kind == "env":

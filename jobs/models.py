@@ -83,7 +83,9 @@ class Job(models.Model):
         return self.name
 
     def save(self, *args, **kwargs) -> None:
-        self.k8s_name = spec.k8s_name(self.name)
+        # Set once: the cluster's objects keep their names even if an admin renames the job.
+        if not self.k8s_name:
+            self.k8s_name = spec.k8s_name(self.name)
         super().save(*args, **kwargs)
 
     @property

@@ -131,7 +131,7 @@ def k8s_name(name: str) -> str:
 
 
 def valid_name(name: str) -> bool:
-    return len(name) <= NAME_MAX and re.match(NAME_PATTERN, name) is not None
+    return len(name) <= NAME_MAX and re.fullmatch(NAME_PATTERN, name) is not None
 
 
 def check_constraints(table: str) -> list[models.CheckConstraint]:

@@ -121,6 +121,14 @@ def test_submit_extra_flags_mode_env_and_double_dash(config, pkg):
         "collective", 0, 2, {"A": "1", "B": "x=y"}, 60)
 
 
+def test_seed_004_names_with_dots_and_capitals_are_submitted_and_shown_as_typed(config, alice, pkg):
+    res = run_cli("submit", "-jobname", "My.Job", pkg)
+    assert res.code == 0, res.err
+    assert "job My.Job submitted (Queued)" in res.out
+    assert "My.Job" in run_cli("get", "jobs", "-a").out
+    assert run_cli("kill", "My.Job").code == 0
+
+
 def test_ps_mode_pservers_default_to_parallelism(config, pkg):
     assert run_cli("submit", "-jobname", "ps", "-parallelism", "2", pkg).code == 0
     from jobs.models import Job
