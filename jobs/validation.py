@@ -123,7 +123,7 @@ def entry_parses(s: Submission) -> None:
 
 
 def image_is_a_reference(s: Submission) -> None:
-    if s.ok("image") and s.data["image"] and not _IMAGE.match(s.data["image"]):
+    if s.ok("image") and s.data["image"] and not _IMAGE.fullmatch(s.data["image"]):
         s.fail("image", "not a valid image reference, e.g. paddlepaddle/paddle:2.6.2")
 
 
@@ -142,14 +142,19 @@ def env_within_limits(s: Submission) -> None:
     env = s.data["env"]
     if len(env) > spec.MAX_ENV_VARS:
         return s.fail("env", f"at most {spec.MAX_ENV_VARS} variables (got {len(env)})")
-    for key in env:
-        if not _ENV_NAME.match(key):
-            return s.fail("env", f"'{key[:64]}' is not a valid environment variable name")
-        if key in RESERVED_ENV:
-            return s.fail("env", f"{key} is set by PaddleCloud for every replica and cannot be overridden")
     total = sum(len(k.encode()) + len(v.encode("utf-8", "replace")) for k, v in env.items())
     if total > spec.MAX_ENV_BYTES:
         s.fail("env", f"at most {spec.MAX_ENV_BYTES // 1024} KiB of names and values together (got {total} bytes)")
+
+
+def env_names_are_allowed(s: Submission) -> None:
+    if not s.ok("env"):
+        return
+    for key in s.data["env"]:
+        if not _ENV_NAME.fullmatch(key):
+            return s.fail("env", f"'{key[:64]}' is not a valid environment variable name")
+        if key in RESERVED_ENV:
+            return s.fail("env", f"{key} is set by PaddleCloud for every replica and cannot be overridden")
 
 
 def package_is_a_directory(s: Submission) -> None:
@@ -176,7 +181,8 @@ def fits_the_quota(s: Submission) -> None:
 
 RULES: tuple[Callable[[Submission], None], ...] = (
     name_is_free, datacenter_exists, pservers_fit_the_mode, quantities_parse, entry_parses,
-    image_is_a_reference, registry_is_yours, env_within_limits, package_is_a_directory, fits_the_quota,
+    image_is_a_reference, registry_is_yours, env_within_limits, env_names_are_allowed, package_is_a_directory,
+    fits_the_quota,
 )
 
 

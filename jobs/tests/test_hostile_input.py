@@ -42,6 +42,7 @@ def submit(api, pkg, **fields):
     ("env", {f"K{i}": "v" for i in range(10_000)}, f"at most {MAX_ENV_VARS} variables"),
     ("env", {"BIG": "x" * 2**20}, f"at most {MAX_ENV_BYTES // 1024} KiB"),
     ("env", {"A-B": "x"}, "not a valid environment variable name"),
+    ("env", {"A\n": "x"}, "not a valid environment variable name"),  # '$' alone would match before a newline
     ("env", {"PADDLE_PFS_HOME": "/"}, "cannot be overridden"),
 ])
 def test_out_of_range_job_fields_get_a_field_error(alice_api, pkg, field, value, message):
