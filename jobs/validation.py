@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from rest_framework import serializers
 from rest_framework.fields import empty
@@ -35,10 +36,10 @@ _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,299}$")
 class Submission:
     """A submission being checked: the cleaned values so far and the errors found."""
 
-    user: Any
-    data: dict[str, Any]
-    errors: dict[str, str] = field(default_factory=dict)
+    user: AbstractBaseUser
     package_pending: bool = False  # uploaded with the submission: put in place once all else is valid
+    data: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
 
     def ok(self, *fields: str) -> bool:
         return not any(f in self.errors for f in fields)
@@ -47,18 +48,16 @@ class Submission:
         self.errors.setdefault(name, message)
 
 
-def check_fields(data: dict) -> Submission:
+def check_fields(s: Submission, data: Mapping) -> None:
     """Each spec field's type, bounds and default; None and "" mean "not given"."""
     given = {k: v for k, v in data.items() if v is not None and v != ""}
     mode = given.get("mode")
     defaults = spec.defaults(mode if isinstance(mode, str) else "ps")
-    sub = Submission(user=None, data={})
     for name, f in JobSubmitSerializer().fields.items():
         try:
-            sub.data[name] = f.run_validation(given.get(name, defaults.get(name, empty)))
+            s.data[name] = f.run_validation(given.get(name, defaults.get(name, empty)))
         except serializers.ValidationError as e:
-            sub.fail(name, _first_message(e.detail))
-    return sub
+            s.fail(name, _first_message(e.detail))
 
 
 def _first_message(detail: Any) -> str:
@@ -186,12 +185,12 @@ RULES: tuple[Callable[[Submission], None], ...] = (
 )
 
 
-def validate_submission(user, data: dict, *, package_pending: bool = False) -> dict[str, Any]:
+def validate_submission(user: AbstractBaseUser, data: Mapping, *, package_pending: bool = False) -> dict[str, Any]:
     """Return the cleaned fields of a new job, or raise ValidationError({field: [message]})."""
     if not isinstance(data, Mapping):
         raise ValidationError("a job is an object of field names and values")
-    sub = check_fields(data)
-    sub.user, sub.package_pending = user, package_pending
+    sub = Submission(user, package_pending)
+    check_fields(sub, data)
     for rule in RULES:
         rule(sub)
     if sub.errors:
@@ -199,7 +198,7 @@ def validate_submission(user, data: dict, *, package_pending: bool = False) -> d
     return sub.data
 
 
-def admission_errors(user, cleaned: dict) -> dict[str, str]:
+def admission_errors(user: AbstractBaseUser, cleaned: dict) -> dict[str, str]:
     """Field errors for a job the user's quotas cannot take now: resources and running jobs, and
     a home already full (the job could not write its output)."""
     dc = cleaned["datacenter"]

@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 
 from conftest import make_package
 from jobs import spec
+from jobs.api.serializers import JobSerializer
 from jobs.forms import JobForm
 from jobs.models import Job
 from jobs.submit_serializer import JobSubmitSerializer
@@ -41,6 +42,7 @@ def test_the_form_has_the_spec_fields_with_their_defaults_bounds_and_help(alice)
 
 
 def test_the_serializer_has_exactly_the_spec_fields_with_their_defaults_and_bounds():
+    assert set(JobSerializer().fields) >= {f.name for f in spec.SPEC}  # what a job shows has them all too
     fields = JobSubmitSerializer().fields
     assert list(fields) == [f.name for f in spec.surface("api")]
     for f in spec.surface("api"):
