@@ -70,6 +70,15 @@ class JobForm(SpecForm):
         self.fields["registry"].choices = [("", "—")] + [
             (r.name, f"{r.name} ({r.server})") for r in Registry.objects.filter(user=user)]
 
+    def fieldsets(self) -> list[tuple[str, list[forms.BoundField]]]:
+        """The page's sections (spec.GROUPS) with their fields in the spec's order; where the
+        package comes from opens the Package section."""
+        sections: dict[str, list[forms.BoundField]] = {group: [] for group in spec.GROUPS}
+        sections["Package"] += [self["source"], self["files"]]
+        for f in spec.surface("form"):
+            sections[f.group].append(self[f.name])
+        return list(sections.items())
+
     def clean_env(self):
         env = {}
         for n, line in enumerate(self.cleaned_data["env"].splitlines(), 1):

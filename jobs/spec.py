@@ -46,6 +46,8 @@ MAX_ENV_VARS = 100
 MAX_ENV_BYTES = 32 * 1024  # names and values together, UTF-8
 
 Kind = Literal["name", "text", "int", "choice", "quantity", "env", "ref"]
+# The submit page's sections, in order; each form field names its own.
+GROUPS = ("Job", "Package", "Trainers", "Parameter servers", "Options")
 Surface = Literal["api", "form"]
 REQUIRED = object()  # default of a field the user must give
 
@@ -63,6 +65,7 @@ class Field:
     nullable: bool = False  # None means "not set" (e.g. no timeout)
     choices: tuple[tuple[str, str], ...] = ()
     surfaces: tuple[Surface, ...] = ("api", "form")
+    group: str = "Options"  # its section of the submit page (GROUPS)
     # A default that depends on the mode, e.g. pservers: 1 in ps mode, 0 in collective.
     mode_defaults: tuple[tuple[str, Any], ...] = ()
 
@@ -75,29 +78,31 @@ class Field:
 
 
 SPEC: tuple[Field, ...] = (
-    Field("name", "name", f"{NAME_RULE}. Unique among your jobs; shown as you typed it.", max_length=NAME_MAX),
+    Field("name", "name", f"{NAME_RULE}. Unique among your jobs; shown as you typed it.", max_length=NAME_MAX,
+          group="Job"),
     Field("datacenter", "ref", "Where the job runs; the default datacenter when empty.", default="",
-          max_length=40),
+          max_length=40, group="Job"),
     Field("mode", "choice", "Parameter servers + trainers, or collective trainers (all-reduce).", default="ps",
-          choices=MODES, max_length=12),
+          choices=MODES, max_length=12, group="Job"),
     Field("package", "text", "PFS directory of the training package, e.g. /pfs/<dc>/home/<you>/jobs/<name>.",
-          label="Package path", max_length=1024),
+          label="Package path", max_length=1024, group="Package"),
     Field("entry", "text", "The command each replica runs in the package directory, e.g. 'python train.py'.",
-          max_length=1024),
+          max_length=1024, group="Package"),
     Field("trainers", "int", f"Number of trainer processes, 1 to {MAX_TRAINERS}.", default=1, min=1,
-          max=MAX_TRAINERS),
+          max=MAX_TRAINERS, group="Trainers"),
     Field("pservers", "int", f"Number of parameter servers, 0 to {MAX_PSERVERS}: at least 1 in ps mode (default "
                              "1), 0 in collective mode (default 0).",
-          default=1, min=0, max=MAX_PSERVERS, mode_defaults=(("collective", 0),)),
+          default=1, min=0, max=MAX_PSERVERS, mode_defaults=(("collective", 0),), group="Parameter servers"),
     Field("cpu", "quantity", "CPU per trainer: cores (1, 0.5) or millicores (500m).", default="1", label="CPU",
-          max_length=MAX_QUANTITY_LENGTH),
+          max_length=MAX_QUANTITY_LENGTH, group="Trainers"),
     Field("memory", "quantity", "Memory per trainer, e.g. 512Mi or 2Gi.", default="1Gi",
-          max_length=MAX_QUANTITY_LENGTH),
-    Field("gpu", "int", f"GPUs per trainer, 0 to {MAX_GPUS}.", default=0, min=0, max=MAX_GPUS, label="GPU"),
+          max_length=MAX_QUANTITY_LENGTH, group="Trainers"),
+    Field("gpu", "int", f"GPUs per trainer, 0 to {MAX_GPUS}.", default=0, min=0, max=MAX_GPUS, label="GPU",
+          group="Trainers"),
     Field("pscpu", "quantity", "CPU per parameter server.", default="1", label="Pserver CPU",
-          max_length=MAX_QUANTITY_LENGTH),
+          max_length=MAX_QUANTITY_LENGTH, group="Parameter servers"),
     Field("psmemory", "quantity", "Memory per parameter server.", default="1Gi", label="Pserver memory",
-          max_length=MAX_QUANTITY_LENGTH),
+          max_length=MAX_QUANTITY_LENGTH, group="Parameter servers"),
     Field("passes", "int", f"Number of passes over the data (PADDLE_INIT_NUM_PASSES), 1 to {MAX_PASSES}.",
           default=1, min=1, max=MAX_PASSES),
     Field("image", "text", "Docker image (Kubernetes datacenters); the datacenter's default when empty.",

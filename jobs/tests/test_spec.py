@@ -41,6 +41,16 @@ def test_the_form_has_the_spec_fields_with_their_defaults_bounds_and_help(alice)
     assert set(form.fields) - {f.name for f in spec.surface("form")} == {"source", "files"}
 
 
+def test_the_submit_page_shows_every_spec_field_in_its_section(client, alice, datacenter):
+    client.force_login(alice)
+    page = client.get("/jobs/new/").content.decode()
+    for f in spec.surface("form"):
+        assert f'id="field-{f.name}"' in page, f.name
+        start = page.index(f"<legend>{f.group}</legend>")
+        end = page.find("<legend>", start + 1)
+        assert start < page.index(f'id="field-{f.name}"') < (end if end != -1 else len(page)), f.name
+
+
 def test_the_serializer_has_exactly_the_spec_fields_with_their_defaults_and_bounds():
     assert set(JobSerializer().fields) >= {f.name for f in spec.SPEC}  # what a job shows has them all too
     fields = JobSubmitSerializer().fields
