@@ -139,11 +139,11 @@ def running_system(worker: bool = True):
     from celery.contrib.testing.worker import start_worker
     from celery.signals import task_postrun
 
-    from jobs.management.commands.watch_jobs import Watcher
+    from jobs.management.commands.watch_jobs import WatchLoop
     from paddleweb.celery import app
 
     stop = threading.Event()
-    thread = threading.Thread(target=Watcher().run, args=(stop, 0.2), name="watcher", daemon=True)
+    thread = threading.Thread(target=WatchLoop().run, args=(stop, 0.2), name="watcher", daemon=True)
     thread.start()
     # Pool threads would keep their database connections open past the test (on PostgreSQL that
     # blocks dropping the test database): each task closes its thread's connection when done.
@@ -202,9 +202,10 @@ def logged_in_browser(base_url: str, monkeypatch):
 
 class LiveASGI:
     """uvicorn serving an ASGI application (paddleweb's by default) on a free loopback port, in a
-    thread, with the Procfile's HTTP protocol (paddleweb.server)."""
+    thread, with the Procfile's HTTP protocol (paddleweb.server); with `zero_copy=False`, with
+    stock uvicorn's, which offers no zero-copy extension (the apps' fallback path)."""
 
-    def __init__(self, application=None):
+    def __init__(self, application=None, *, zero_copy: bool = True):
         import uvicorn
 
         if application is None:
@@ -214,7 +215,8 @@ class LiveASGI:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         config = uvicorn.Config(application, host="127.0.0.1", port=self.port, lifespan="off",
-                                http="paddleweb.server:HttpProtocol", log_level="warning", access_log=False)
+                                http="paddleweb.server:HttpProtocol" if zero_copy else "httptools",
+                                log_level="warning", access_log=False)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.url = f"http://127.0.0.1:{self.port}"

@@ -37,46 +37,15 @@ class DatacenterForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        if cleaned.get("backend") == Datacenter.Backend.KUBERNETES:
-            from jobs.backends.k8s_settings import SettingsError, parse
+        backend = cleaned.get("backend")
+        if backend:
+            from jobs.backends.registry import backend_class
 
             try:
-                parse(cleaned.get("name") or "", cleaned.get("config") or {})
-            except SettingsError as e:
-                self.add_error("config", str(e))
-        elif cleaned.get("backend") == Datacenter.Backend.LOCAL:
-            from jobs.backends.local import config
-
-            try:
-                config.parse(cleaned.get("config"))
-            except config.SettingsError as e:
+                backend_class(backend).check_config(cleaned.get("name") or "", cleaned.get("config") or {})
+            except ValueError as e:
                 self.add_error("config", str(e))
         return cleaned
-
-
-def local_isolation(dc: Datacenter) -> list[str]:
-    """What a local datacenter enforces on its jobs on this machine, and what it does not."""
-    from jobs.backends.local import cgroups, config, sandbox
-
-    try:
-        cfg = config.parse(dc.config)
-    except config.SettingsError as e:
-        return [f"Jobs fail until the config is fixed: {e}"]
-    if not cfg.sandboxed:
-        lines = ["Sandbox OFF (isolation: none): jobs run as the service's user and can read and change "
-                 "everything it can, every user's data included. For a single-user machine only."]
-    elif why := sandbox.probe():
-        lines = [f"Sandbox UNAVAILABLE: jobs fail with SandboxUnavailable. {why}"]
-    else:
-        way_out = ("internet access through slirp4netns (never the host's loopback)" if cfg.internet
-                   else "no network access beyond the job's own replicas")
-        lines = [f"Sandbox enforced (bubblewrap): every job runs as its user's own uid in a network namespace "
-                 f"of its own, every replica in its own mount and PID namespace, with no capabilities; {way_out}."]
-    support = cgroups.support()
-    enforced = {"memory": "memory", "cpu": "CPU", "pids": f"pids (at most {cfg.pids_limit} per replica)"}
-    lines += [f"Limit enforced: {enforced[c]}" for c in sorted(support.parents)]
-    lines += [f"Limit NOT enforced: {c}: {reason}" for c, reason in sorted(support.missing.items())]
-    return lines
 
 
 @admin.register(Datacenter)
@@ -89,9 +58,16 @@ class DatacenterAdmin(admin.ModelAdmin):
 
     @admin.display(description="Isolation of jobs")
     def isolation(self, obj):
-        if obj is None or obj.pk is None or obj.backend != Datacenter.Backend.LOCAL:
+        from jobs.backends.base import LaunchError
+        from jobs.backends.registry import get_backend
+
+        if obj is None or obj.pk is None:
             return "-"
-        return format_html_join("", "<div>{}</div>", ((line,) for line in local_isolation(obj)))
+        try:
+            lines = get_backend(obj).isolation()
+        except LaunchError as e:
+            lines = [e.message]
+        return format_html_join("", "<div>{}</div>", ((line,) for line in lines)) if lines else "-"
 
 
 class RegistryForm(forms.ModelForm):

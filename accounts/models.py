@@ -19,7 +19,7 @@ class Datacenter(models.Model):
     backend = models.CharField(max_length=20, choices=Backend.choices, default=Backend.LOCAL)
     description = models.CharField(max_length=200, blank=True)
     # Backend settings (e.g. Kubernetes namespace prefix, images); shape owned by the backend
-    # (jobs/backends/k8s_settings.py documents the Kubernetes keys).
+    # (jobs/backends/kubernetes/config.py documents the Kubernetes keys).
     config = models.JSONField(default=dict, blank=True)
     # A kubeconfig for the kubernetes backend (it holds cluster credentials, so it is encrypted
     # at rest); empty means the in-cluster service account of the pod the service runs in.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -11,17 +14,21 @@ from knox.models import AuthToken
 
 from .models import ApiToken, Registry, dns_label
 
-TOKEN_NAME_MAX = ApiToken._meta.get_field("name").max_length
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+TOKEN_NAME_MAX: int = ApiToken._meta.get_field("name").max_length or 0
 
 
-def create_token(user, *, name: str = "", never_expires: bool = False) -> tuple[ApiToken, str]:
+def create_token(user: User, *, name: str = "", never_expires: bool = False,
+                 ttl: timedelta | None = None) -> tuple[ApiToken, str]:
     """A new API token for `user` and the one time its secret is seen (knox stores a hash).
-    It expires after the operator's API_TOKEN_TTL_DAYS unless `never_expires` (an explicit
-    choice, for legacy clients). A named device holds one token: its old one is revoked."""
+    It expires after `ttl`, else the operator's API_TOKEN_TTL_DAYS, unless `never_expires` (an
+    explicit choice, for legacy clients). A named device holds one token: its old one is revoked."""
     name = " ".join(str(name).split())
     if len(name) > TOKEN_NAME_MAX:
         raise ValidationError({"name": [f"at most {TOKEN_NAME_MAX} characters"]})
-    expiry = {"expiry": None} if never_expires else {}
+    expiry = {"expiry": None} if never_expires else {"expiry": ttl} if ttl is not None else {}
     with transaction.atomic():
         # Logins of one user queue here, so two at once from one device leave one token.
         get_user_model().objects.select_for_update().get(pk=user.pk)
@@ -31,20 +38,21 @@ def create_token(user, *, name: str = "", never_expires: bool = False) -> tuple[
         return ApiToken.objects.create(auth_token=auth_token, user=user, name=name), secret
 
 
-def issue_token(user, *, name: str = "", never_expires: bool = False) -> str:
+def issue_token(user: User, *, name: str = "", never_expires: bool = False) -> str:
     """create_token's secret alone."""
     return create_token(user, name=name, never_expires=never_expires)[1]
 
 
-def delete_expired_tokens(user=None) -> int:
+def delete_expired_tokens(user: User | None = None) -> int:
     """Delete expired tokens (of `user`, or everyone's); knox already refuses them."""
     expired = AuthToken.objects.filter(expiry__lt=timezone.now())
     if user is not None:
         expired = expired.filter(user=user)
-    return expired.delete()[1].get(AuthToken._meta.label, 0)
+    deleted: int = expired.delete()[1].get(AuthToken._meta.label, 0)
+    return deleted
 
 
-def tokens_of(user) -> QuerySet[ApiToken]:
+def tokens_of(user: User) -> QuerySet[ApiToken]:
     """A user's live tokens, newest first."""
     return (ApiToken.objects.filter(user=user).select_related("auth_token")
             .filter(Q(auth_token__expiry__isnull=True) | Q(auth_token__expiry__gte=timezone.now())))
@@ -67,7 +75,7 @@ class TokenHeader:
         self.META = {"HTTP_AUTHORIZATION": authorization}
 
 
-def user_for_token(authorization: str):
+def user_for_token(authorization: str) -> User | None:
     """The user an `Authorization: Token <key>` header stands for (knox's checks: the hashed
     key, expiry, inactive users), or None."""
     from knox.auth import TokenAuthentication
@@ -80,8 +88,8 @@ def user_for_token(authorization: str):
     return found[0] if found else None
 
 
-def create_registry(user, *, name: str, server: str, username: str, password: str) -> Registry:
-    errors = {}
+def create_registry(user: User, *, name: str, server: str, username: str, password: str) -> Registry:
+    errors: dict[str, list[str]] = {}
     try:
         dns_label(name)
     except ValidationError as e:

@@ -30,7 +30,7 @@ def service(var_dir: str | None = None):
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from jobs.management.commands.watch_jobs import Watcher
+    from jobs.management.commands.watch_jobs import WatchLoop
     from paddleweb import embedded_redis
     from paddleweb.celery import app
 
@@ -38,7 +38,7 @@ def service(var_dir: str | None = None):
     call_command("migrate", verbosity=0)
     call_command("bootstrap", password="bench-password", stdout=open(os.devnull, "w"))
     stop = threading.Event()
-    thread = threading.Thread(target=Watcher().run, args=(stop,), daemon=True)
+    thread = threading.Thread(target=WatchLoop().run, args=(stop,), daemon=True)
     thread.start()
     try:
         with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False):

@@ -53,7 +53,7 @@ def through_service(user, n: int) -> float:
 def main() -> None:
     with service() as user:
         through_service(user, 0)  # first job builds the paddlepaddle runtime once
-        from jobs import runtime
+        from jobs.backends.local import runtime
 
         bin_dir = runtime.ensure_env((EXAMPLE / "requirements.txt").read_text())
         base = median([fleet_launch(bin_dir) for _ in range(ROUNDS)])

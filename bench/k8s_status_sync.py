@@ -36,7 +36,7 @@ def make_jobs(cluster, user, first: int, count: int) -> list:
 
 def bring_up(cluster, jobs) -> None:
     """Play the controllers and kubelets until every job is Running."""
-    from jobs.backends.base import get_backend
+    from jobs.backends.registry import get_backend
     from jobs.models import Job
 
     for job in jobs:
@@ -92,7 +92,7 @@ def main() -> None:
             # Stop watching before the emulated cluster goes away (the watcher loop lets go of
             # a datacenter that is no longer kubernetes).
             Datacenter.objects.filter(pk=dc.pk).update(backend="local")
-            from jobs.backends import k8s_watch
+            from jobs.backends.kubernetes import watch as k8s_watch
 
             k8s_watch.stop_all()
             ratio = results[SIZES[1]] / results[SIZES[0]]

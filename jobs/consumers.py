@@ -46,3 +46,6 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
     async def log_data(self, event):
         await self.send_json({"type": "log", "replica": event["replica"], "offset": event["offset"],
                               "text": event["text"], "next_offset": event["next_offset"]})
+
+    async def log_notice(self, event):
+        await self.send_json({"type": "log_notice", "replica": event["replica"], "notice": event["notice"]})

@@ -1,7 +1,8 @@
-"""Job state: transitions with their events, and deriving a job's state from its replicas.
+"""Deriving a job's state from its replicas, as its backend observes them.
 
-Every change is a conditional UPDATE on the current state, so the watcher, the periodic
-reconcile and a task running twice can all call these at once and the outcome is the same.
+Every change is a conditional UPDATE on the current state (jobs/transitions.py), so the watcher,
+the periodic reconcile and a task running twice can all call these at once and the outcome is
+the same.
 """
 
 from __future__ import annotations
@@ -10,34 +11,20 @@ from django.db import transaction
 from django.utils import timezone
 
 from . import logstore, notify
-from .backends.base import ReplicaStatus, get_backend
-from .models import ACTIVE_STATES, REPLICA_DONE, TERMINAL_STATES, Job, JobEvent, JobState, Replica, ReplicaState
+from .backends.base import ReplicaStatus
+from .backends.registry import get_backend
+from .models import REPLICA_DONE, TERMINAL_STATES, Job, JobEvent, JobState, Replica, ReplicaState
+from .transitions import transition
 
 FAILURE_LOG_LINES = 20
 
 
-def transition(job: Job, to: str, reason: str, message: str = "", *, from_states=ACTIVE_STATES, **fields) -> bool:
-    """Move `job` to state `to` if it is in one of `from_states`; record why. False if it was not."""
-    now = timezone.now()
-    if to == JobState.RUNNING:
-        fields.setdefault("started", now)
-    if to in TERMINAL_STATES:
-        fields.setdefault("finished", now)
-        fields.setdefault("heartbeat", None)
-    with transaction.atomic():
-        updated = Job.objects.filter(pk=job.pk, state__in=from_states).update(
-            state=to, reason=reason, message=message, **fields)
-        if updated:
-            JobEvent.objects.create(job=job, state=to, reason=reason, message=message)
-    if updated:
-        job.state, job.reason, job.message = to, reason, message
-        for key, value in fields.items():
-            setattr(job, key, value)
-        transaction.on_commit(lambda: notify.job_changed(job.pk))
-    return bool(updated)
-
-
 def _apply(replica: Replica, status: ReplicaStatus, job_done: bool) -> bool:
+    """Record what a backend observed of a replica. A finished replica (REPLICA_DONE) never
+    changes again, whatever is observed later: a cluster deletes the pods of a failed job, and
+    a pod being deleted must not turn "Failed, exit 3" into "Terminated"."""
+    if replica.state in REPLICA_DONE:
+        return False
     if status.state == ReplicaState.PENDING and job_done:
         status = ReplicaStatus(ReplicaState.TERMINATED, reason="NotStarted", message="the job ended before it started")
     if status.state == ReplicaState.PENDING and replica.state != ReplicaState.PENDING:
@@ -51,7 +38,10 @@ def _apply(replica: Replica, status: ReplicaStatus, job_done: bool) -> bool:
         return False
     changed_state = replica.state != status.state
     with transaction.atomic():
-        Replica.objects.filter(pk=replica.pk).update(**fields)
+        # Conditional on the row, not on this process's copy: another watcher or the reconcile
+        # may have recorded the replica's end since it was read.
+        if not Replica.objects.filter(pk=replica.pk).exclude(state__in=REPLICA_DONE).update(**fields):
+            return False
         for key, value in fields.items():
             setattr(replica, key, value)
         if changed_state:

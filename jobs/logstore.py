@@ -26,6 +26,7 @@ class LogChunk:
     text: str
     offset: int  # where `text` starts
     next_offset: int  # where the next read continues
+    notice: str = ""  # why lines may be missing (the collector cannot read the pod's log), if so
 
 
 def job_dir(job_id: int) -> Path:
@@ -89,6 +90,30 @@ def tail(replica, lines: int) -> LogChunk:
     kept = body.split(b"\n")[-lines:] if lines > 0 else []
     raw = b"\n".join(kept) + (b"\n" if kept and data.endswith(b"\n") else b"")
     return LogChunk(raw.decode("utf-8", "replace"), end - len(raw), end)
+
+
+def _notice_path(replica) -> Path:
+    return path(replica).with_suffix(".notice")
+
+
+def notice(replica) -> str:
+    """Why the replica's log may be missing lines right now (its collector cannot read it), or ""."""
+    try:
+        return _notice_path(replica).read_text()
+    except FileNotFoundError:
+        return ""
+
+
+def set_notice(replica, text: str) -> None:
+    """Say (or with "", stop saying) why the log may be incomplete; viewers show it beside the log."""
+    p = _notice_path(replica)
+    if not text:
+        p.unlink(missing_ok=True)
+        return
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(".notice.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, p)
 
 
 def delete_job(job_id: int) -> None:

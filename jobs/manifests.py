@@ -10,9 +10,9 @@ user typed, see jobs/spec.py; the typed name is in the root ConfigMap's job.json
 - trainers: Indexed Job `<job>-trainer` (index = trainer id) + headless Service for their names
   (`<job>-trainer-<i>.<job>-trainer.<ns>.svc`; rank 0 is the collective master),
 - `<job>-peers`, the NetworkPolicy that lets the job's pods (and only they) reach each other,
-- optionally the runtime image build Job `<job>-build` (kaniko), see backends/k8s_build.py.
+- optionally the runtime image build Job `<job>-build` (kaniko), see backends/kubernetes/build.py.
 
-Every pod is hardened by backends/k8s_hardening.py (non-root, no capabilities, seccomp).
+Every pod is hardened by backends/kubernetes/hardening.py (non-root, no capabilities, seccomp).
 
 A pod template is shared by every index, so per-index values of the process contract come from
 the pod itself (downward API) through Kubernetes' `$(VAR)` expansion; everything literal is
@@ -26,8 +26,8 @@ import shlex
 from typing import Any
 
 from . import contract
-from .backends import k8s_hardening
-from .backends.k8s_settings import K8sSettings, sanitize
+from .backends.kubernetes import hardening as k8s_hardening
+from .backends.kubernetes.config import K8sSettings, sanitize
 
 LABEL_JOB = "paddlecloud/job"
 LABEL_JOB_ID = "paddlecloud/job-id"
@@ -354,7 +354,7 @@ def trainer_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, image
                      "template": {"metadata": {"labels": labels(job, "trainer")}, "spec": spec}}}
 
 
-# --- optional: Kubeflow PaddleJob (the runtime image build is in backends/k8s_build.py) ---------
+# --- optional: Kubeflow PaddleJob (the runtime image build is in backends/kubernetes/build.py) ---------
 def paddle_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
                pull_secrets: list[str], grace_seconds: int) -> Obj:
     """A Kubeflow training-operator PaddleJob (kubeflow.org/v1): Master = pservers, Worker =

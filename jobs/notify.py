@@ -31,3 +31,8 @@ def job_changed(job_id: int) -> None:
 
 def log_data(job_id: int, replica: str, offset: int, text: str, next_offset: int) -> None:
     send(job_id, {"type": "log.data", "replica": replica, "offset": offset, "text": text, "next_offset": next_offset})
+
+
+def log_notice(job_id: int, replica: str, notice: str) -> None:
+    """Why a replica's log is not coming in (or "" once it is again)."""
+    send(job_id, {"type": "log.notice", "replica": replica, "notice": notice})

@@ -3,6 +3,7 @@ these; none of them holds job logic of its own."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from django.conf import settings
@@ -11,13 +12,13 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from paddleweb import health
-from pfs import storage
+from pfs import packages
 from pfs.paths import PathError, home
 from quotas.services import lock_admissions
 
 from . import logstore, spec
-from .lifecycle import transition
 from .models import ACTIVE_STATES, Job, JobEvent, JobState, Replica
+from .transitions import transition
 from .validation import admission_errors, validate_submission
 
 
@@ -46,13 +47,13 @@ def submit_with_upload(user, data: dict, files: Sequence) -> Job:
     cleaned = validate_submission(user, {**data, "package": _package_path(user, data)}, package_pending=True)
     dest = home(user, cleaned["datacenter"].name).child("jobs", cleaned["name"])
     try:
-        storage.save_package(dest, files)  # reserved against the storage quota as it is written
+        packages.save_package(dest, files)  # reserved against the storage quota as it is written
     except PathError as e:
         raise ValidationError({"files": [e.message]}) from e
     try:
         return _create(user, {**cleaned, "package": dest.virtual})
     except ValidationError:
-        storage.remove(dest)
+        packages.remove_package(dest)
         raise
 
 
@@ -116,7 +117,9 @@ def replica_log(replica: Replica, *, offset: int | None = None, lines: int | Non
     ValidationError for an offset or a line count out of range."""
     try:
         if offset is not None:
-            return logstore.read(replica, offset)
-        return logstore.tail(replica, 100 if lines is None else lines)
+            chunk = logstore.read(replica, offset)
+        else:
+            chunk = logstore.tail(replica, 100 if lines is None else lines)
     except ValueError as e:
         raise ValidationError({"offset" if offset is not None else "lines": [str(e)]}) from None
+    return dataclasses.replace(chunk, notice=logstore.notice(replica))

@@ -12,9 +12,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from . import logstore
-from .backends.base import LaunchError, get_backend
-from .lifecycle import sync_job, transition
+from .backends.base import LaunchError
+from .backends.registry import get_backend
+from .lifecycle import sync_job
 from .models import TERMINAL_STATES, Job, JobState, ReplicaState
+from .transitions import transition
 
 log = logging.getLogger(__name__)
 

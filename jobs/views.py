@@ -7,22 +7,22 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from . import services
+from .filtersets import JobFilterSet
 from .forms import JobForm, LogLinesForm
 from .metrics import parse_metrics
-from .models import ACTIVE_STATES, JobState, ReplicaState
+from .models import JobState, ReplicaState
 
 
 @login_required
 def job_list(request):
-    jobs = services.visible_jobs(request.user)
-    state = request.GET.get("state", "")
-    if state == "active":
-        jobs = jobs.filter(state__in=ACTIVE_STATES)
-    elif state in JobState.values:
-        jobs = jobs.filter(state=state)
-    page = Paginator(jobs, 25).get_page(request.GET.get("page"))
+    # The API's FilterSet: the page's filters are the API's, with the same names and values.
+    filters = JobFilterSet(request.GET, queryset=services.visible_jobs(request.user))
+    page = Paginator(filters.qs, 25).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
     template = "jobs/_job_rows.html" if request.htmx else "jobs/job_list.html"
-    return render(request, template, {"page": page, "state": state, "states": JobState.values})
+    return render(request, template, {"page": page, "filters": filters, "query": query.urlencode(),
+                                      "states": JobState.values})
 
 
 @login_required

@@ -11,12 +11,13 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs
 from accounts.asgi import TokenOrSessionAuth  # noqa: E402
 from jobs.routing import websocket_urlpatterns  # noqa: E402
 from paddleweb.body_limits import BodyLimit  # noqa: E402
-from pfs.asgi_fast import LargeChunkASGIHandler, PfsASGI  # noqa: E402
+from pfs.asgi_fast import PfsASGI  # noqa: E402
+from pfs.asgi_responses import LargeChunkASGIHandler, ZeroCopyResponses  # noqa: E402
 
 # HTTP: every body bounded (anonymous ones refused) from the head alone (body_limits.py); then
-# Django (responses sent in large messages), with upload chunks sent with a token streamed
-# straight to disk in front of it (see pfs/asgi_fast.py).
-django_asgi_app = LargeChunkASGIHandler()
+# Django (file bodies by zero-copy send, others in large messages: pfs/asgi_responses.py), with
+# upload chunks sent with a token streamed straight to disk in front of it (pfs/asgi_fast.py).
+django_asgi_app = ZeroCopyResponses(LargeChunkASGIHandler())
 
 application = ProtocolTypeRouter(
     {

@@ -1,8 +1,24 @@
-"""The Channels layer: channels_redis with a receive that stops once its task is cancelled."""
+"""The Channels layer: channels_redis with a receive that stops once its task is cancelled.
+
+Exit condition: remove this module (and point CHANNEL_LAYERS at channels_redis.core.
+RedisChannelLayer) once either holds: the service runs on Python >= 3.12, whose asyncio.wait_for
+no longer swallows a cancellation that lands as the awaited call completes (CPython gh-86296);
+or a channels_redis release ends its receive loop on a cancelled task itself. As of channels_redis
+4.3.0, the newest release, it does not. tests/test_channel_layer.py shows the need (its
+swallowed-cancellation test fails with the stock class), and tests/test_library_seams.py fails
+when the pinned channels_redis changes the private method overridden here (PINNED).
+"""
 
 import asyncio
 
 from channels_redis.core import RedisChannelLayer as _RedisChannelLayer
+
+# channels_redis internals this module relies on, as sha256 (first 16 hex digits) of their
+# source in the pinned channels_redis; checked by tests/test_library_seams.py.
+PINNED = {
+    "channels_redis.core:RedisChannelLayer._brpop_with_clean": "363a120edcef61d5",
+    "channels_redis.core:RedisChannelLayer.receive": "158a09895d9a7c8e",  # loops on _brpop_with_clean
+}
 
 
 class RedisChannelLayer(_RedisChannelLayer):

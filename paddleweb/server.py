@@ -15,6 +15,14 @@ Each request's ASGI scope advertises, under `scope["extensions"]`:
   kernel) and returns how many were stored: fewer when the client went away or stalled for
   IDLE_TIMEOUT. The app then answers as usual; it must not call `receive()` for that body.
 
+uvicorn (0.54, pinned in requirements.txt) offers neither extension and has no public hook for
+a protocol to add one, so this module subclasses its httptools protocol: it overrides the
+private `_start_asgi_task` and drives the request cycle's internal state (`body`, `more_body`,
+`expected_content_length`, ...). PINNED records the source of every uvicorn internal it relies
+on; tests/test_library_seams.py fails when an upgrade changes any of them. When uvicorn ships
+`http.response.zerocopysend` itself, the send half of this module goes. The suite runs the
+transfer tests under stock uvicorn too (pfs/tests/test_asgi_fast.py), where apps fall back.
+
 The system calls run in a worker thread on duplicates of the connection's and the file's
 descriptors (so the app closing its file, or the server its connection, while a cancelled
 transfer is still winding down can never point the thread at a reused descriptor), while the
@@ -41,6 +49,20 @@ BODY_TO_FILE = "paddlecloud.body_to_file"
 IDLE_TIMEOUT = 60.0  # seconds without progress before a transfer is given up
 PIPE_SIZE = 1 << 20  # the largest pipe an unprivileged process may ask for (pipe-max-size)
 F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+
+# uvicorn internals this module relies on, as sha256 (first 16 hex digits) of their source in
+# the pinned uvicorn; checked by tests/test_library_seams.py.
+PINNED = {
+    "uvicorn.protocols.http.httptools_impl:HttpToolsProtocol._start_asgi_task": "9c08c2571ae9b038",
+    # the parser it makes (fresh_parser makes the same), and the body state it keeps
+    "uvicorn.protocols.http.httptools_impl:HttpToolsProtocol.__init__": "4f08999410347141",
+    "uvicorn.protocols.http.httptools_impl:HttpToolsProtocol.on_body": "dba9c32aeba35b6a",
+    "uvicorn.protocols.http.httptools_impl:HttpToolsProtocol.on_message_complete": "1fbad42dc31fc01f",
+    "uvicorn.protocols.http.httptools_impl:RequestResponseCycle.__init__": "4d2f220910c33c12",
+    "uvicorn.protocols.http.httptools_impl:RequestResponseCycle.send": "abdd8601b326a8da",
+    "uvicorn.protocols.http.httptools_impl:RequestResponseCycle.receive": "8124ae006be71184",
+    "uvicorn.protocols.utils:is_ssl": "cfb89711af847b7e",
+}
 
 logger = logging.getLogger("uvicorn.error")
 # Transfers block a thread each for as long as they last; they get their own pool so that

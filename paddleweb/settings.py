@@ -30,6 +30,25 @@ def _persistent_secret_key() -> str:
 
 
 SECRET_KEY = env.str("SECRET_KEY", "") or _persistent_secret_key()
+
+
+def _key_from_secret(secret: str) -> str:
+    """The Fernet key derived from SECRET_KEY: what encrypted fields used before
+    FIELD_ENCRYPTION_KEYS existed, and still do when it is not set."""
+    import base64
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    raw = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=b"paddlecloud-fields").derive(secret.encode())
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+# Keys of the secrets stored encrypted (registry passwords, kubeconfigs; accounts/fields.py):
+# the first encrypts, every one decrypts. The key derived from SECRET_KEY is always tried last,
+# so data written before keys were set stays readable. To rotate: put the new key first, run
+# `manage.py rotate_field_keys` (re-encrypts every stored secret with it), then drop the old.
+FIELD_ENCRYPTION_KEYS = [*env.list("FIELD_ENCRYPTION_KEYS", default=[]), _key_from_secret(SECRET_KEY)]
 DEBUG = env.bool("DEBUG", False)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -56,9 +75,13 @@ INSTALLED_APPS = [
     "quotas",
     "pfs",
     "jobs",
+    "legacy",
 ]
 
 MIDDLEWARE = [
+    # First, so it sees the response every other middleware made (WhiteNoise's static files too):
+    # file bodies by the server's zero-copy send under ASGI (pfs/asgi_responses.py).
+    "pfs.asgi_responses.FileBodies",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -139,6 +162,15 @@ CELERY_BEAT_SCHEDULE["pfs-housekeeping"] = {"task": "pfs.tasks.housekeeping",
                                            "schedule": env.float("PFS_HOUSEKEEPING_INTERVAL", 3600.0)}
 # knox refuses an expired token (and deletes its owner's expired ones); this sweeps the rest.
 CELERY_BEAT_SCHEDULE["expired-tokens"] = {"task": "accounts.tasks.delete_expired_tokens", "schedule": 3600.0}
+# One cache for every process (web, worker, watcher), so DRF throttles and anything else
+# counted in the cache count across processes; Django's own Redis backend, on the same Redis.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env.str("CACHE_PREFIX", "paddlecloud"),
+    }
+}
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "paddleweb.channel_layer.RedisChannelLayer",
@@ -155,12 +187,14 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 # django-axes first: it refuses a locked-out client before any password is checked.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
-# Brute force: failures are counted per client address (whatever account they try), so one
-# address cannot guess on, and an attacker elsewhere cannot lock an account's owner out.
+# Brute force: failures are counted per client address (whatever account they try), and per
+# account from addresses it never logged in from (accounts.throttle), so neither one address
+# nor many can guess on, and an attacker elsewhere cannot lock an account's owner out.
 # A cool-down, not a permanent lock; a success does not reset the count (an attacker with an
 # account of their own could otherwise log in with it between guesses).
-AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+AXES_LOCKOUT_PARAMETERS = "accounts.throttle.lockout_parameters"
 AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", 10)
+LOGIN_ACCOUNT_FAILURE_LIMIT = env.int("LOGIN_ACCOUNT_FAILURE_LIMIT", 30)
 AXES_COOLOFF_TIME = timedelta(minutes=env.float("LOGIN_COOLOFF_MINUTES", 15.0))
 AXES_RESET_ON_SUCCESS = False
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
@@ -195,6 +229,9 @@ REST_FRAMEWORK = {
 # Tokens are stored hashed by knox and expire after API_TOKEN_TTL_DAYS (0: never); a token that
 # never expires is an explicit choice per token (legacy clients), see accounts.services.issue_token.
 API_TOKEN_TTL_DAYS = env.int("API_TOKEN_TTL_DAYS", 90)
+# Tokens issued at the legacy /api-token-auth/ (original paddlectl clients, which cache their
+# token and never log in again): they never expire unless the operator sets a lifetime here.
+LEGACY_TOKEN_TTL_DAYS = env.int("LEGACY_TOKEN_TTL_DAYS", 0)
 # Named so accounts.ApiToken can refer to it (knox declares its token model swappable).
 KNOX_TOKEN_MODEL = "knox.AuthToken"
 REST_KNOX = {"TOKEN_TTL": timedelta(days=API_TOKEN_TTL_DAYS) if API_TOKEN_TTL_DAYS > 0 else None,
@@ -257,6 +294,13 @@ Path(FILE_UPLOAD_TEMP_DIR).mkdir(exist_ok=True)
 ANONYMOUS_BODY_PATHS = ("/login/", "/admin/login/", "/api/v2/auth/token/", "/api-token-auth/")
 ANONYMOUS_BODY_MAX = env.int("ANONYMOUS_BODY_MAX", 16 * 1024)
 REQUEST_BODY_MAX = env.int("REQUEST_BODY_MAX", 65 * 1024 * 1024)
+# PFS: the largest body Django takes in for one upload chunk or one-shot PUT (it spools a request
+# body to a temporary file before the view runs; chunks streamed by pfs.asgi_fast are bounded
+# only by the upload's size); how long an unfinished resumable upload is kept after its last
+# chunk; how long a write's quota reservation may go without growing before it counts as dead.
+PFS_MAX_CHUNK = env.int("PFS_MAX_CHUNK", 64 << 20)
+PFS_UPLOAD_TTL = timedelta(seconds=env.int("PFS_UPLOAD_TTL", 24 * 3600))
+PFS_RESERVATION_TTL = timedelta(seconds=env.int("PFS_RESERVATION_TTL", 3600))
 
 # --- static, i18n ---------------------------------------------------------------------------
 STATIC_URL = "static/"

@@ -1,5 +1,5 @@
 """Settings for the test run: the same settings, with the test's state kept under var/test so
-tests never touch (or race) a running dev server, and a queue and channel prefix of the run's
+tests never touch (or race) a running dev server, and a queue, channel and cache prefix of the run's
 own so no stale task or message from another run is picked up."""
 
 import os
@@ -9,6 +9,7 @@ os.environ.setdefault("PADDLECLOUD_VAR", str(Path(__file__).resolve().parent.par
 os.environ.setdefault("KILL_GRACE_SECONDS", "3")
 os.environ.setdefault("CELERY_QUEUE", f"paddlecloud-test-{os.getpid()}")
 os.environ.setdefault("CHANNELS_PREFIX", f"paddlecloud-test-{os.getpid()}")
+os.environ.setdefault("CACHE_PREFIX", f"paddlecloud-test-{os.getpid()}")
 # With REDIS_URL unset each run starts, and at its end stops, a bundled Redis of its own.
 os.environ.setdefault("PADDLECLOUD_REDIS_SOCKET", f"/tmp/paddlecloud-test-{os.getpid()}.sock")
 

@@ -12,6 +12,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("account/", include("accounts.urls")),
     path("api/v2/", include(("paddleweb.api_urls", "api"))),
+    path("", include("legacy.urls")),  # /api/v1/ and /api-token-auth/ (protocol-v1.md)
     path("jobs/", include("jobs.urls")),
     path("files/", include("pfs.urls")),
     path("filepub/", pfs_views.filepub, name="filepub"),

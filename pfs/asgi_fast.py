@@ -1,11 +1,11 @@
 """The ASGI entry for HTTP (paddleweb/asgi.py mounts it): Django, plus a streaming path for
-upload chunks that Django's ASGI handler cannot stream, and zero-copy file bodies where the
-server offers them (paddleweb.server, which the Procfile runs).
+upload chunks that Django's ASGI handler cannot stream, spliced to disk where the server offers
+that (paddleweb.server, which the Procfile runs).
 
 Why: Django's ASGI handler reads a whole request body (spooled to a temporary file past 2.5 MB)
 before any view runs, and the view then copies it again into the upload's part file; for a
 64 MiB chunk that is two full passes over the data and a stall before the first byte is
-stored. Responses it cuts into 64 KiB messages (one `send` and one slice copy each).
+stored.
 
 What is handled here, and nothing else:
 
@@ -33,106 +33,25 @@ What is handled here, and nothing else:
   exceeded: used X of Y" from the request head, before any byte of the body is read
   (`_put_refusal`); every other PUT goes on to Django, which reserves the bytes before writing.
 
-* All other HTTP goes to Django, through `LargeChunkASGIHandler`: the stock handler with
-  response messages of up to `transfer.BLOCK` bytes instead of 64 KiB, so a download block
-  read by pfs.transfer is handed to the server in one `send` with no re-slicing; and a file
-  download's bytes (`response.file_span`, set by pfs.transfer for the API, the pages and share
-  links alike) and a static file's (WhiteNoise's FileResponse) sent with the server's
-  `http.response.zerocopysend` when it offers it; any other sync streaming body read block by
-  block in worker threads (Django would read it whole into memory first).
+* All other HTTP goes to Django; how its file bodies are sent (zero-copy where the server
+  offers it, large messages) is pfs/asgi_responses.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
-import os
 import re
-import stat
 from urllib.parse import parse_qs
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
-from django.core.handlers.asgi import ASGIHandler
 
 from accounts.asgi import header, is_token
-from paddleweb.server import BODY_TO_FILE, ZERO_COPY_SEND
-
-from . import transfer
+from paddleweb.server import BODY_TO_FILE
 
 UPLOAD_CHUNK_PATH = re.compile(r"^/api/v2/uploads/(?P<id>[^/]+)/$")
 CONTENT_PATH = "/api/v2/files/content/"
 BATCH = 4 << 20  # bytes handed to one pwritev; two batches at most are held per request
-
-
-class LargeChunkASGIHandler(ASGIHandler):
-    """Django's ASGI handler sending response bodies in messages of up to transfer.BLOCK bytes
-    (the server does the low-level chunking and flow control), and file spans by zero-copy
-    send when the server offers it."""
-
-    chunk_size = transfer.BLOCK
-
-    async def handle(self, scope, receive, send):
-        if ZERO_COPY_SEND in scope.get("extensions", {}):
-            send = _ZeroCopyCapableSend(send)
-        await super().handle(scope, receive, send)
-
-    async def send_response(self, response, send):
-        if response.streaming and not response.is_async:
-            span = getattr(response, "file_span", None) or _whole_file_span(response)
-            if span is not None and isinstance(send, _ZeroCopyCapableSend):
-                response.streaming_content = _no_body()  # Django sends the head; the span goes before the end
-                send = _SpanBeforeEndSend(send, span)
-            else:  # Django would read a sync iterator whole into memory first
-                response.streaming_content = transfer.in_threads(response.streaming_content)
-        await super().send_response(response, send)
-
-
-async def _no_body():
-    for part in ():
-        yield part
-
-
-def _whole_file_span(response) -> transfer.FileSpan | None:
-    """The rest of a FileResponse's regular file (WhiteNoise's static files) as a span."""
-    f = getattr(response, "file_to_stream", None)
-    if not isinstance(f, io.BufferedReader):  # ranges come as WhiteNoise's SlicedFile
-        return None
-    try:
-        st = os.fstat(f.fileno())
-        start = f.tell()
-    except (OSError, ValueError):
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    span = transfer.FileSpan(os.dup(f.fileno()), start, int(response.get("Content-Length", st.st_size - start)))
-    response.streaming_content = span  # closed with the response, like the file
-    return span
-
-
-class _ZeroCopyCapableSend:
-    """The server's `send`, marked as accepting `http.response.zerocopysend`."""
-
-    def __init__(self, send):
-        self.send = send
-
-    async def __call__(self, message):
-        await self.send(message)
-
-
-class _SpanBeforeEndSend(_ZeroCopyCapableSend):
-    """Passes Django's messages on, sending the file span by zero-copy send just before the
-    closing (empty, last) body message."""
-
-    def __init__(self, send, span: transfer.FileSpan):
-        super().__init__(send)
-        self.span = span
-
-    async def __call__(self, message):
-        if message["type"] == "http.response.body" and not message.get("more_body") and self.span.fd >= 0:
-            await self.send({"type": ZERO_COPY_SEND, "file": self.span.fd, "offset": self.span.start,
-                             "count": self.span.length, "more_body": True})
-        await self.send(message)
 
 
 class PfsASGI:
@@ -167,9 +86,10 @@ def _put_refusal(scope) -> _Refused | None:
     does not fit the caller's free quota (or the size limit), decided from the head alone, so
     the body is never read. Anything else (no credentials, a bad path...) is left to Django,
     which answers it as usual. Runs in a database thread."""
+    from django.conf import settings
     from django.db import connections
 
-    from . import services, uploads, usage
+    from . import services, usage
     from .paths import PathError, resolve
 
     try:
@@ -180,8 +100,8 @@ def _put_refusal(scope) -> _Refused | None:
     if user is None:
         return None
     try:
-        if length > uploads.MAX_CHUNK:
-            raise PathError(f"at most {uploads.MAX_CHUNK} bytes in one request: use /api/v2/uploads/", 413)
+        if length > settings.PFS_MAX_CHUNK:
+            raise PathError(f"at most {settings.PFS_MAX_CHUNK} bytes in one request: use /api/v2/uploads/", 413)
         target = resolve(user, parse_qs(scope.get("query_string", b"").decode("latin-1")).get("path", [""])[0],
                          write=True)
         if target.area != "home":
@@ -253,7 +173,7 @@ def _start(auth: str, upload_id: str, offset_h: str | None, length_h: str | None
         except (TypeError, ValueError):
             raise PathError("Content-Length is required (chunked request bodies are not accepted)", 411) from None
         checksum = uploads.parse_checksum(checksum_h)
-        return uploads.ChunkWriter(session, offset, length, checksum, max_length=None)
+        return uploads.ChunkWriter(session, offset, length, checksum, bounded=False)
     except PathError as e:
         raise _refusal(e) from None
 

@@ -45,6 +45,8 @@ def touch(user, path: str, size: int) -> PfsPath:
         raise PathError(f"filesize must be between 0 and {MAX_TOUCH} bytes")
     p = resolve(user, path, write=True)
     _refuse_root(p, "replaced")
+    if p.area == "home":
+        p.root.mkdir(parents=True, exist_ok=True)  # a new user's home exists from their first write
     st = lstat_or_none(p)
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise PathError(f"{p.virtual} is a directory", 409)

@@ -20,16 +20,17 @@ from datetime import UTC, datetime
 from . import usage
 from .paths import RESERVED_NAME, PathError, PfsPath, home, open_beneath, resolve
 from .storage import (
-    CHUNK,
     DIRECTORY,
     HARD_LINKED,
+    copy_to_temp,
     copy_tree,
     discard_temp,
     locked,
     make_dirs,
-    metered,
     remove_at,
     scratch_fd,
+    size_at,
+    tree_size_fd,
     write_temp,
 )
 
@@ -185,7 +186,7 @@ def remove(user, path: str, *, recursive: bool = False) -> int:
             # Rename out of the way first, so the path is gone at once even for a huge tree.
             trash = f".removing-{uuid.uuid4().hex}"  # not from the name: that may be 255 bytes already
             os.rename(p.name, trash, src_dir_fd=fd, dst_dir_fd=fd)
-            freed = usage.size_at(trash, fd, only_unlinked=True)
+            freed = size_at(trash, fd, only_unlinked=True)
             remove_at(trash, fd)
         else:
             freed = counted_size(st)
@@ -247,12 +248,12 @@ def move(user, src: str, dst: str, *, overwrite: bool = False) -> Entry:
     same_home = (s.area, s.owner, s.datacenter) == (d.area, d.owner, d.datacenter)
     d.parent.ensure_contained()
     with locked(d), _parent(s) as src_dir, _parent(d) as dst_dir:
-        replaced = usage.size_at(d.name, dst_dir, only_unlinked=True)
+        replaced = size_at(d.name, dst_dir, only_unlinked=True)
         if same_home:
             os.replace(s.name, d.name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
             usage.adjust(d, -replaced)
         else:
-            size = usage.size_at(s.name, src_dir)
+            size = size_at(s.name, src_dir)
             with usage.reserve(d, size - replaced) as held:
                 os.replace(s.name, d.name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
                 held.settle(size - replaced)
@@ -272,15 +273,17 @@ def copy(user, src: str, dst: str, *, overwrite: bool = False) -> Entry:
         with usage.reserve(d, 0) as held:
             # What the source holds now is refused at once if it does not fit; the copy then
             # charges what it really writes (a tree may grow meanwhile).
-            held.ensure(usage.tree_size_fd(src_fd))
+            held.ensure(tree_size_fd(src_fd))
             if statmod.S_ISDIR(st.st_mode):
                 _copy_dir(src_fd, d, held)
             elif statmod.S_ISREG(st.st_mode):
                 if s.area == "home" and st.st_nlink > 1:
                     raise PathError(f"{s.virtual}: {HARD_LINKED}", 403)
-                with os.fdopen(os.dup(src_fd), "rb", buffering=0) as f:
-                    name, size = write_temp(d, metered(iter(lambda: f.read(CHUNK), b""), held.charge))
-                put_in_place(d, name, size, held)
+                name, size = copy_to_temp(d, src_fd, held.charge)
+                try:
+                    put_in_place(d, name, size, held)
+                finally:
+                    discard_temp(d, name)
             else:
                 raise PathError(f"{s.virtual} is not a regular file", 409)
     finally:

@@ -1,6 +1,6 @@
-"""Storage operations on checked PFS paths. Writes stream to a temporary file and rename into
-place, so readers never see a partial file; archives are unpacked member by member through
-the same path checks as everything else.
+"""Storage I/O on checked PFS paths, and nothing else: no quota or usage accounting (pfs.usage
+sits above this module and charges writes through the `charge` callbacks these functions take).
+Writes stream to a temporary file and rename into place, so readers never see a partial file.
 
 Jobs write to homes too, so a directory checked here may be swapped for a symbolic link before
 it is used. Changes are therefore made by name relative to a directory descriptor opened
@@ -12,18 +12,14 @@ import fcntl
 import os
 import shutil
 import stat
-import tarfile
 import uuid
-import zipfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
 
-from . import usage
 from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath
 
 CHUNK = 1 << 20
-ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC  # never an existing file or link
 # A job can plant hard links in its home; the server cannot tell where the other names of such a
 # file are, so it neither serves nor changes one (zips and tree copies leave them out).
@@ -156,77 +152,44 @@ def _copy_file_at(name: str, src_dir: int, dst_dir: int, charge: Callable[[int],
         charge(st.st_size)
         dst = os.open(name, NEW_FILE, stat.S_IMODE(st.st_mode), dir_fd=dst_dir)
         try:
-            offset = 0
-            while offset < st.st_size and (sent := os.sendfile(dst, src, offset, min(st.st_size - offset, 1 << 30))):
-                offset += sent
+            return _copy_bytes(src, dst, st.st_size)
         finally:
             os.close(dst)
-        return offset
     finally:
         os.close(src)
+
+
+def _copy_bytes(src: int, dst: int, size: int) -> int:
+    """The first `size` bytes of `src` into `dst` in the kernel (sendfile), fewer if `src` has
+    shrunk meanwhile; the count copied. Every file copy (single files and trees) goes here."""
+    offset = 0
+    while offset < size and (sent := os.sendfile(dst, src, offset, min(size - offset, 1 << 30))):
+        offset += sent
+    return offset
+
+
+def copy_to_temp(p: PfsPath, src: int, charge: Callable[[int], None]) -> tuple[str, int]:
+    """Copy the open regular file `src` (as it is now: a file growing meanwhile is cut there)
+    into a new temporary file in `p`'s scratch directory, its size charged first; returns the
+    temporary file's name there and its size. The caller puts it in place or discards it."""
+    size = os.fstat(src).st_size
+    charge(size)
+    name = f"copy-{uuid.uuid4().hex}"
+    with scratch_fd(p) as scratch:
+        dst = os.open(name, NEW_FILE, 0o600, dir_fd=scratch)
+        try:
+            try:
+                return name, _copy_bytes(src, dst, size)
+            finally:
+                os.close(dst)
+        except BaseException:
+            _unlink_at(name, scratch)
+            raise
 
 
 def file_chunks(f: BinaryIO, size: int = CHUNK) -> Iterable[bytes]:
     while chunk := f.read(size):
         yield chunk
-
-
-def is_archive(filename: str) -> bool:
-    return filename.lower().endswith(ARCHIVE_SUFFIXES)
-
-
-def extract_archive(dest: PfsPath, f: BinaryIO, filename: str, held: usage.Reservation) -> int:
-    """Unpack a .zip/.tar(.gz) into directory `dest`; returns the number of files written.
-    Links, devices and members escaping `dest` are refused. A zip's declared sizes are
-    reserved first (a bomb that says what it is stops before any byte is written), and every
-    byte is charged as it is written, whatever the archive declares."""
-    count = 0
-    if filename.lower().endswith(".zip"):
-        with zipfile.ZipFile(f) as archive:
-            members = [info for info in archive.infolist() if not info.is_dir()]
-            held.ensure(held.count + sum(info.file_size for info in members))
-            for info in members:
-                if (info.external_attr >> 16) & 0o170000 == 0o120000:
-                    raise PathError(f"{info.filename}: symbolic links are not allowed in a package")
-                target = dest.child(info.filename)
-                make_dirs(target.parent)
-                with archive.open(info) as member:
-                    save_stream(target, file_chunks(member), held.charge)
-                count += 1
-        return count
-    with tarfile.open(fileobj=f, mode="r:*") as archive:
-        for member in archive:
-            if member.isdir():
-                continue
-            if not member.isfile():
-                raise PathError(f"{member.name}: only regular files are allowed in a package")
-            target = dest.child(member.name)
-            make_dirs(target.parent)
-            save_stream(target, file_chunks(archive.extractfile(member)), held.charge)
-            count += 1
-    return count
-
-
-def save_package(dest: PfsPath, files: Sequence) -> None:
-    """Put uploaded files (Django UploadedFiles, each with an optional `relative_path`), or the
-    contents of one .zip/.tar(.gz), at the directory `dest`, replacing what was there. Staged in
-    the home's `.uploads` and moved in place only when whole; every byte is reserved against
-    the home's quota before it is written. Raises PathError (QuotaExceeded when it does not fit);
-    on any error nothing is left behind."""
-    home = PfsPath(dest.datacenter, dest.area, dest.owner, ())
-    with usage.reserve(dest, 0) as held:
-        staged = staging_dir(home)
-        try:
-            for f in files:
-                if len(files) == 1 and is_archive(f.name):
-                    extract_archive(staged, f, f.name, held)
-                else:
-                    target = staged.child(getattr(f, "relative_path", None) or f.name)
-                    make_dirs(target.parent)
-                    save_stream(target, f.chunks(), held.charge)
-            replace_dir(staged, dest, held)
-        finally:
-            remove(staged, counted=False)
 
 
 def staging_dir(home: PfsPath) -> PfsPath:
@@ -239,27 +202,6 @@ def staging_dir(home: PfsPath) -> PfsPath:
     return PfsPath(home.datacenter, home.area, home.owner, (RESERVED_NAME, name))
 
 
-def replace_dir(staged: PfsPath, dest: PfsPath, held: usage.Reservation) -> None:
-    """Put the staged directory at `dest`, replacing what was there, and settle `held` (which
-    the staged bytes were charged to) into the usage of `dest`'s home."""
-    dest.parent.ensure_contained()
-    make_dirs(dest.parent)
-    old = f"{staged.name}.old"
-    with dest.parent_fd() as dest_dir, staged.parent_fd() as staged_dir:
-        new_size = usage.size_at(staged.name, staged_dir)
-        with locked(dest):
-            replaced = usage.size_at(dest.name, dest_dir, only_unlinked=True)
-            held.ensure(new_size - replaced)
-            try:
-                os.rename(dest.name, old, src_dir_fd=dest_dir, dst_dir_fd=staged_dir)
-            except FileNotFoundError:
-                old = ""
-            os.rename(staged.name, dest.name, src_dir_fd=staged_dir, dst_dir_fd=dest_dir)
-            held.settle(new_size - replaced)
-        if old:
-            remove_at(old, staged_dir)
-
-
 def remove_at(name: str, dir_fd: int) -> None:
     """Remove `name` in `dir_fd`, a whole tree if it is a directory (links are not followed)."""
     if is_dir_at(name, dir_fd):
@@ -268,16 +210,59 @@ def remove_at(name: str, dir_fd: int) -> None:
         _unlink_at(name, dir_fd)
 
 
-def remove(p: PfsPath, *, counted: bool = True) -> None:
-    """Remove `p`, a whole tree if it is a directory, by name in its parent opened race-free;
-    what it freed leaves the home's usage unless it was not `counted` (staged data)."""
+def remove(p: PfsPath, *, measure: bool = True) -> int:
+    """Remove `p`, a whole tree if it is a directory, by name in its parent opened race-free.
+    Returns the bytes that frees (files with other hard links left out), measured first unless
+    not `measure`d (staged data, which no usage counts); 0 when `p` is missing."""
     try:
         with p.parent_fd() as fd:
-            freed = usage.size_at(p.name, fd, only_unlinked=True) if counted else 0
+            freed = size_at(p.name, fd, only_unlinked=True) if measure else 0
             remove_at(p.name, fd)
     except FileNotFoundError:
-        return
-    usage.adjust(p, -freed)
+        return 0
+    return freed
+
+
+def tree_size_fd(fd: int, *, only_unlinked: bool = False, skip_top: tuple[str, ...] = ()) -> int:
+    """Bytes of the regular files in the open file or directory `fd`, each inode once; links
+    are not followed (os.fwalk opens every directory by descriptor and skips one swapped for a
+    link). With `only_unlinked`, files with other hard links are left out: removing them
+    frees nothing certain."""
+    st = os.fstat(fd)
+    if not stat.S_ISDIR(st.st_mode):
+        return st.st_size if stat.S_ISREG(st.st_mode) and not (only_unlinked and st.st_nlink > 1) else 0
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for root, dirs, files, root_fd in os.fwalk(".", dir_fd=fd):
+        if root == "." and skip_top:
+            dirs[:] = [d for d in dirs if d not in skip_top]
+            files = [f for f in files if f not in skip_top]
+        for name in files:
+            try:
+                fst = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(fst.st_mode) or (only_unlinked and fst.st_nlink > 1):
+                continue
+            if fst.st_nlink > 1:
+                key = (fst.st_dev, fst.st_ino)
+                if key in seen:
+                    continue
+                seen.add(key)
+            total += fst.st_size
+    return total
+
+
+def size_at(name: str, dir_fd: int, *, only_unlinked: bool = False) -> int:
+    """`tree_size_fd` of the entry `name` in directory `dir_fd` (0 when missing or a link)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError:
+        return 0
+    try:
+        return tree_size_fd(fd, only_unlinked=only_unlinked)
+    finally:
+        os.close(fd)
 
 
 @contextmanager

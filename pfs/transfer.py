@@ -1,6 +1,6 @@
 """Downloads: files stream in blocks with HTTP Range support (one range: 206 + Content-Range;
 416 when unsatisfiable), directories stream as a zip built on the fly (ZIP64, so no 4 GB
-limits). Works under WSGI and ASGI alike: under ASGI pfs.asgi_fast.LargeChunkASGIHandler reads
+limits). Works under WSGI and ASGI alike: under ASGI pfs.asgi_responses reads
 each block in a worker thread (`in_threads`) instead of Django's fallback of reading the whole
 response into memory first, and hands it to the server as one message (not re-sliced), so a
 download costs one thread hop and one `send` per BLOCK bytes; memory stays at a block or two
@@ -20,7 +20,7 @@ from django.utils.http import content_disposition_header, http_date
 from zipstream import ZIP_STORED, ZipStream
 
 from .paths import PathError, PfsPath, open_at, resolve
-from .storage import HARD_LINKED
+from .storage import HARD_LINKED, is_dir_at
 
 BLOCK = 4 << 20  # bytes per read and per ASGI message
 
@@ -176,7 +176,7 @@ def zip_stream(p: PfsPath, top: int) -> ZipStream:
     walk_top = os.dup(top)
     try:
         for root, dirs, files, root_fd in os.fwalk(".", dir_fd=walk_top):
-            dirs[:] = sorted(d for d in dirs if _is(statmod.S_ISDIR, d, root_fd))
+            dirs[:] = sorted(d for d in dirs if is_dir_at(d, root_fd))
             rel = tuple(part for part in root.split("/") if part != ".")
             prefix = "".join(f"{part}/" for part in rel)
             if prefix and not files and not dirs:
@@ -194,13 +194,6 @@ def zip_stream(p: PfsPath, top: int) -> ZipStream:
     finally:
         os.close(walk_top)
     return zs
-
-
-def _is(kind, name: str, dir_fd: int) -> bool:
-    try:
-        return kind(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
-    except FileNotFoundError:
-        return False
 
 
 class _MemberBytes:

@@ -35,10 +35,6 @@ from .services import _refuse_root, counted_size, lstat_or_none, mkdir, put_in_p
 from .storage import NEW_FILE, remove_at, scratch_fd
 
 BLOCK = 1 << 20
-UPLOAD_TTL = timedelta(seconds=getattr(settings, "PFS_UPLOAD_TTL", 24 * 3600))
-# The largest chunk Django takes in (it spools a request body to a temporary file before the
-# view runs); chunks streamed by pfs.asgi_fast are bounded only by the upload's size.
-MAX_CHUNK = getattr(settings, "PFS_MAX_CHUNK", 64 << 20)
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 CHECKSUM_ALGORITHMS = {"sha256": hashlib.sha256, "md5": hashlib.md5, "sha1": hashlib.sha1}
 
@@ -143,17 +139,18 @@ class ChunkWriter:
     it from a blocking `read`; pfs.asgi_fast drives it straight from ASGI `receive()` messages.
 
     Opening checks, in this order: not already complete (409), destination path still allowed,
-    `length` within `max_length` (413), part file present (410), no other request writing it (409),
+    `length` within settings.PFS_MAX_CHUNK when `bounded` (413), part file present (410), no
+    other request writing it (409),
     `offset` equal to the data already there (409 with the offset), the chunk within the
     upload's declared size (413). The part file is locked for the writer's lifetime."""
 
     def __init__(self, session: UploadSession, offset: int, length: int | None,
-                 checksum: tuple[str, bytes] | None = None, *, max_length: int | None = MAX_CHUNK):
+                 checksum: tuple[str, bytes] | None = None, *, bounded: bool = True):
         if session.completed:
             raise OffsetConflict(session.size, offset)
         dest = _dest(session)  # the destination is checked again on every request
-        if max_length is not None and length is not None and length > max_length:
-            raise PathError(f"a chunk may be at most {max_length} bytes; send the file in several", 413)
+        if bounded and length is not None and length > settings.PFS_MAX_CHUNK:
+            raise PathError(f"a chunk may be at most {settings.PFS_MAX_CHUNK} bytes; send the file in several", 413)
         try:
             fd = _open_part(session, dest)
         except FileNotFoundError:
@@ -326,9 +323,12 @@ def cancel(session: UploadSession) -> None:
     session.delete()
 
 
-def cleanup_stale(*, user=None, max_age: timedelta = UPLOAD_TTL) -> int:
-    """Remove uploads untouched for `max_age` (and finished ones as old), with their data.
-    Without `user`, also sweep orphaned temporary files out of every `.uploads` directory."""
+def cleanup_stale(*, user=None, max_age: timedelta | None = None) -> int:
+    """Remove uploads untouched for `max_age` (settings.PFS_UPLOAD_TTL unless given; finished
+    ones as old too), with their data. Without `user`, also sweep orphaned temporary files out
+    of every `.uploads` directory."""
+    if max_age is None:
+        max_age = settings.PFS_UPLOAD_TTL
     cutoff = timezone.now() - max_age
     stale = UploadSession.objects.filter(updated__lt=cutoff)
     if user is not None:

@@ -1,4 +1,5 @@
-"""Storage usage per home, the quota check, and reservations for writes in progress.
+"""Storage usage per home, the quota check, and reservations for writes in progress. Above
+pfs.storage (the I/O, which measures trees for it) and below the services that write.
 
 Usage counts the apparent size of the regular files in a home (what `ls -l` shows), each file
 once however many hard links it has, excluding the hidden `.uploads` area. A write first
@@ -13,9 +14,7 @@ streams), and stops at the quota. When it ends the reservation is settled into `
 from __future__ import annotations
 
 import os
-import stat as statmod
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -29,11 +28,10 @@ from quotas.units import format_bytes
 
 from .models import StorageReservation, StorageUsage, UploadSession
 from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath
+from .storage import tree_size_fd
 
 # A reservation grows by at least this much at a time (fewer row locks per streamed write).
 STEP = 4 << 20
-# A reservation that has not grown for this long belongs to a process that died mid-write.
-RESERVATION_TTL = timedelta(seconds=getattr(settings, "PFS_RESERVATION_TTL", 3600))
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -52,48 +50,6 @@ class Usage:
     @property
     def free_bytes(self) -> int:
         return max(0, self.limit_bytes - self.used_bytes - self.reserved_bytes)
-
-
-def tree_size_fd(fd: int, *, only_unlinked: bool = False, skip_top: tuple[str, ...] = ()) -> int:
-    """Bytes of the regular files in the open file or directory `fd`, each inode once; links
-    are not followed (os.fwalk opens every directory by descriptor and skips one swapped for a
-    link). With `only_unlinked`, files with other hard links are left out: removing them
-    frees nothing certain."""
-    st = os.fstat(fd)
-    if not statmod.S_ISDIR(st.st_mode):
-        return st.st_size if statmod.S_ISREG(st.st_mode) and not (only_unlinked and st.st_nlink > 1) else 0
-    seen: set[tuple[int, int]] = set()
-    total = 0
-    for root, dirs, files, root_fd in os.fwalk(".", dir_fd=fd):
-        if root == "." and skip_top:
-            dirs[:] = [d for d in dirs if d not in skip_top]
-            files = [f for f in files if f not in skip_top]
-        for name in files:
-            try:
-                fst = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            if not statmod.S_ISREG(fst.st_mode) or (only_unlinked and fst.st_nlink > 1):
-                continue
-            if fst.st_nlink > 1:
-                key = (fst.st_dev, fst.st_ino)
-                if key in seen:
-                    continue
-                seen.add(key)
-            total += fst.st_size
-    return total
-
-
-def size_at(name: str, dir_fd: int, *, only_unlinked: bool = False) -> int:
-    """`tree_size_fd` of the entry `name` in directory `dir_fd` (0 when missing or a link)."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-    except OSError:
-        return 0
-    try:
-        return tree_size_fd(fd, only_unlinked=only_unlinked)
-    finally:
-        os.close(fd)
 
 
 def home_size(home: PfsPath) -> int:
@@ -255,8 +211,8 @@ def recompute(user, datacenter: Datacenter) -> int:
 
 
 def drop_stale_reservations() -> int:
-    """Reservations of transient writes whose process died (no growth for RESERVATION_TTL)."""
-    cutoff = timezone.now() - RESERVATION_TTL
+    """Reservations of transient writes whose process died (no growth for settings.PFS_RESERVATION_TTL)."""
+    cutoff = timezone.now() - settings.PFS_RESERVATION_TTL
     return StorageReservation.objects.filter(upload=None, updated__lt=cutoff).delete()[0]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
@@ -11,6 +12,11 @@ from django.db.models import Q
 
 from .models import Quota
 from .units import cpu_millicores, format_bytes, format_cpu, memory_bytes
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from accounts.models import Datacenter
 
 
 @dataclass(frozen=True)
@@ -27,7 +33,7 @@ class Resources:
         )
 
 
-def effective_quota(user, datacenter) -> Quota:
+def effective_quota(user: User, datacenter: Datacenter) -> Quota:
     """The user's own quota, else the datacenter default, else the built-in defaults (unsaved)."""
     rows = {q.user_id: q for q in Quota.objects.filter(Q(user=user) | Q(user=None), datacenter=datacenter)}
     return rows.get(user.pk) or rows.get(None) or Quota(datacenter=datacenter)
@@ -42,7 +48,7 @@ def job_resources(*, mode: str, trainers: int, pservers: int, cpu: str, memory: 
     return total
 
 
-def usage(user, datacenter) -> tuple[Resources, int]:
+def usage(user: User, datacenter: Datacenter) -> tuple[Resources, int]:
     """Resources held by the user's active jobs in the datacenter, and how many there are."""
     from jobs.models import ACTIVE_STATES, Job
 
@@ -56,7 +62,7 @@ def usage(user, datacenter) -> tuple[Resources, int]:
     return total, count
 
 
-def lock_admissions(user) -> None:
+def lock_admissions(user: User) -> None:
     """Serialise the admissions of one user until the current transaction ends: check the quota,
     then create what counts against it, with no other admission in between. PostgreSQL locks
     the user's row; SQLite has no row locks, but the project opens every transaction
@@ -69,12 +75,12 @@ def lock_admissions(user) -> None:
     get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk").get()
 
 
-def check_job_quota(user, datacenter, request: Resources) -> dict[str, str]:
+def check_job_quota(user: User, datacenter: Datacenter, request: Resources) -> dict[str, str]:
     """Field errors for a job that would take the user over quota (empty when it fits). Only
     binding under lock_admissions(), in the transaction that creates the job."""
     quota = effective_quota(user, datacenter)
     used, running = usage(user, datacenter)
-    errors = {}
+    errors: dict[str, str] = {}
     if running + 1 > quota.max_running_jobs:
         errors["__all__"] = (f"quota exceeded: {running} of {quota.max_running_jobs} jobs already running; "
                              "wait for one to finish or kill one")

@@ -13,7 +13,8 @@ _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 def _parse(value: str) -> Decimal:
     if not isinstance(value, str) or not _QUANTITY.match(value.strip()):
         raise ValueError
-    return parse_quantity(value.strip())
+    quantity: Decimal = parse_quantity(value.strip())  # type: ignore[no-untyped-call]  # kubernetes is untyped
+    return quantity
 
 
 def cpu_millicores(value: str) -> int:
@@ -45,7 +46,7 @@ def format_cpu(millicores: int) -> str:
     return f"{millicores / 1000:g}"
 
 
-def format_bytes(n: int) -> str:
+def format_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if abs(n) < 1024 or unit == "PiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -92,7 +92,7 @@ def to_permission(method: str, path: str) -> tuple[str, str, str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_rbac_allows_every_request_of_a_jobs_life_and_no_more(alice, cluster, k8s_dc):
-    from jobs.backends import k8s_watch
+    from jobs.backends.kubernetes import watch as k8s_watch
     from jobs.services import kill_job
     from jobs.tasks import delete_job_task, stop_job
 

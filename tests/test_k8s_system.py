@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from conftest import make_package, running_system
-from jobs.backends import k8s_watch
+from jobs.backends.kubernetes import watch as k8s_watch
 from jobs.models import Job, JobState
 from jobs.tests.k8s_fixtures import cluster, k8s_dc, ns_of, wait_for  # noqa: F401
 

@@ -17,7 +17,8 @@ from django.db import connection
 from django.test import Client
 
 from conftest import make_package, running_system
-from jobs import runtime, services
+from jobs import services
+from jobs.backends.local import runtime
 from jobs.tests.helpers import job_processes, wait_for, wait_state
 from paddleweb import health
 

@@ -1,5 +1,6 @@
 """Brute force on the login page and the token endpoint: django-axes counts failures per client
-address and refuses that address for a cool-down, whatever password it tries next."""
+address and refuses that address for a cool-down, whatever password it tries next; an attack
+spread over many addresses is refused per account, except from the owner's known addresses."""
 
 import time
 
@@ -93,3 +94,52 @@ def test_the_address_may_log_in_again_once_the_cool_down_has_passed(client, alic
     while timezone.now() <= last + settings.AXES_COOLOFF_TIME:  # the clock passing the end of the cool-down
         time.sleep(0.05)
     assert token_login(client, "password").status_code == 200
+
+
+def spread_attack(client, failures, username="alice"):
+    """Wrong passwords for one account from many addresses, each far below the address limit."""
+    for i in range(failures):
+        assert token_login(client, "wrong", username=username, REMOTE_ADDR=f"192.0.2.{i}").status_code in (400, 429)
+
+
+def test_an_attack_spread_over_many_addresses_is_refused_per_account(client, alice, settings):
+    settings.LOGIN_ACCOUNT_FAILURE_LIMIT = 6
+    spread_attack(client, settings.LOGIN_ACCOUNT_FAILURE_LIMIT)
+    # The next guess, from yet another address, is refused whatever the password.
+    res = token_login(client, "password", REMOTE_ADDR="192.0.2.250")
+    assert res.status_code == 429 and "token" not in res.json()
+    assert form_login(client, "password", REMOTE_ADDR="192.0.2.251").status_code == 429
+
+
+def test_below_the_account_limit_a_spread_attack_does_not_refuse_the_account(client, alice, settings):
+    settings.LOGIN_ACCOUNT_FAILURE_LIMIT = 6
+    spread_attack(client, settings.LOGIN_ACCOUNT_FAILURE_LIMIT - 1)
+    assert token_login(client, "password", REMOTE_ADDR="192.0.2.250").status_code == 200
+
+
+def test_the_owner_still_logs_in_from_an_address_they_used_before_during_a_spread_attack(client, alice, settings):
+    settings.LOGIN_ACCOUNT_FAILURE_LIMIT = 6
+    assert form_login(client, "password", REMOTE_ADDR=OWNER).status_code == 302
+    client.logout()
+    assert token_login(client, "password", REMOTE_ADDR="198.51.100.8").status_code == 200
+    spread_attack(client, settings.LOGIN_ACCOUNT_FAILURE_LIMIT * 2)
+    assert form_login(client, "password", REMOTE_ADDR=OWNER).status_code == 302
+    assert token_login(client, "password", REMOTE_ADDR="198.51.100.8").status_code == 200
+    assert token_login(client, "password", REMOTE_ADDR="192.0.2.250").status_code == 429
+
+
+def test_a_spread_attack_on_one_account_leaves_other_accounts_alone(client, alice, bob, settings):
+    settings.LOGIN_ACCOUNT_FAILURE_LIMIT = 6
+    spread_attack(client, settings.LOGIN_ACCOUNT_FAILURE_LIMIT)
+    assert token_login(client, "password", username="bob", REMOTE_ADDR="192.0.2.250").status_code == 200
+
+
+def test_the_account_may_log_in_from_anywhere_once_the_cool_down_has_passed(client, alice, settings):
+    settings.LOGIN_ACCOUNT_FAILURE_LIMIT = 6
+    settings.AXES_COOLOFF_TIME = timezone.timedelta(seconds=5)  # longer than a slow request takes
+    spread_attack(client, settings.LOGIN_ACCOUNT_FAILURE_LIMIT)
+    assert token_login(client, "password", REMOTE_ADDR="192.0.2.250").status_code == 429
+    last = AccessAttempt.objects.order_by("attempt_time").last().attempt_time
+    while timezone.now() <= last + settings.AXES_COOLOFF_TIME:  # the clock passing the end of the cool-down
+        time.sleep(0.05)
+    assert token_login(client, "password", REMOTE_ADDR="192.0.2.250").status_code == 200

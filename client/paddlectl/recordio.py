@@ -1,4 +1,5 @@
-"""RecordIO files, as PaddlePaddle writes and reads them, in pure Python.
+"""RecordIO files, as PaddlePaddle writes and reads them (standard library only; snappy is
+compiled when `paddlectl[fast]` is installed, see snappy.py).
 
 A file is a sequence of chunks. Each chunk is a 20-byte header of little-endian uint32s and
 then the chunk's (optionally compressed) data: for every record its length (uint32 LE) and its
@@ -24,7 +25,9 @@ from __future__ import annotations
 import glob as _glob
 import gzip
 import os
+import secrets
 import struct
+import weakref
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,6 +41,7 @@ NO_COMPRESSION, SNAPPY, GZIP = 0, 1, 2
 COMPRESSORS = {NO_COMPRESSION: "none", SNAPPY: "snappy", GZIP: "gzip"}
 LAYOUTS = ("go", "fluid")
 DEFAULT_MAX_CHUNK_SIZE = 32 * 1024 * 1024  # record bytes per chunk, before compression
+MAX_STORED = 0xFFFFFFFF  # the header's sizes are uint32
 
 PathOrFile = Union[str, "os.PathLike[str]", BinaryIO]
 
@@ -78,9 +82,9 @@ def _compress(data: bytes, compressor: int) -> bytes:
     raise RecordIOError(f"unknown compressor {compressor}")
 
 
-def _decompress(data: bytes, compressor: int) -> bytes:
+def _decompress(data: memoryview, compressor: int) -> bytes:
     if compressor == NO_COMPRESSION:
-        return data
+        return data.tobytes()
     if compressor == SNAPPY:
         return snappy.decompress(data)
     return gzip.decompress(data)
@@ -93,8 +97,21 @@ def _open(target: PathOrFile, mode: str) -> tuple[BinaryIO, str, bool]:
     return open(path, mode), path, True  # noqa: SIM115
 
 
+def _discard(f: BinaryIO, path: str) -> None:
+    f.close()
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 class Writer:
-    """Writes records into chunks of at most `max_chunk_size` bytes (before compression)."""
+    """Writes records into chunks of about `max_chunk_size` bytes (before compression).
+
+    As in Go's writer, a record that does not fit in the current chunk closes it, and a record
+    bigger than `max_chunk_size` gets a chunk of its own: any record up to the format's 32-bit
+    sizes goes in. A path is written as a hidden temporary file beside it and renamed into
+    place by close(), so a failed or abandoned writer leaves no partial file behind."""
 
     def __init__(self, target: PathOrFile, max_chunk_size: int = DEFAULT_MAX_CHUNK_SIZE,
                  compressor: int = SNAPPY, layout: str = "go"):
@@ -106,12 +123,24 @@ class Writer:
             raise RecordIOError("Paddle's fluid RecordIO has no gzip: use SNAPPY or NO_COMPRESSION")
         if max_chunk_size <= 0:
             raise RecordIOError("max_chunk_size must be positive")
-        self._file, self.name, self._owned = _open(target, "wb")
         self.max_chunk_size, self.compressor, self.layout = max_chunk_size, compressor, layout
         self._records: list[bytes] = []
-        self._bytes = 0
+        self._bytes = 0  # the pending records' bytes (what Go's writer compares with the chunk size)
+        self._stored = 0  # and with their 4-byte lengths, as stored
         self.closed = False
         self.count = 0
+        self._temp: str | None = None
+        if hasattr(target, "write"):
+            self._file, self.name = target, getattr(target, "name", "<stream>")  # type: ignore[assignment]
+            return
+        self.name = os.fspath(target)  # type: ignore[arg-type]
+        directory, base = os.path.split(self.name)
+        self._temp = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.tmp")
+        # O_EXCL: never through a planted file or link; 0o666 so the umask decides, as for open().
+        fd = os.open(self._temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        self._file = os.fdopen(fd, "wb")
+        # An abandoned writer (an exception, a forgotten close) removes its file when collected.
+        self._cleanup = weakref.finalize(self, _discard, self._file, self._temp)
 
     def write(self, record: bytes | bytearray | memoryview) -> int:
         if self.closed:
@@ -119,12 +148,16 @@ class Writer:
         if not isinstance(record, (bytes, bytearray, memoryview)):
             raise TypeError(f"a record must be bytes, got {type(record).__name__} (pickle.dumps it first)")
         record = bytes(record)
-        if len(record) >= self.max_chunk_size:
-            raise RecordIOError(f"a record of {len(record)} bytes does not fit in a chunk of {self.max_chunk_size}")
-        if self._bytes + len(record) > self.max_chunk_size:
+        stored = 4 + len(record)
+        if stored > MAX_STORED:
+            raise RecordIOError(f"a record of {len(record)} bytes is over RecordIO's limit of "
+                                f"{MAX_STORED - 4} (sizes are 32-bit)")
+        if self._records and (self._bytes + len(record) > self.max_chunk_size
+                              or self._stored + stored > MAX_STORED):
             self.flush()
         self._records.append(record)
         self._bytes += len(record)
+        self._stored += stored
         self.count += 1
         return len(record)
 
@@ -132,31 +165,52 @@ class Writer:
         """Write the pending records as one chunk."""
         if not self._records:
             return
-        raw = b"".join(struct.pack("<I", len(r)) + r for r in self._records)
-        data = _compress(raw, self.compressor)
+        parts = []
+        for r in self._records:
+            parts += (struct.pack("<I", len(r)), r)
+        data = _compress(b"".join(parts), self.compressor)
+        if len(data) > MAX_STORED:
+            raise RecordIOError(f"a chunk of {len(data)} bytes once compressed is over RecordIO's limit of "
+                                f"{MAX_STORED}: write smaller records or compress less")
         header = ChunkHeader(zlib.crc32(data) & 0xFFFFFFFF, self.compressor, len(data), len(self._records),
                              self.layout)
         self._file.write(header.pack())
         self._file.write(data)
-        self._records, self._bytes = [], 0
+        self._records, self._bytes, self._stored = [], 0, 0
 
     def close(self) -> None:
+        """Write what is pending and put the file in place (a path) or flush it (a stream)."""
         if self.closed:
+            return
+        self.closed = True
+        if self._temp is None:
+            self.flush()
+            self._file.flush()
             return
         try:
             self.flush()
-            if self._owned:
-                self._file.close()
-            else:
-                self._file.flush()
-        finally:
-            self.closed = True
+            self._file.close()
+            os.replace(self._temp, self.name)
+        except BaseException:
+            self._cleanup()
+            raise
+        self._cleanup.detach()
+
+    def abort(self) -> None:
+        """Stop without writing: a path is left as it was before the writer started."""
+        self.closed = True
+        self._records, self._bytes, self._stored = [], 0, 0
+        if self._temp is not None:
+            self._cleanup()
 
     def __enter__(self) -> Writer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
 
 def _plausible(fields: tuple[int, int, int, int], remaining: int) -> bool:
@@ -187,7 +241,7 @@ def read_chunk(f: BinaryIO, name: str = "<stream>", layout: str | None = None,
     if not order:
         raise CorruptRecordIO(name, offset, "the header's compressor or size makes no sense")
     sizes = {candidates[n][2] for n in order}
-    data = f.read(max(sizes))
+    data = memoryview(f.read(max(sizes)))
     chosen = None
     for n in order:
         checksum, compressor, size, _ = candidates[n]

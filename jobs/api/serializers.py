@@ -67,3 +67,6 @@ class LogSerializer(serializers.Serializer):
     offset = serializers.IntegerField(help_text="Byte offset where text starts.")
     next_offset = serializers.IntegerField(help_text="Pass as ?offset= to continue without gaps or repeats.")
     state = serializers.CharField(help_text="The replica's state; stop following once it has ended.")
+    notice = serializers.CharField(allow_blank=True, help_text=(
+        "Why lines may be missing right now (e.g. the node's kubelet does not answer); empty when "
+        "the log is coming in. The missing lines are fetched once it answers again."))

@@ -73,5 +73,5 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
                 chunk = services.replica_log(r, offset=query.validated_data.get("offset"),
                                              lines=query.validated_data["lines"])
             out.append({"replica": r.name, "text": chunk.text, "offset": chunk.offset,
-                        "next_offset": chunk.next_offset, "state": r.state})
+                        "next_offset": chunk.next_offset, "state": r.state, "notice": chunk.notice})
         return Response(LogSerializer(out, many=True).data)

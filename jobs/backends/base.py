@@ -1,4 +1,5 @@
-"""The one interface every backend implements; the services and tasks only talk to this."""
+"""The one interface every backend implements; the lifecycle, the tasks and the watch loop only
+talk to this, and find a datacenter's backend through jobs/backends/registry.py."""
 
 from __future__ import annotations
 
@@ -9,6 +10,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
+    from accounts.models import Datacenter
+
+    from ..models import Job, Replica
 
 
 class LaunchError(Exception):
@@ -32,28 +41,75 @@ class ReplicaStatus:
     finished: datetime | None = None
 
 
-class Backend(ABC):
-    def __init__(self, datacenter):
-        self.datacenter = datacenter
+class WatchContext(Protocol):
+    """What the watch loop (manage.py watch_jobs) gives each backend's watcher: the lifecycle
+    and the live-log push live above the backends, so they are handed down, not imported."""
+
+    def jobs_to_watch(self) -> QuerySet[Job]:
+        """Jobs whose replicas may still change."""
+
+    def sync(self, job: Job) -> None:
+        """Record the job's observed replica states and move the job on (jobs/lifecycle.py)."""
+
+    def push_logs(self, job: Job) -> None:
+        """Send the job's new log output to its live viewers."""
+
+
+class Watcher(ABC):
+    """Watches every datacenter of one backend from the watch loop; `tick` runs every interval."""
+
+    def __init__(self, backend: str):
+        self.backend = backend  # the datacenters' `backend` value this watcher serves
 
     @abstractmethod
-    def prepare(self, job, heartbeat: Callable[[], None]) -> None:
+    def start(self) -> None:
+        """Once, before the first tick: say what this host cannot do, open connections."""
+
+    @abstractmethod
+    def tick(self, ctx: WatchContext) -> None:
+        """Observe the backend's jobs, call ctx.sync on those that changed, push their logs."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Release threads and connections; the loop is ending."""
+
+
+class Backend(ABC):
+    def __init__(self, datacenter: Datacenter):
+        self.datacenter = datacenter
+
+    @classmethod
+    @abstractmethod
+    def watcher(cls, backend: str) -> Watcher:
+        """The watcher of every datacenter whose `backend` is `backend`."""
+
+    @classmethod
+    @abstractmethod
+    def check_config(cls, name: str, config: dict[str, Any]) -> None:
+        """Raise ValueError if a datacenter's `config` is not valid for this backend."""
+
+    def isolation(self) -> list[str]:
+        """What this datacenter enforces on its jobs, line by line, for the admin (none said: [])."""
+        return []
+
+    @abstractmethod
+    def prepare(self, job: Job, heartbeat: Callable[[], None]) -> None:
         """Make the runtime (package copy, environment from requirements.txt). Idempotent."""
 
     @abstractmethod
-    def launch(self, job) -> None:
+    def launch(self, job: Job) -> None:
         """Start every replica that is not started yet. Idempotent."""
 
     @abstractmethod
-    def stop(self, job, replicas: Iterable | None = None) -> None:
+    def stop(self, job: Job, replicas: Iterable[Replica] | None = None) -> None:
         """Terminate the given replicas (all by default): graceful, then forced. Idempotent."""
 
     @abstractmethod
-    def delete(self, job) -> None:
+    def delete(self, job: Job) -> None:
         """Remove every trace of the job's processes or objects. Idempotent."""
 
     @abstractmethod
-    def observe(self, job) -> dict[tuple[str, int], ReplicaStatus]:
+    def observe(self, job: Job) -> dict[tuple[str, int], ReplicaStatus]:
         """Current status of each replica, keyed by (role, index)."""
 
 
@@ -67,7 +123,7 @@ def copy_tree_atomic(src: Path, dest: Path) -> None:
     os.rename(tmp, dest)
 
 
-def snapshot_package(job, dest: Path) -> None:
+def snapshot_package(job: Job, dest: Path) -> None:
     """The job's own copy of its PFS package, taken once: later edits in PFS do not reach it."""
     from pfs.paths import PathError, resolve
 
@@ -81,15 +137,3 @@ def snapshot_package(job, dest: Path) -> None:
         raise LaunchError("PackageUnavailable", f"{job.package} is not a directory any more")
     dest.parent.mkdir(parents=True, exist_ok=True)
     copy_tree_atomic(src, dest)
-
-
-def get_backend(datacenter) -> Backend:
-    if datacenter.backend == "local":
-        from .local import LocalBackend
-
-        return LocalBackend(datacenter)
-    if datacenter.backend == "kubernetes":
-        from .kubernetes import KubernetesBackend
-
-        return KubernetesBackend(datacenter)
-    raise LaunchError("NoBackend", f"datacenter {datacenter.name}: the {datacenter.backend} backend is not available")

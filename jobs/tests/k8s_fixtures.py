@@ -47,7 +47,7 @@ def submit(user, name: str = "fit", **fields):
 
 
 def ns_of(job) -> str:
-    from jobs.backends.base import get_backend
+    from jobs.backends.registry import get_backend
 
     return get_backend(job.datacenter).namespace(job)
 
@@ -77,13 +77,21 @@ class Part:
     """The watcher's Kubernetes part, ticked from the test thread."""
 
     def __init__(self):
-        from jobs.backends.k8s_sync import KubernetesPart
+        from jobs.backends import registry
+        from jobs.management.commands.watch_jobs import WatchLoop
 
-        self.part = KubernetesPart()
-        self.pushed: list[int] = []
+        pushed: list[int] = []
+
+        class Recording(WatchLoop):
+            def push_logs(self, job) -> None:
+                pushed.append(job.pk)
+
+        self.part = registry.backend_class("kubernetes").watcher("kubernetes")
+        self.pushed = pushed
+        self.loop = Recording([self.part])
 
     def tick(self) -> None:
-        self.part.tick(lambda job: self.pushed.append(job.pk))
+        self.part.tick(self.loop)
 
     def watcher(self):
         return next(iter(self.part.watchers.values()))[1]
@@ -98,7 +106,7 @@ class Part:
 
 @pytest.fixture
 def part(k8s_dc):
-    from jobs.backends import k8s_watch
+    from jobs.backends.kubernetes import watch as k8s_watch
 
     p = Part()
     yield p

@@ -113,7 +113,8 @@ class Store:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.waiters: set[asyncio.Event] = set()
         self.stream_generation = 0
-        self.slow_deletion = False  # keep foreground-deleted owners Terminating until finish_deletions()
+        # Keep foreground-deleted owners and deleted pods Terminating until finish_deletions().
+        self.slow_deletion = False
 
     # --- change notification --------------------------------------------------------------
     def _notify(self) -> None:
@@ -211,7 +212,9 @@ class Store:
             if obj["metadata"].get("deletionTimestamp"):
                 return copy.deepcopy(obj)
             uid = obj["metadata"]["uid"]
-            if propagation == "Foreground":
+            if plural == "pods":
+                self._delete_pod(key, obj)
+            elif propagation == "Foreground":
                 obj["metadata"].update(deletionTimestamp=now(), finalizers=["foregroundDeletion"])
                 self._record(plural, "MODIFIED", obj)
                 self._delete_dependents(uid, "Foreground")
@@ -222,6 +225,20 @@ class Store:
                 if propagation != "Orphan":
                     self._delete_dependents(uid, "Background")
             return copy.deepcopy(obj)
+
+    def _delete_pod(self, key: tuple[str, str, str], obj: Obj) -> None:
+        """Graceful, as the API server deletes a pod: first marked (deletionTimestamp, a MODIFIED
+        event; the job controller's tracking finalizer holds a Job's pods, failed ones too), then
+        gone once the kubelet and the controller let go: at once, or at finish_deletions() while
+        `slow_deletion` is on."""
+        md = obj["metadata"]
+        md.update(deletionTimestamp=now(), deletionGracePeriodSeconds=30)
+        if not self.slow_deletion:
+            self._record("pods", "MODIFIED", obj)
+            self._remove(key)
+            return
+        md["finalizers"] = [*(md.get("finalizers") or []), "batch.kubernetes.io/job-tracking"]
+        self._record("pods", "MODIFIED", obj)
 
     def _delete_dependents(self, uid: str, propagation: str) -> None:
         for (p, n, name), o in list(self.objects.items()):

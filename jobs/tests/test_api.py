@@ -116,7 +116,7 @@ def test_logs_tail_and_resume_from_an_offset(alice, alice_api, pkg):
 
     tail = alice_api.get("/api/v2/jobs/fit/logs/?replica=trainer-1&lines=3").json()
     assert tail == [{"replica": "trainer-1", "text": "line 7\nline 8\nline 9\n", "offset": 49, "next_offset": 70,
-                     "state": "Pending"}]
+                     "state": "Pending", "notice": ""}]
     logstore.append(trainer, b"line 10\n")
     more = alice_api.get(f"/api/v2/jobs/fit/logs/?replica=trainer-1&offset={tail[0]['next_offset']}").json()
     assert more[0]["text"] == "line 10\n" and more[0]["next_offset"] == 78

@@ -40,6 +40,10 @@ async def test_the_owner_gets_the_state_then_pushed_changes_and_logs(client, job
     await sync_to_async(notify.log_data)(job.pk, "trainer-0", 0, "hello\n", 6)
     assert await comm.receive_json_from(timeout=5) == {
         "type": "log", "replica": "trainer-0", "offset": 0, "text": "hello\n", "next_offset": 6}
+
+    await sync_to_async(notify.log_notice)(job.pk, "trainer-0", "the kubelet does not answer")
+    assert await comm.receive_json_from(timeout=5) == {
+        "type": "log_notice", "replica": "trainer-0", "notice": "the kubelet does not answer"}
     await comm.disconnect()
 
 

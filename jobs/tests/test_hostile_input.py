@@ -103,7 +103,7 @@ def test_an_offset_past_the_end_reads_nothing_from_there(alice_api, pkg):
     res = alice_api.get("/api/v2/jobs/fit/logs/?replica=trainer-0&offset=1000")
     assert res.status_code == 200
     assert res.json()[0] | {"state": None} == {"replica": "trainer-0", "text": "", "offset": 1000,
-                                               "next_offset": 1000, "state": None}
+                                               "next_offset": 1000, "state": None, "notice": ""}
 
 
 @pytest.mark.django_db

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from jobs.backends.local import cgroups, sandbox
-from jobs.management.commands.watch_jobs import Watcher
+from jobs.management.commands.watch_jobs import WatchLoop
 
 
 @pytest.fixture(autouse=True)
@@ -21,7 +21,7 @@ def fresh_probes():
 def start_and_stop_watcher() -> None:
     stopping = threading.Event()
     stopping.set()
-    Watcher().run(stopping, 0.01)
+    WatchLoop().run(stopping, 0.01)
 
 
 @pytest.mark.django_db(transaction=True)

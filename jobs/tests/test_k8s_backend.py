@@ -5,7 +5,8 @@ cluster: launch order, idempotency, faults, stop and delete."""
 import pytest
 
 from jobs import manifests
-from jobs.backends.base import LaunchError, get_backend
+from jobs.backends.base import LaunchError
+from jobs.backends.registry import get_backend
 from jobs.models import JobState
 
 from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, submit  # noqa: F401
@@ -82,7 +83,7 @@ def test_kill_leaves_nothing_behind_and_delete_waits_for_the_cluster(alice, k8s_
 
 
 def test_resubmitting_the_name_of_a_job_still_being_deleted_gets_a_clear_answer(alice, k8s_dc, cluster, monkeypatch):
-    from jobs.backends import kubernetes
+    from jobs.backends.kubernetes import backend as kubernetes
 
     monkeypatch.setattr(kubernetes, "ROOT_WAIT_SECONDS", 1)
     monkeypatch.setattr(kubernetes, "DELETE_WAIT_SECONDS", 1)

@@ -11,8 +11,8 @@ import pytest
 from django.db import connection
 
 from accounts.models import Registry
-from jobs.backends import k8s_hardening
-from jobs.backends.k8s_build import IMAGE_TAR, PUSH_AUTH
+from jobs.backends.kubernetes import hardening as k8s_hardening
+from jobs.backends.kubernetes.build import IMAGE_TAR, PUSH_AUTH
 from jobs.models import JobState
 
 from .k8s_fixtures import cluster, k8s_dc, ns_of, wait_for  # noqa: F401

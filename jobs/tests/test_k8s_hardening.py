@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from jobs import manifests
-from jobs.backends.base import get_backend
+from jobs.backends.registry import get_backend
 from jobs.models import Job
 
 from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, submit  # noqa: F401
@@ -163,7 +163,7 @@ def test_internet_egress_is_the_datacenters_setting(alice, k8s_dc, cluster, inte
     launch(job)
     ns = ns_of(job)
     cluster.run_job(ns, "fit-trainer")
-    # The image build's pod, as k8s_build makes it (labels are what the policies select).
+    # The image build's pod, as kubernetes/build.py makes it (labels are what the policies select).
     cluster.store.create("pods", ns, {"metadata": {"name": "fit-build-x", "labels": manifests.labels(job, "build")},
                                       "spec": {}})
     w = World(cluster)
@@ -208,7 +208,7 @@ def test_the_namespace_policies_follow_the_datacenters_settings(alice, k8s_dc, c
 
 
 def test_the_deploy_label_of_the_control_plane_is_the_default_setting():
-    from jobs.backends.k8s_settings import parse
+    from jobs.backends.kubernetes.config import parse
 
     [ns_doc] = deploy_docs("namespace.yaml")
     key, value = parse("k8s", {}).network.control_plane

@@ -2,12 +2,14 @@
 """Pod logs into the durable per-replica files: every line once, across dropped streams, a
 restarted watcher, a crash between writing a log and its cursor, and pod deletion."""
 
+import asyncio
 from datetime import UTC, datetime
 
 import pytest
+from django.urls import reverse
 
 from jobs import logstore
-from jobs.backends.k8s_logs import Cursor, Position, parse_ts
+from jobs.backends.kubernetes.logs import Cursor, Position, parse_ts
 
 from .k8s_fixtures import Part, cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
 
@@ -85,3 +87,51 @@ def test_position_skips_exactly_what_was_stored():
     assert pos.take(lines) == [b"z\n", b"w\n", b"v\n"]
     assert (pos.stamp, pos.count) == ("2026-01-01T00:00:02Z", 1)
     assert parse_ts("2026-01-01T00:00:01.1Z") > parse_ts("2026-01-01T00:00:01.09Z")  # not string order
+
+
+@pytest.mark.parametrize("status", [500, 502])
+def test_an_unreadable_pod_log_is_explained_to_viewers_then_caught_up(alice, alice_api, cluster, part, client,
+                                                                       status):
+    """The kubelet does not answer: the API, the page and the websocket say why the log is not
+    coming in, the follower backs off, and once the node answers the lines arrive and the
+    explanation goes."""
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from jobs import notify
+    job, ns, pod = running_trainer(alice, cluster, part)
+    cluster.log(ns, pod, "before")
+    part.until(lambda: text_of(job) == "before\n", what="the first line")
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(notify.group(job.pk), channel)
+    client.force_login(alice)
+
+    cluster.fail("GET", rf"/api/v1/namespaces/{ns}/pods/{pod}/log", status=status, times=5)
+    cluster.drop_streams()
+    cluster.log(ns, pod, "while the node is away")
+
+    def api_notice():
+        return alice_api.get(f"/api/v2/jobs/{job.name}/logs/").json()[0]["notice"]
+
+    notice = part.until(api_notice, timeout=20, what="the notice in the API")
+    assert f"pod {pod} cannot be read" in notice and f"answered {status}" in notice
+    page = client.get(reverse("jobs:log", args=[job.name, "trainer-0"])).content.decode()
+    assert f"pod {pod} cannot be read" in page
+    async def next_notice():
+        while (msg := await asyncio.wait_for(layer.receive(channel), 10))["type"] != "log.notice":
+            pass  # job.changed pushes come too
+        return msg["notice"]
+
+    assert f"pod {pod} cannot be read" in async_to_sync(next_notice)()
+
+    part.until(lambda: text_of(job) == "before\nwhile the node is away\n", timeout=30, what="the lines caught up")
+    part.until(lambda: api_notice() == "", what="the notice cleared")
+
+
+def test_backoff_grows_and_is_capped():
+    from jobs.backends.kubernetes.logs import BACKOFF_CAP_SECONDS, backoff
+
+    assert all(0.1 <= backoff(1) <= 0.4 for _ in range(20))
+    assert all(backoff(4) <= 3.2 for _ in range(20)) and max(backoff(6) for _ in range(20)) > 3.2
+    assert all(BACKOFF_CAP_SECONDS / 2 <= backoff(n) <= BACKOFF_CAP_SECONDS for n in (10, 100) for _ in range(20))

@@ -13,8 +13,9 @@ import pytest
 
 from accounts.models import Datacenter, Registry
 from jobs import contract, manifests
-from jobs.backends import k8s_build, k8s_hardening
-from jobs.backends.k8s_settings import SettingsError, parse, sanitize, user_namespace
+from jobs.backends.kubernetes import build as k8s_build
+from jobs.backends.kubernetes import hardening as k8s_hardening
+from jobs.backends.kubernetes.config import SettingsError, parse, sanitize, user_namespace
 from jobs.models import Job
 from jobs.spec import MAX_TRAINERS
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from jobs.backends.k8s_status import Warning, pod_status, replica_key, workload_failure
+from jobs.backends.kubernetes.status import Warning, pod_status, replica_key, workload_failure
 from jobs.manifests import COMPLETION_INDEX, KUBEFLOW_INDEX, LABEL_JOB_ID, LABEL_ROLE
 
 
@@ -17,7 +17,7 @@ def pod(phase="Pending", *, main=None, init=None, conditions=(), deleting=False,
         st["reason"], st["message"] = reason, message
     md = {"name": "p", "labels": {LABEL_JOB_ID: "7", LABEL_ROLE: "trainer"}}
     if deleting:
-        md["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        md["deletionTimestamp"] = deleting if isinstance(deleting, str) else "2026-01-01T00:00:00Z"
     return {"metadata": md, "spec": {"nodeName": node} if node else {}, "status": st}
 
 
@@ -57,6 +57,20 @@ CASES = [
     (pod(main={"state": {"waiting": {"reason": "ContainerCreating"}}}), "trainer",
      ("Pending", "ContainerCreating", None)),
     (pod(node=None), "trainer", ("Pending", "Scheduling", None)),
+    # Deleted after failing by itself (the cluster deletes a failed job's pods): still its failure.
+    (pod("Failed", main={"state": term(3)}, deleting="2026-01-01T00:00:10Z"), "trainer", ("Failed", "Error", 3)),
+    (pod("Failed", main={"state": term(137, "OOMKilled")}, deleting="2026-01-01T00:00:09Z"), "trainer",
+     ("Failed", "OOMKilled", 137)),
+    (pod("Failed", reason="Evicted", message="low on memory", deleting=True), "trainer", ("Failed", "Evicted", None)),
+    # Stopped by the deletion: the kubelet's SIGTERM, after (or in the same second as) the mark.
+    (pod("Failed", main={"state": term(143)}, deleting=True), "trainer", ("Terminated", "Terminated", 143)),
+    (pod("Failed", main={"state": term(143)}, deleting="2026-01-01T00:00:09Z"), "trainer",
+     ("Terminated", "Terminated", 143)),
+    # Never started: deleted while unschedulable or pulling its image.
+    (pod(conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}], node=None,
+         deleting=True), "trainer", ("Terminated", "NotStarted", None)),
+    (pod("Failed", main={"state": {"waiting": {"reason": "ImagePullBackOff"}}}, deleting=True), "trainer",
+     ("Terminated", "NotStarted", None)),
 ]
 
 

@@ -211,3 +211,29 @@ def test_pods_get_their_index_label_and_orphans_are_swept(alice, cluster, part):
     job.delete()  # the row is gone (say, removed by hand) while its objects still run
     part.part.next_sweep = 0
     part.until(lambda: cluster.objects_in(ns) == [], what="the orphans swept")
+
+
+@pytest.mark.parametrize("code, reason", [(3, "Error"), (137, "OOMKilled")])
+def test_a_failed_replica_stays_failed_while_the_cluster_deletes_its_pod(alice, cluster, part, code, reason):
+    """The job fails, its root is deleted, the garbage collector marks every pod for deletion
+    (the Job's tracking finalizer keeps them Terminating), then they go: the replica that
+    failed keeps its exit code and reason, the one never scheduled ends NotStarted."""
+    cluster.store.slow_deletion = True
+    job, ns, trainers = started(cluster, part, alice, mode="collective", pservers=0, trainers=3)
+    cluster.pod_running(ns, trainers[0])
+    cluster.pod_unschedulable(ns, trainers[2], "0/3 nodes are available: 3 Insufficient cpu.")
+    cluster.pod_failed(ns, trainers[1], exit_code=code, reason=reason)
+    part.until(lambda: part.job(job).state == JobState.FAILED, what="Failed")
+    part.until(lambda: all(cluster.store.get("pods", ns, p)["metadata"].get("deletionTimestamp") for p in trainers),
+               what="every pod marked for deletion")
+    part.until(lambda: replicas(job)["trainer-0"].state == ReplicaState.TERMINATED, what="trainer-0 stopped")
+    part.until(lambda: replicas(job)["trainer-2"].state == ReplicaState.TERMINATED, what="trainer-2 ended")
+    cluster.store.finish_deletions()
+    part.until(lambda: cluster.objects_in(ns) == [], what="everything deleted")
+    for _ in range(3):
+        part.tick()
+    r = replicas(job)
+    assert (r["trainer-1"].state, r["trainer-1"].reason, r["trainer-1"].exit_code) == ("Failed", reason, code)
+    assert (r["trainer-0"].state, r["trainer-0"].reason) == ("Terminated", "Terminated")
+    assert (r["trainer-2"].state, r["trainer-2"].reason) == ("Terminated", "NotStarted")
+    assert list(job.events.filter(replica=r["trainer-1"]).values_list("state", flat=True)) == ["Failed"]

@@ -148,6 +148,20 @@ def test_a_failing_trainer_fails_the_job_with_its_exit_code_and_last_lines(alice
     assert job_processes(job) == []
 
 
+def test_a_finished_replicas_state_never_changes_again(alice):
+    """Once its host forgets the processes (its scratch wiped, a delete half done), every
+    replica looks never started: the ones that ended keep how they ended."""
+    import shutil
+
+    job = run_until_done(submit(alice, "bad", {"train.py": PS_WORKLOAD}, env={"FAIL_TRAINER": "1"}))
+    before = {r.name: (r.state, r.reason, r.exit_code) for r in job.replicas.all()}
+    assert before["trainer-1"] == ("Failed", "Error", 3)
+    shutil.rmtree(LocalBackend(job.datacenter).job_dir(job))
+    sync_job(job)
+    after = {r.name: (r.state, r.reason, r.exit_code) for r in job.replicas.all()}
+    assert after == before
+
+
 def test_a_missing_command_fails_the_job(alice):
     job = run_until_done(submit(alice, "nocmd", {"train.py": ""}, entry="no-such-program --x",
                                 mode="collective", pservers=0, trainers=1))
@@ -248,7 +262,7 @@ def test_a_job_timeout_fails_it(alice):
 
 
 def test_requirements_make_a_runtime_built_once_and_reused(alice):
-    from jobs import runtime
+    from jobs.backends.local import runtime
 
     requirements = "six==1.17.0\n"
     files = {"train.py": "import six, sys; print(six.__version__, sys.prefix)\n", "requirements.txt": requirements}

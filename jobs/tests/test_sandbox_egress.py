@@ -130,7 +130,7 @@ def evil_index(tmp_path, host_server, settings):
 
 
 def test_pip_install_runs_setup_scripts_sandboxed_as_the_build_uid(alice, evil_index, settings):
-    from jobs import runtime
+    from jobs.backends.local import runtime
 
     requirements = f"evil @ {evil_index}#sha256_marker={os.getpid()}\n"
     files = {"train.py": "print('ran', flush=True)\n", "requirements.txt": requirements}

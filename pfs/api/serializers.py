@@ -1,5 +1,6 @@
 from datetime import timedelta
 
+from django.conf import settings
 from rest_framework import serializers
 
 from pfs import uploads
@@ -49,7 +50,7 @@ class UploadSerializer(serializers.ModelSerializer):
         return obj.completed is not None
 
     def get_expires(self, obj) -> str:
-        return serializers.DateTimeField().to_representation(obj.updated + uploads.UPLOAD_TTL)
+        return serializers.DateTimeField().to_representation(obj.updated + settings.PFS_UPLOAD_TTL)
 
 
 class UsageSerializer(serializers.Serializer):

@@ -178,8 +178,8 @@ class ContentView(PfsView):
         temporary file and renamed into place, so readers never see a partial file. Refused with
         413 "quota exceeded: used X of Y" when it does not fit."""
         length = self.content_length()
-        if length > uploads.MAX_CHUNK:
-            raise PathError(f"at most {uploads.MAX_CHUNK} bytes in one request: use /api/v2/uploads/", 413)
+        if length > settings.PFS_MAX_CHUNK:
+            raise PathError(f"at most {settings.PFS_MAX_CHUNK} bytes in one request: use /api/v2/uploads/", 413)
         overwrite = request.query_params.get("overwrite", "true").lower() not in ("0", "false", "no")
         stream = request.stream
         chunks = iter(lambda: stream.read(uploads.BLOCK), b"") if stream is not None else iter(())

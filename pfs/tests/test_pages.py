@@ -122,18 +122,18 @@ def test_touch_checks_quota(alice, datacenter, home_dir):
 
 
 def test_job_package_upload_counts_and_respects_quota(alice, datacenter, home_dir):
-    """The job form's package upload goes through pfs.storage: counted, and refused over quota."""
+    """The job form's package upload goes through pfs.packages: counted, and refused over quota."""
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from pfs import storage
+    from pfs import packages
     from pfs.paths import home
     from quotas.models import Quota
 
     h = home(alice, "local")
-    storage.save_package(h.child("jobs", "a"), [SimpleUploadedFile("train.py", b"x" * 100)])
+    packages.save_package(h.child("jobs", "a"), [SimpleUploadedFile("train.py", b"x" * 100)])
     assert services.usage.get_usage(alice, "local").used_bytes == 100
     Quota.objects.create(datacenter=datacenter, user=alice, storage_bytes=150)
     with pytest.raises(PathError) as e:
-        storage.save_package(h.child("jobs", "b"), [SimpleUploadedFile("train.py", b"x" * 100)])
+        packages.save_package(h.child("jobs", "b"), [SimpleUploadedFile("train.py", b"x" * 100)])
     assert e.value.message == "quota exceeded: used 100 B of 150 B"
     assert not (home_dir / "jobs" / "b").exists()

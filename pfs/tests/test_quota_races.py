@@ -14,9 +14,10 @@ from urllib.parse import urlparse
 
 import pytest
 import requests
+from django.conf import settings
 
 from conftest import LiveASGI
-from pfs import storage, usage
+from pfs import packages, usage
 from pfs.models import StorageReservation, UploadSession
 from pfs.paths import home
 
@@ -272,7 +273,7 @@ def test_staged_package_bytes_count_until_settled(limited, alice, home_dir):
             seen.append(usage.get_usage(alice, "local"))
             yield b"y"
 
-    storage.save_package(dest, [Probe()])
+    packages.save_package(dest, [Probe()])
     assert seen[0].reserved_bytes == 6 * MiB and seen[0].used_bytes == 0
     after = usage.get_usage(alice, "local")
     assert (after.used_bytes, after.reserved_bytes) == (6 * MiB + 1, 0)
@@ -299,7 +300,7 @@ def test_housekeeping_drops_reservations_whose_writer_died(alice, datacenter, ho
     from pfs.tasks import housekeeping
 
     dead = StorageReservation.objects.create(user=alice, datacenter=datacenter, bytes=5 * MiB)
-    StorageReservation.objects.filter(pk=dead.pk).update(updated=timezone.now() - usage.RESERVATION_TTL
+    StorageReservation.objects.filter(pk=dead.pk).update(updated=timezone.now() - settings.PFS_RESERVATION_TTL
                                                          - timedelta(seconds=1))
     alive = usage.reserve(home(alice, "local").child("x.bin"), 2 * MiB)
     assert usage.get_usage(alice, "local").reserved_bytes == 7 * MiB

@@ -117,8 +117,8 @@ def test_hard_linked_files_are_neither_served_nor_written_through(alice_api, ali
 
 def test_what_a_job_wrote_counts_when_it_ends_and_then_refuses_uploads(system, alice, datacenter, home_dir):
     from conftest import token_client
-    from jobs.lifecycle import transition
     from jobs.models import Job, JobState
+    from jobs.transitions import transition
     from quotas.models import Quota
 
     Quota.objects.create(datacenter=datacenter, user=alice, storage_bytes=2**20)
@@ -165,3 +165,26 @@ def test_a_recount_keeps_what_was_written_behind_the_walker(alice, datacenter, h
     monkeypatch.setattr(usage, "home_size", walk_then_a_write_lands)
     assert usage.recompute(alice, datacenter) == 150
     assert usage.get_usage(alice, "local").used_bytes == 150
+
+
+def test_file_and_tree_copies_go_through_one_kernel_copier(alice, home_dir, monkeypatch):
+    from pfs import storage
+
+    copied = []
+    real = storage._copy_bytes
+
+    def recording(src, dst, size):
+        copied.append(size)
+        return real(src, dst, size)
+
+    monkeypatch.setattr(storage, "_copy_bytes", recording)
+    data = os.urandom(3 * 2**20 + 7)
+    write(home_dir / "one.bin", data)
+    write(home_dir / "tree" / "a.bin", data[:100])
+    A = "/pfs/local/home/alice"
+    services.copy(alice, f"{A}/one.bin", f"{A}/two.bin")
+    services.copy(alice, f"{A}/tree", f"{A}/tree2")
+    assert copied == [len(data), 100]
+    assert (home_dir / "two.bin").read_bytes() == data and (home_dir / "tree2" / "a.bin").read_bytes() == data[:100]
+    assert usage.get_usage(alice, "local").used_bytes == 2 * (len(data) + 100)
+    assert not [p for p in (home_dir / ".uploads").iterdir() if p.name != ".lock"]  # no temporary file left

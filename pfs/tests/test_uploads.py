@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 import pytest
 import requests
+from django.conf import settings
 from django.utils import timezone
 
 from pfs import services, uploads
@@ -82,8 +83,8 @@ def test_offset_conflicts_and_bad_chunks(alice_api, home_dir):
 def test_a_chunk_django_would_buffer_is_limited_to_64_mib(alice_api, home_dir):
     """Through Django (browser sessions) a chunk is spooled before the view runs, so its size is
     bounded; refused from Content-Length alone, nothing written."""
-    uid = create(alice_api, f"{A}/f.bin", 2 * uploads.MAX_CHUNK).json()["id"]
-    r = patch(alice_api, uid, 0, b"abc", CONTENT_LENGTH=str(uploads.MAX_CHUNK + 1))
+    uid = create(alice_api, f"{A}/f.bin", 2 * settings.PFS_MAX_CHUNK).json()["id"]
+    r = patch(alice_api, uid, 0, b"abc", CONTENT_LENGTH=str(settings.PFS_MAX_CHUNK + 1))
     assert r.status_code == 413 and "at most" in r.json()["detail"]
     assert alice_api.get(f"/api/v2/uploads/{uid}/").json()["offset"] == 0
 

@@ -17,13 +17,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 PARALLEL = 20
 
 
-def submit_all(requests):
+def submit_all(requests, path="/api/v2/jobs/"):
     """POST every (token, body) at once, each from a thread of its own; the answers in order."""
     with LiveASGI() as live, ThreadPoolExecutor(PARALLEL) as pool:
         def post(request):
             token, body = request
             with httpx.Client(base_url=live.url, timeout=60) as http:
-                return http.post("/api/v2/jobs/", json=body, headers={"Authorization": f"Token {token}"})
+                return http.post(path, json=body, headers={"Authorization": f"Token {token}"})
 
         return list(pool.map(post, requests))
 
@@ -44,6 +44,22 @@ def test_parallel_submissions_never_exceed_max_running_jobs(alice, datacenter):
     assert codes == [201] * 2 + [400] * (PARALLEL - 2), [r.text for r in answers if r.status_code != 400]
     refused = [r.json() for r in answers if r.status_code == 400]
     assert all("2 of 2 jobs already running" in body["non_field_errors"][0] for body in refused), refused
+    assert Job.objects.filter(user=alice, state__in=ACTIVE_STATES).count() == 2
+
+
+def test_parallel_legacy_v1_submissions_never_exceed_max_running_jobs(alice, datacenter):
+    """The old client's `POST /api/v1/jobs/` goes through the same admission."""
+    Quota.objects.create(datacenter=datacenter, user=alice, max_running_jobs=2)
+    pkg = make_package(alice, "fit", {"train.py": ""})
+
+    token = issue_token(alice)
+    answers = submit_all([(token, {"name": f"job-{i}", "jobPackage": pkg, "entry": "python train.py",
+                                   "parallelism": 1, "cpu": 1, "memory": "1Gi", "pservers": 0})
+                          for i in range(PARALLEL)], path="/api/v1/jobs/")
+
+    assert all(r.status_code == 200 for r in answers)
+    refused = [r.json()["msg"] for r in answers if r.json()["msg"]]
+    assert len(refused) == PARALLEL - 2 and all("2 of 2 jobs already running" in m for m in refused), refused
     assert Job.objects.filter(user=alice, state__in=ACTIVE_STATES).count() == 2
 
 

@@ -54,6 +54,12 @@
       if (msg.type === "job") {
         const status = document.getElementById("status");
         if (status && window.htmx) htmx.trigger(status, "jobchanged");
+      } else if (msg.type === "log_notice") {
+        const notice = document.querySelector(`p.log-notice[data-replica="${msg.replica}"]`);
+        if (notice) {
+          notice.textContent = msg.notice;
+          notice.hidden = !msg.notice;
+        }
       } else if (msg.type === "log") {
         const pre = document.querySelector(`pre.log[data-replica="${msg.replica}"]`);
         // Append only what continues exactly where the panel ends; a gap is filled by the next poll.

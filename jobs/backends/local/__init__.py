@@ -32,10 +32,11 @@ from kubernetes.utils import parse_quantity
 
 from pfs.paths import resolve
 
-from ... import contract, logstore, runtime
+from ... import contract, logstore
 from ...models import Job, Replica, ReplicaState
 from ..base import Backend, LaunchError, ReplicaStatus, copy_tree_atomic, snapshot_package
-from . import cgroups, config, egress, netns, sandbox
+from . import cgroups, config, egress, netns, runtime, sandbox
+from .watcher import LocalWatcher
 
 SHIM = Path(__file__).resolve().parents[2] / "shim.py"
 HOST = "127.0.0.1"
@@ -69,6 +70,36 @@ def _limits(job, replica, pids: int) -> cgroups.Limits:
 
 
 class LocalBackend(Backend):
+    @classmethod
+    def watcher(cls, backend: str) -> LocalWatcher:
+        return LocalWatcher(backend)
+
+    @classmethod
+    def check_config(cls, name: str, config_: dict) -> None:
+        config.parse(config_)
+
+    def isolation(self) -> list[str]:
+        """What this datacenter enforces on its jobs on this machine, and what it does not."""
+        try:
+            cfg = config.parse(self.datacenter.config)
+        except config.SettingsError as e:
+            return [f"Jobs fail until the config is fixed: {e}"]
+        if not cfg.sandboxed:
+            lines = ["Sandbox OFF (isolation: none): jobs run as the service's user and can read and change "
+                     "everything it can, every user's data included. For a single-user machine only."]
+        elif why := sandbox.probe():
+            lines = [f"Sandbox UNAVAILABLE: jobs fail with SandboxUnavailable. {why}"]
+        else:
+            way_out = ("internet access through slirp4netns (never the host's loopback)" if cfg.internet
+                       else "no network access beyond the job's own replicas")
+            lines = [f"Sandbox enforced (bubblewrap): every job runs as its user's own uid in a network namespace "
+                     f"of its own, every replica in its own mount and PID namespace, with no capabilities; {way_out}."]
+        support = cgroups.support()
+        enforced = {"memory": "memory", "cpu": "CPU", "pids": f"pids (at most {cfg.pids_limit} per replica)"}
+        lines += [f"Limit enforced: {enforced[c]}" for c in sorted(support.parents)]
+        lines += [f"Limit NOT enforced: {c}: {reason}" for c, reason in sorted(support.missing.items())]
+        return lines
+
     def settings(self) -> config.LocalSettings:
         try:
             return config.parse(self.datacenter.config)

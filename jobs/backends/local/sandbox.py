@@ -161,17 +161,21 @@ def _local_paths(values) -> list[str]:
     return found
 
 
+BUILD_HOSTNAME = "paddlecloud-build"
+BUILD_ETC = ("hosts", "resolv.conf")
+
+
 def build_command(target: Path, etc: Path, env: dict[str, str], netns: Path, argv: list[str]) -> list[str]:
     """A runtime build (pip install, which runs setup scripts of user-chosen packages) in a
     sandbox: the build uid, only the virtualenv being built writable, pip's local wheel
     directories and indexes read-only, the network through `netns` (see egress.py)."""
-    opts = _base_options() + ["--hostname", "paddlecloud-build"]
+    opts = _base_options() + ["--hostname", BUILD_HOSTNAME]
     made: set[str] = set()
     binds = [("--ro-bind", p, p) for p in [sys.base_prefix, *_local_paths(env.values())]]
     for kind, source, target_at in [*binds, ("--bind", str(target), str(target))]:
         if not target_at.startswith(("/usr/", "/etc/ssl/")):
             opts += _dirs_for(target_at, made) + [kind, source, target_at]
-    for name in ("hosts", "resolv.conf"):
+    for name in BUILD_ETC:
         opts += ["--ro-bind", str(etc / name), f"/etc/{name}"]
     opts += ["--chdir", "/tmp", "--clearenv"]
     base = {"PATH": f"{target}/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PIP_CONFIG_FILE": os.devnull}
@@ -195,6 +199,14 @@ def write_etc(etc: Path, uid: int, username: str, home_at: str, hostname: str, r
     (etc / "hosts").write_text(f"127.0.0.1 localhost {hostname}\n::1 localhost\n")
     (etc / "resolv.conf").write_text(resolv_conf)
     (etc / "nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files dns\n")
+
+
+def write_build_etc(etc: Path, resolv_conf: str) -> None:
+    """The host files a runtime build sees (BUILD_ETC): its own hostname resolves, and names
+    resolve through its route out."""
+    etc.mkdir(parents=True, exist_ok=True)
+    (etc / "hosts").write_text(f"127.0.0.1 localhost {BUILD_HOSTNAME}\n")
+    (etc / "resolv.conf").write_text(resolv_conf)
 
 
 def give_to(top: Path, uid: int) -> None:

@@ -1,6 +1,6 @@
-"""The status watcher: observes local replicas, moves jobs on, and streams new log output to
-each job's Channels group (one reader per replica, any number of viewers). Kubernetes
-datacenters are watched by jobs/backends/k8s_sync.py from the same loop."""
+"""The status watcher: runs every registered backend's watcher (jobs/backends/registry.py),
+which observes its datacenters' replicas and has the lifecycle move jobs on, and streams new log
+output to each job's Channels group (one reader per replica, any number of viewers)."""
 
 import logging
 import signal
@@ -9,43 +9,63 @@ import threading
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connection
+from django.db.models import QuerySet
 
 from jobs import logstore, notify
-from jobs.backends.k8s_sync import KubernetesPart
-from jobs.backends.local import cgroups, sandbox
+from jobs.backends import registry
+from jobs.backends.base import Watcher
 from jobs.lifecycle import sync_job
+from jobs.models import Job
 from jobs.tasks import jobs_to_watch
 from paddleweb import health
 
 log = logging.getLogger(__name__)
 
 
-class Watcher:
-    def __init__(self):
-        self.offsets: dict[int, int] = {}  # replica id -> log offset already pushed
-        self.kubernetes = KubernetesPart()
+class WatchLoop:
+    """The loop, and the WatchContext its backends' watchers call back into."""
 
+    def __init__(self, watchers: list[Watcher] | None = None):
+        self.offsets: dict[int, int] = {}  # replica id -> log offset already pushed
+        self.watchers = registry.watchers() if watchers is None else watchers
+
+    # --- WatchContext ---------------------------------------------------------------------
+    def jobs_to_watch(self) -> QuerySet[Job]:
+        return jobs_to_watch()
+
+    def sync(self, job: Job) -> None:
+        sync_job(job)
+
+    def push_logs(self, job: Job) -> None:
+        for replica in job.replicas.all():
+            start = self.offsets.get(replica.pk)
+            if start is None:  # viewers fetch history themselves; push only what is new
+                self.offsets[replica.pk] = logstore.size(replica)
+                continue
+            chunk = logstore.read(replica, start)
+            if chunk.text:
+                notify.log_data(job.pk, replica.name, chunk.offset, chunk.text, chunk.next_offset)
+                self.offsets[replica.pk] = chunk.next_offset
+
+    # --- the loop -------------------------------------------------------------------------
     def tick(self) -> None:
-        for job in jobs_to_watch().filter(datacenter__backend="local"):
+        for watcher in self.watchers:
             try:
-                sync_job(job)
-                self.push_logs(job)
+                watcher.tick(self)
             except Exception:
-                log.exception("job %s: watch failed", job.pk)
-        self.kubernetes.tick(self.push_logs)
+                log.exception("%s watcher: pass failed", watcher.backend)
 
     def stop(self) -> None:
-        self.kubernetes.stop()
+        for watcher in self.watchers:
+            watcher.stop()
 
     def run(self, stopping: threading.Event, interval: float | None = None) -> None:
         """Watch until `stopping` is set (the command, the tests and the benches all run this)."""
         interval = settings.WATCH_INTERVAL if interval is None else interval
         heartbeat = health.Heartbeat("watcher")  # /api/v2/health/ and the pages see us alive
         heartbeat.start()
-        # Say at start, not only at the first launch, what the local sandbox cannot enforce here
-        # (both probes log what is missing).
-        sandbox.probe()
-        cgroups.support()
+        for watcher in self.watchers:
+            watcher.start()
         try:
             while not stopping.is_set():
                 close_old_connections()
@@ -60,17 +80,6 @@ class Watcher:
             self.stop()
             connection.close()
 
-    def push_logs(self, job) -> None:
-        for replica in job.replicas.all():
-            start = self.offsets.get(replica.pk)
-            if start is None:  # viewers fetch history themselves; push only what is new
-                self.offsets[replica.pk] = logstore.size(replica)
-                continue
-            chunk = logstore.read(replica, start)
-            if chunk.text:
-                notify.log_data(job.pk, replica.name, chunk.offset, chunk.text, chunk.next_offset)
-                self.offsets[replica.pk] = chunk.next_offset
-
 
 class Command(BaseCommand):
     help = "Watch running jobs: replica states, job outcomes, live logs."
@@ -80,6 +89,6 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, lambda *a: stopping.set())
         self.stdout.write("watching jobs")
         try:
-            Watcher().run(stopping)
+            WatchLoop().run(stopping)
         except KeyboardInterrupt:
             pass

@@ -21,9 +21,9 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from ..manifests import LABEL_DATACENTER, LABEL_JOB, LABEL_JOB_ID
-from .k8s_client import Api, is_transient
-from .k8s_status import Warning, meta
+from ...manifests import LABEL_DATACENTER, LABEL_JOB, LABEL_JOB_ID
+from .client import Api, is_transient
+from .status import Warning, meta
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

@@ -1,8 +1,8 @@
-"""The Kubernetes part of `manage.py watch_jobs`: a ClusterWatcher (watches + log collector) per
-kubernetes datacenter, and on every tick the jobs whose objects changed are synced.
+"""The Kubernetes backend's watcher in `manage.py watch_jobs`: a ClusterWatcher (watches + log
+collector) per kubernetes datacenter, and on every tick the jobs whose objects changed are synced.
 
-Syncing a job is lifecycle.sync_job (replica rows, events, the job's state) fed by
-`observe_job` below from the watched state, plus what only Kubernetes needs: creating the
+Syncing a job is the lifecycle's sync (replica rows, events, the job's state; handed in by the
+watch loop) fed by `observe.observe_job` from the watched state, plus what only Kubernetes needs: creating the
 trainers once the pservers are ready, putting a stuck replica's reason on the job, failing the
 job when a replica stays Pending past the datacenter's pending timeout (never a silent
 Pending), restart counts, and sweeping objects whose job is gone. A slower full pass over the
@@ -16,29 +16,25 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
+from typing import TYPE_CHECKING
 
-from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Datacenter
 
-from .. import manifests, notify
-from ..models import TERMINAL_STATES, Job, JobEvent, JobState, Replica, ReplicaState
-from .base import LaunchError, ReplicaStatus, get_backend
-from .k8s_client import api_for
-from .k8s_logs import LogCollector
-from .k8s_status import (
-    MOUNT_WARNINGS,
-    PENDING_REASONS,
-    meta,
-    parse_time,
-    pod_status,
-    ready_replicas,
-    replica_key,
-    workload_failure,
-)
-from .k8s_watch import JOB, POD, STATEFULSET, ClusterState, ClusterWatcher, register
+from ... import manifests
+from ...models import TERMINAL_STATES, Job, JobEvent, JobState, Replica, ReplicaState
+from ...transitions import set_reason, transition
+from ..base import LaunchError, WatchContext, Watcher
+from .client import api_for
+from .logs import LogCollector
+from .observe import created
+from .status import MOUNT_WARNINGS, PENDING_REASONS, meta, ready_replicas, replica_key
+from .watch import JOB, POD, STATEFULSET, ClusterState, ClusterWatcher, register
+
+if TYPE_CHECKING:
+    from .backend import KubernetesBackend
 
 log = logging.getLogger(__name__)
 # Replica reasons that explain a stuck replica: shown on the job while it waits.
@@ -48,70 +44,14 @@ FULL_PASS_SECONDS = 5.0
 SWEEP_SECONDS = 60.0
 
 
-def _created(obj: dict) -> datetime:
-    return parse_time(meta(obj).get("creationTimestamp")) or datetime.min.replace(tzinfo=UTC)
-
-
-def observe_job(state: ClusterState, job, ns: str) -> dict[tuple[str, int], ReplicaStatus]:
-    """Each replica's status from the watched pods and workloads of `job`."""
-    live, gone = state.pods_of(job.pk)
-    wanted = {("pserver", i) for i in range(job.pservers)} | {("trainer", i) for i in range(job.trainers)}
-    newest: dict[tuple[str, int], dict] = {}
-    for pod in live:
-        key = replica_key(pod)
-        if key and key[1:] in wanted and (key[1:] not in newest or _created(pod) > _created(newest[key[1:]])):
-            newest[key[1:]] = pod
-    out: dict[tuple[str, int], ReplicaStatus] = {}
-    for (role, index), pod in newest.items():
-        out[(role, index)] = pod_status(pod, role, warning=state.warning(ns, POD, meta(pod).get("name", "")))
-    for pod in sorted(gone, key=_created):
-        key = replica_key(pod)
-        if key and key[1:] in wanted and key[1:] not in newest:
-            status = pod_status(pod, key[1], warning=None)
-            if status.state in (ReplicaState.PENDING, ReplicaState.RUNNING):
-                if job.state not in TERMINAL_STATES:
-                    continue  # deleted under a live job: its controller makes a new one
-                status = ReplicaStatus(ReplicaState.TERMINATED, None, "Deleted", "the pod was deleted",
-                                       pod=status.pod, started=status.started)
-            out[key[1:]] = status
-    if job.state in TERMINAL_STATES:
-        # Pods of an ended job may be gone (and forgotten): whatever was left unfinished ends.
-        for r in job.replicas.filter(state__in=[ReplicaState.PENDING, ReplicaState.RUNNING]):
-            if (r.role, r.index) not in out:
-                started = r.state == ReplicaState.RUNNING
-                out[(r.role, r.index)] = ReplicaStatus(
-                    ReplicaState.TERMINATED, None, "Terminated" if started else "NotStarted",
-                    "stopped by PaddleCloud" if started else "the job ended before it started", pod=r.pod)
-        return out
-    trainers_obj = state.workload(JOB, ns, manifests.trainer_name(job))
-    pservers_obj = state.workload(STATEFULSET, ns, manifests.pserver_name(job))
-    for role, index in wanted - set(out):
-        kind, name = (STATEFULSET, manifests.pserver_name(job)) if role == "pserver" else \
-            (JOB, manifests.trainer_name(job))
-        warning = state.warning(ns, kind, name)
-        if warning and warning.reason == "FailedCreate":
-            out[(role, index)] = ReplicaStatus(ReplicaState.PENDING, None, "FailedCreate", warning.message)
-        elif role == "trainer" and trainers_obj is None and job.pservers and job.mode == "ps":
-            ready = ready_replicas(pservers_obj)
-            out[(role, index)] = ReplicaStatus(
-                ReplicaState.PENDING, None, "WaitingForPservers",
-                f"trainers start when all {job.pservers} pservers are ready ({ready} ready)")
-    failed = workload_failure(trainers_obj)
-    if failed and not any(s.state == ReplicaState.FAILED for (r, _), s in out.items() if r == "trainer"):
-        for index in range(job.trainers):
-            current = out.get(("trainer", index))
-            if current is None or current.state != ReplicaState.SUCCEEDED:
-                out[("trainer", index)] = ReplicaStatus(ReplicaState.FAILED, None, failed[0], failed[1],
-                                                        pod=current.pod if current else "")
-    return out
-
-
 def _fingerprint(dc: Datacenter) -> str:
     return hashlib.sha256(f"{dc.kubeconfig}\0{json.dumps(dc.config, sort_keys=True)}".encode()).hexdigest()
 
 
-class KubernetesPart:
-    def __init__(self):
+class KubernetesWatcher(Watcher):
+    def __init__(self, backend: str, make_backend: Callable[[Datacenter], KubernetesBackend]):
+        super().__init__(backend)
+        self.make_backend = make_backend  # the backend's class: the watcher sits below it
         self.watchers: dict[int, tuple[str, ClusterWatcher]] = {}
         self.next_refresh = 0.0
         self.next_full = 0.0
@@ -124,7 +64,7 @@ class KubernetesPart:
     def refresh(self) -> None:
         """Start a ClusterWatcher per kubernetes datacenter; restart it when its config changes."""
         seen = set()
-        for dc in Datacenter.objects.filter(backend=Datacenter.Backend.KUBERNETES):
+        for dc in Datacenter.objects.filter(backend=self.backend):
             seen.add(dc.pk)
             fp = _fingerprint(dc)
             current = self.watchers.get(dc.pk)
@@ -150,6 +90,9 @@ class KubernetesPart:
             self.watchers.pop(pk)[1].stop()
             register(pk, None)
 
+    def start(self) -> None:
+        pass  # the cluster watches start at the first tick, and restart when a datacenter changes
+
     def stop(self) -> None:
         for pk, (_, watcher) in list(self.watchers.items()):
             watcher.stop()
@@ -157,7 +100,7 @@ class KubernetesPart:
         self.watchers.clear()
 
     # --- tick ------------------------------------------------------------------------------
-    def tick(self, push_logs: Callable[[Job], None]) -> None:
+    def tick(self, ctx: WatchContext) -> None:
         now = time.monotonic()
         if now >= self.next_refresh:
             self.next_refresh = now + REFRESH_SECONDS
@@ -168,44 +111,40 @@ class KubernetesPart:
         sweep = now >= self.next_sweep
         if sweep:
             self.next_sweep = now + SWEEP_SECONDS
-        from ..tasks import jobs_to_watch
-
         for dc_id, (_, watcher) in list(self.watchers.items()):
             if not watcher.state.ready():
                 continue
             ids = watcher.state.take_dirty()
             if full:
-                ids |= set(jobs_to_watch().filter(datacenter_id=dc_id).values_list("pk", flat=True))
+                ids |= set(ctx.jobs_to_watch().filter(datacenter_id=dc_id).values_list("pk", flat=True))
             jobs = Job.objects.filter(pk__in=ids, datacenter_id=dc_id, deleting=False).select_related(
                 "datacenter", "user", "registry")
             for job in jobs:
                 try:
-                    self.sync(watcher, job, push_logs)
+                    self.sync(watcher, job, ctx)
                 except Exception:
                     log.exception("job %s: kubernetes sync failed", job.pk)
             if sweep:
                 self.sweep(dc_id, watcher)
 
-    def sync(self, watcher: ClusterWatcher, job: Job, push_logs: Callable[[Job], None]) -> None:
-        from ..lifecycle import sync_job
-
+    def sync(self, watcher: ClusterWatcher, job: Job, ctx: WatchContext) -> None:
         watcher.logs.drain(job.pk)
-        sync_job(job)
-        backend = get_backend(job.datacenter)
+        ctx.sync(job)
+        backend = self.make_backend(job.datacenter)
         ns = backend.namespace(job)
         if job.state in (JobState.STARTING, JobState.RUNNING):
             self._advance(watcher, backend, job, ns)
             self._pending(watcher, backend, job)
         live, _ = watcher.state.pods_of(job.pk)
         self._pod_details(backend, job, live, ns)
-        push_logs(job)
+        ctx.push_logs(job)
         if job.state in TERMINAL_STATES and not live:
             watcher.state.forget(job.pk)
             watcher.logs.forget(job.pk)
             self.advanced.discard(job.pk)
             self.starting_at.pop(job.pk, None)
 
-    def _advance(self, watcher: ClusterWatcher, backend, job: Job, ns: str) -> None:
+    def _advance(self, watcher: ClusterWatcher, backend: KubernetesBackend, job: Job, ns: str) -> None:
         if not job.pservers or job.mode != "ps" or backend.settings.kubeflow or job.pk in self.advanced:
             return
         if watcher.state.workload(JOB, ns, manifests.trainer_name(job)) is not None:
@@ -215,7 +154,7 @@ class KubernetesPart:
         if ready >= job.pservers and backend.advance(job, ready):
             self.advanced.add(job.pk)
 
-    def _pending(self, watcher: ClusterWatcher, backend, job: Job) -> None:
+    def _pending(self, watcher: ClusterWatcher, backend: KubernetesBackend, job: Job) -> None:
         replicas = list(job.replicas.all())
         pending = [r for r in replicas if r.state == ReplicaState.PENDING]
         problem = next((r for r in pending if r.reason in PROBLEMS), None)
@@ -226,11 +165,11 @@ class KubernetesPart:
             now = timezone.now()
             for r in [problem] + pending if problem else pending:
                 pod = pods.get(r.pod)
-                since = max(launched, _created(pod)) if pod else launched
+                since = max(launched, created(pod)) if pod else launched
                 if (now - since).total_seconds() > timeout:
                     reason = r.reason if r.reason in PROBLEMS or r.reason == "WaitingForPservers" else "PendingTimeout"
                     detail = f"{r.reason}: {r.message}" if r.message else r.reason or "still pending"
-                    if transition_failed(job, reason, f"{r.name} did not start within {timeout} s. {detail}"):
+                    if transition(job, JobState.FAILED, reason, f"{r.name} did not start within {timeout} s. {detail}"):
                         backend.stop(job)
                     return
         if problem:
@@ -245,7 +184,7 @@ class KubernetesPart:
             self.starting_at[job.pk] = event.created if event else job.created
         return self.starting_at[job.pk]
 
-    def _pod_details(self, backend, job: Job, pods: list[dict], ns: str) -> None:
+    def _pod_details(self, backend: KubernetesBackend, job: Job, pods: list[dict], ns: str) -> None:
         """Restart counts on the replicas; our index label on each pod (templates cannot
         carry a per-pod label), once per pod."""
         for pod in pods:
@@ -282,7 +221,7 @@ class KubernetesPart:
             if job is not None and job.deleting:
                 continue  # its delete task is on it
             if job is not None:
-                get_backend(job.datacenter).stop(job)
+                self.make_backend(job.datacenter).stop(job)
                 continue
             for kind in (STATEFULSET, JOB, POD):
                 obj = next((o for o in watcher.state.objects[kind].values() if ClusterState.job_id(o) == job_id), None)
@@ -293,22 +232,3 @@ class KubernetesPart:
                     if root and (root["metadata"].get("labels") or {}).get(manifests.LABEL_JOB_ID) == str(job_id):
                         api.delete(api.core.delete_namespaced_config_map, name, md["namespace"])
                     break
-
-
-def transition_failed(job: Job, reason: str, message: str) -> bool:
-    from ..lifecycle import transition
-
-    return transition(job, JobState.FAILED, reason, message)
-
-
-def set_reason(job: Job, reason: str, message: str) -> None:
-    """Why an active job is waiting, on the job itself (its state does not change)."""
-    if job.reason == reason and job.message == message:
-        return
-    with transaction.atomic():
-        updated = Job.objects.filter(pk=job.pk, state=job.state).update(reason=reason, message=message)
-        if updated:
-            JobEvent.objects.create(job=job, state=job.state, reason=reason, message=message)
-    if updated:
-        job.reason, job.message = reason, message
-        transaction.on_commit(lambda: notify.job_changed(job.pk))

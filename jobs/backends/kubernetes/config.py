@@ -20,13 +20,13 @@ datacenter is saved rather than when a user's job starts. Every key is optional:
     pserver_port 7164, trainer_port 8500, cluster_domain "" (e.g. "cluster.local" for FQDNs)
     build              {"enabled": false, "registry": "", "kaniko_image": ..., "push_image": crane,
                         "push_secret": "", "pull_secret": "", "cpu": "1", "memory": "2Gi"}
-                        runtime images from requirements.txt (k8s_build.py says how the push
+                        runtime images from requirements.txt (build.py says how the push
                         credentials are kept from the build's user code); pull_secret: read-only
                         credentials for pulling runtime images (default: the push secret's)
     run_as_user 10001, run_as_group 10001   uid/gid of every training pod (runAsNonRoot); set
                         run_as_user to the uid the service runs as on the shared PFS, so each can
                         manage what the other writes; 0 runs as the image's user (root: weaker)
-    network            NetworkPolicies in user namespaces (k8s_hardening.py):
+    network            NetworkPolicies in user namespaces (hardening.py):
         internet        "all" | "build" | "none"; default "all" without build.enabled (pods
                         pip install at start), "build" with it (only the image build reaches out)
         internet_except private, link-local (cloud metadata) and loopback ranges: never "internet"

@@ -24,13 +24,15 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from .. import logstore
-from ..manifests import CONTAINER
-from .k8s_client import Api
-from .k8s_status import meta, replica_key
+from ... import logstore, notify
+from ...manifests import CONTAINER
+from .client import Api
+from .status import meta, replica_key
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
+BACKOFF_CAP_SECONDS = 30.0
+NOTICE_AFTER_FAILURES = 2
 _file_locks: dict[str, threading.Lock] = {}
 _file_locks_guard = threading.Lock()
 
@@ -105,6 +107,7 @@ class Follower(threading.Thread):
         self.lock = _lock_for(logstore.path(replica))
         self.finished = threading.Event()
         self.response: Any = None
+        self.notice = logstore.notice(replica)
 
     def run(self) -> None:
         failures = 0
@@ -117,15 +120,39 @@ class Follower(threading.Thread):
                 except StopFollowing:
                     return
                 except ApiException as e:
-                    if e.status == 404:
-                        return  # the pod is gone: what was not read by then is lost
+                    if e.status == 404:  # the pod is gone: what was not read by then is lost
+                        if self.notice:
+                            self._set_notice(f"Pod {self.pod_name} was deleted before its log could be read "
+                                             "again: the lines it wrote meanwhile are lost.")
+                        return
                     failures += 1
+                    self._cannot_read(f"the API server answered {e.status} {_api_message(e)}", failures)
                 except Exception as e:  # noqa: BLE001 - reconnect on any stream failure
                     log.debug("log stream %s/%s dropped: %s", self.namespace, self.pod_name, e)
                     failures += 1
-                self.collector.stop_event.wait(min(10.0, 0.2 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0))
+                    if self.response is None:  # not a stream cut short: the request itself failed
+                        self._cannot_read(f"{type(e).__name__}: {e}", failures)
+                self.collector.stop_event.wait(backoff(failures))
         finally:
             self.finished.set()
+
+    def _cannot_read(self, why: str, failures: int) -> None:
+        """Tell the job's viewers why its log stopped coming in, once the failure repeats (a
+        single dropped request is retried at once and is nobody's concern)."""
+        if failures < NOTICE_AFTER_FAILURES:
+            return
+        self._set_notice(f"The log of pod {self.pod_name} cannot be read now ({why}); lines written meanwhile are "
+                         f"kept by the node and fetched when it answers. Retrying (attempt {failures}).")
+
+    def _set_notice(self, text: str) -> None:
+        if text == self.notice:
+            return
+        if text and not self.notice:
+            log.warning("log of pod %s/%s cannot be read: %s", self.namespace, self.pod_name, text)
+        self.notice = text
+        with self.lock:
+            logstore.set_notice(self.replica, text)
+        notify.log_notice(self.replica.job_id, f"{self.replica.role}-{self.replica.index}", text)
 
     def _state(self) -> dict[str, Any]:
         with self.lock:
@@ -142,8 +169,10 @@ class Follower(threading.Thread):
         # (one cut short by a proxy or a restart looks the same as a normal end).
         before = self.collector.pod(self.uid)
         complete_when_ended = before is None or container_done(before)
+        self.response = None
         resp = self.collector.open_log(self.namespace, self.pod_name, since)
         self.response = resp
+        self._set_notice("")
         pos = Position(state["ts"], state["n"])
         buffer = b""
         try:
@@ -180,6 +209,21 @@ class Follower(threading.Thread):
             cur.offset = logstore.append(self.replica, b"".join(lines))
             cur.pods[self.uid] = {"ts": pos.stamp, "n": pos.count, "done": False}
             cur.save()
+
+
+def backoff(failures: int) -> float:
+    """Seconds before the next log request: capped exponential, jittered so that the followers
+    of a node that went away do not all come back at once."""
+    return min(BACKOFF_CAP_SECONDS, 0.2 * 2 ** min(failures, 8)) * random.uniform(0.5, 1.0)
+
+
+def _api_message(e: ApiException) -> str:
+    """The reason and the Status message (for pods/log, the kubelet's error) of an API error."""
+    try:
+        message = json.loads(e.body or "{}").get("message") or ""
+    except (ValueError, AttributeError):
+        message = ""
+    return f"{e.reason or ''}: {message}".strip(": ") if message else (e.reason or "")
 
 
 class StopFollowing(Exception):
@@ -256,7 +300,7 @@ class LogCollector:
         follower.start()
 
     def stop(self) -> None:
-        from .k8s_watch import shutdown
+        from .watch import shutdown
 
         self.stop_event.set()
         with self.lock:

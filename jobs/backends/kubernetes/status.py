@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..manifests import COMPLETION_INDEX, CONTAINER, KUBEFLOW_INDEX, LABEL_INDEX, LABEL_JOB_ID, LABEL_ROLE
-from ..models import ReplicaState
-from .base import ReplicaStatus
+from ...manifests import COMPLETION_INDEX, CONTAINER, KUBEFLOW_INDEX, LABEL_INDEX, LABEL_JOB_ID, LABEL_ROLE
+from ...models import ReplicaState
+from ..base import ReplicaStatus
 
 Obj = dict[str, Any]
 
@@ -79,7 +79,7 @@ def _main(statuses: list[Obj] | None) -> Obj:
     return (statuses or [{}])[0] if statuses else {}
 
 
-def _how(term: Obj) -> str:
+def describe_exit(term: Obj) -> str:
     code = term.get("exitCode")
     reason = term.get("reason") or ""
     if reason == "OOMKilled":
@@ -91,6 +91,20 @@ def _how(term: Obj) -> str:
             pass
     text = f"exited with code {code}"
     return f"{text}: {term['message'].strip()}" if term.get("message") else text
+
+
+def _ended_by_deletion(st: Obj, term: Obj | None, deleting: datetime) -> bool:
+    """Whether a failed pod marked for deletion ended because of it (the kubelet stops the
+    container, which exits on SIGTERM or SIGKILL, or never starts it) rather than before it."""
+    if term is None:
+        init_failed = any(((c.get("state") or {}).get("terminated") or {}).get("exitCode")
+                          for c in st.get("initContainerStatuses") or [])
+        return not init_failed and not st.get("reason")  # not evicted, no init failure: never ran
+    finished = parse_time(term.get("finishedAt"))
+    if finished is None or finished != deleting:
+        return finished is not None and finished > deleting
+    # The same second (the API's timestamps have no finer grain): the stop signals decide.
+    return term.get("exitCode") in (128 + signal.SIGTERM, 128 + signal.SIGKILL) and term.get("reason") != "OOMKilled"
 
 
 def _finished(term: Obj, code: int | None, reason: str, message: str, **base) -> ReplicaStatus:
@@ -119,22 +133,28 @@ def pod_status(pod: Obj, role: str, *, warning: Warning | None = None) -> Replic
         return ReplicaStatus(ReplicaState.RUNNING, None, "Disrupted",
                              (conditions["DisruptionTarget"].get("message") or "node disruption") + "; being replaced",
                              **base)
-    if md.get("deletionTimestamp"):
-        # Being deleted: by us (kill, job ended) or by the trainer Job after a sibling failed.
-        term = state.get("terminated") or {}
-        return ReplicaStatus(ReplicaState.TERMINATED, term.get("exitCode"), "Terminated", "stopped by PaddleCloud",
-                             finished=parse_time(term.get("finishedAt")), **base)
-    if phase == "Failed":
+    deleting = parse_time(md.get("deletionTimestamp"))
+    if phase == "Failed" and not (deleting and _ended_by_deletion(st, state.get("terminated"), deleting)):
+        # Checked before the deletion mark: the cluster deletes the pods of a failed job, and a
+        # pod that failed by itself keeps its own exit code and reason while it goes.
         term = state.get("terminated") or last.get("terminated")
         if term:
-            return _finished(term, term.get("exitCode"), term.get("reason") or "Error", _how(term), **base)
+            return _finished(term, term.get("exitCode"), term.get("reason") or "Error", describe_exit(term), **base)
         init = _main(st.get("initContainerStatuses"))
         iterm = (init.get("state") or {}).get("terminated")
         if iterm:
             return _finished(iterm, iterm.get("exitCode"), "InitFailed",
-                             f"copying the package into the pod failed: {_how(iterm)}", **base)
+                             f"copying the package into the pod failed: {describe_exit(iterm)}", **base)
         return ReplicaStatus(ReplicaState.FAILED, None, st.get("reason") or "Failed",
                              st.get("message") or "the pod failed", **base)
+    if deleting:
+        # Being deleted: by us (kill, job ended) or by the trainer Job after a sibling failed.
+        term = state.get("terminated") or {}
+        if not ("running" in state or term or last.get("terminated")):
+            return ReplicaStatus(ReplicaState.TERMINATED, None, "NotStarted", "the job ended before it started",
+                                 **base)
+        return ReplicaStatus(ReplicaState.TERMINATED, term.get("exitCode"), "Terminated", "stopped by PaddleCloud",
+                             finished=parse_time(term.get("finishedAt")), **base)
     if phase == "Unknown":
         return ReplicaStatus(ReplicaState.RUNNING, None, "NodeLost", f"node {node} stopped reporting this pod", **base)
 
@@ -143,7 +163,7 @@ def pod_status(pod: Obj, role: str, *, warning: Warning | None = None) -> Replic
         iterm = (init.get("state") or {}).get("terminated") or (init.get("lastState") or {}).get("terminated")
         if iterm and iterm.get("exitCode"):
             return _finished(iterm, iterm["exitCode"], "InitFailed",
-                             f"copying the package into the pod failed: {_how(iterm)}", **base)
+                             f"copying the package into the pod failed: {describe_exit(iterm)}", **base)
     waiting_all = [(c.get("state") or {}).get("waiting") or {} for c in
                    (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or [])]
     for waiting in waiting_all:
@@ -158,11 +178,11 @@ def pod_status(pod: Obj, role: str, *, warning: Warning | None = None) -> Replic
         reason = term.get("reason") or "Error"
         if waiting.get("reason") == "CrashLoopBackOff" and reason != "OOMKilled":
             reason = "CrashLoopBackOff"
-        return _finished(term, term.get("exitCode"), reason, f"the pserver {_how(term)}", **base)
+        return _finished(term, term.get("exitCode"), reason, f"the pserver {describe_exit(term)}", **base)
     if waiting.get("reason") == "CrashLoopBackOff":
         term = last.get("terminated") or {}
         return _finished(term, term.get("exitCode"), "CrashLoopBackOff",
-                         f"{_how(term)}; restarted {restarts} times", **base)
+                         f"{describe_exit(term)}; restarted {restarts} times", **base)
     if state.get("running"):
         ready = "" if main.get("ready") or role != "pserver" else ", not ready yet"
         return ReplicaStatus(ReplicaState.RUNNING, None, "Running", f"on node {node}{ready}" if node else "", **base)

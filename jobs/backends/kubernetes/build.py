@@ -32,12 +32,12 @@ from collections.abc import Callable
 
 from django.utils import timezone
 
-from .. import manifests
-from ..models import Job, JobState
-from . import k8s_hardening
-from .base import LaunchError
-from .k8s_settings import K8sSettings
-from .k8s_status import _how, parse_time, pod_status
+from ... import manifests
+from ...models import Job, JobState
+from ..base import LaunchError
+from . import hardening
+from .config import K8sSettings
+from .status import describe_exit, parse_time, pod_status
 
 POLL_SECONDS = 2.0
 LOG_TAIL_LINES = 25
@@ -93,16 +93,16 @@ def build_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, destina
                        f"--destination={destination}", "--no-push", f"--tar-path={IMAGE_TAR}"],
               "resources": manifests.resources(b.cpu, b.memory), "volumeMounts": kaniko_mounts,
               "securityContext": {"runAsUser": 0, "runAsNonRoot": False,
-                                  **k8s_hardening.container_security(k8s_hardening.BUILD_CAPABILITIES)}}
+                                  **hardening.container_security(hardening.BUILD_CAPABILITIES)}}
     push = {"name": "push", "image": b.push_image, "imagePullPolicy": "IfNotPresent",
             "args": ["push", IMAGE_TAR, destination], "env": [{"name": "DOCKER_CONFIG", "value": PUSH_AUTH}],
             "resources": manifests.resources("500m", "256Mi"), "volumeMounts": push_mounts,
             "securityContext": {"runAsUser": PUSH_USER, "runAsGroup": PUSH_USER, "runAsNonRoot": True,
-                                **k8s_hardening.container_security()}}
+                                **hardening.container_security()}}
     spec: Obj = {
         "restartPolicy": "Never", "automountServiceAccountToken": False, "enableServiceLinks": False,
         "hostNetwork": False, "hostPID": False, "hostIPC": False,
-        "securityContext": k8s_hardening.build_pod_security(),
+        "securityContext": hardening.build_pod_security(),
         "initContainers": [kaniko], "containers": [push], "volumes": volumes,
     }
     if settings.node_selector:
@@ -217,7 +217,7 @@ def _failed_step(pod: dict) -> tuple[str, str]:
         term = (cs.get("state") or {}).get("terminated") or {}
         if term.get("exitCode"):
             step = "building" if cs.get("name") == "kaniko" else "pushing"
-            return cs["name"], f" ({step}: {_how(term)})"
+            return cs["name"], f" ({step}: {describe_exit(term)})"
     return "kaniko", f" ({st.get('reason') or 'Failed'}: {st.get('message') or 'the build pod failed'})"
 
 

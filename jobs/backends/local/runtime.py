@@ -5,7 +5,7 @@ installed once and every later job with the same requirements reuses it. Builds 
 by a file lock; a build that died half-way (no `.ready` marker) is thrown away and redone.
 
 `pip install` runs the setup scripts of packages the user chose, so with the datacenter's
-isolation on it runs sandboxed like a job (jobs/backends/local/sandbox.py): as the build uid,
+isolation on it runs sandboxed like a job (sandbox.py): as the build uid,
 with only the virtualenv being built writable and a route out through slirp4netns that never
 reaches the host's loopback (the service's Redis, database and web server).
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .backends.local import egress, netns, sandbox
+from . import egress, netns, sandbox
 
 READY = ".ready"
 
@@ -44,10 +44,6 @@ def env_key(requirements: str) -> str:
 
 def env_dir(requirements: str) -> Path:
     return settings.VENVS_ROOT / env_key(requirements)
-
-
-def is_ready(requirements: str) -> bool:
-    return (env_dir(requirements) / READY).exists()
 
 
 def ensure_env(requirements: str, heartbeat: Callable[[], None] = lambda: None, *, sandboxed: bool = True) -> Path:
@@ -85,9 +81,7 @@ def _isolated(target: Path, sandboxed: bool) -> Iterator[Callable[[list[str]], l
         except OSError as e:
             raise RuntimeEnvError("the sandbox for pip install cannot start (its route out needs slirp4netns: "
                                   "`sudo apt-get install slirp4netns`)", str(e)) from e
-        etc.mkdir(exist_ok=True)
-        (etc / "hosts").write_text("127.0.0.1 localhost paddlecloud-build\n")
-        (etc / "resolv.conf").write_text(egress.RESOLV_CONF)
+        sandbox.write_build_etc(etc, egress.RESOLV_CONF)
         sandbox.give_to(target, settings.JOB_UID_BASE)
         env = sandbox.pip_environment()
         yield lambda cmd: sandbox.build_command(target, etc, env, ns, cmd)

@@ -22,8 +22,8 @@ from kubernetes.client.rest import ApiException
 from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
 
-from .base import LaunchError
-from .k8s_settings import K8sSettings, SettingsError, for_datacenter
+from ..base import LaunchError
+from .config import K8sSettings, SettingsError, for_datacenter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -35,10 +35,6 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, ApiException):
         return exc.status in (0, 429) or (exc.status or 0) >= 500
     return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
-
-
-def status_of(exc: BaseException) -> int | None:
-    return exc.status if isinstance(exc, ApiException) else None
 
 
 def configuration(datacenter, settings: K8sSettings) -> client.Configuration:

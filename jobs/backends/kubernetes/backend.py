@@ -1,8 +1,8 @@
 """Kubernetes backend: a job's replicas as objects in its user's namespace (jobs/manifests.py).
 
 prepare: the package is snapshotted in PFS (as the local backend copies it), the user's
-  namespace, ResourceQuota, NetworkPolicies (k8s_hardening.py) and copied Secrets are ensured,
-  and the runtime image is built if the datacenter builds them (k8s_build.py).
+  namespace, ResourceQuota, NetworkPolicies (hardening.py) and copied Secrets are ensured,
+  and the runtime image is built if the datacenter builds them (build.py).
 launch: root ConfigMap, pull Secret, the job's NetworkPolicy, headless Services, pserver
   StatefulSet; the trainer Job only once every pserver is ready (seed 001's order): the
   watcher calls `advance()` when the StatefulSet reports them ready. Collective jobs start
@@ -10,7 +10,7 @@ launch: root ConfigMap, pull Secret, the job's NetworkPolicy, headless Services,
 stop: deleting the root cascades to everything (kill leaves nothing behind); stopping only the
   pservers (all trainers done) deletes their StatefulSet.
 delete: a foreground delete of the root, waited for, so the name is free when the job row goes.
-observe: from the watcher's in-memory state (k8s_sync.observe_job); no API call per job.
+observe: from the watcher's in-memory state (observe.py); no API call per job.
 
 Every step is idempotent: creates that meet 409 and deletes that meet 404 count as done.
 """
@@ -27,12 +27,14 @@ from django.conf import settings as django_settings
 
 from quotas.services import effective_quota
 
-from .. import manifests
-from ..models import Job, JobState, Replica
-from . import k8s_hardening
-from .base import Backend, LaunchError, ReplicaStatus, snapshot_package
-from .k8s_client import Api, api_for
-from .k8s_settings import K8sSettings, SettingsError, for_datacenter
+from ... import manifests
+from ...models import Job, JobState, Replica
+from ..base import Backend, LaunchError, ReplicaStatus, snapshot_package
+from . import hardening, watch
+from .client import Api, api_for
+from .config import K8sSettings, SettingsError, for_datacenter, parse
+from .observe import observe_job
+from .sync import KubernetesWatcher
 
 log = logging.getLogger(__name__)
 ROOT_WAIT_SECONDS = 30
@@ -43,6 +45,14 @@ class KubernetesBackend(Backend):
     def __init__(self, datacenter):
         super().__init__(datacenter)
         self._api: Api | None = None
+
+    @classmethod
+    def watcher(cls, backend: str) -> KubernetesWatcher:
+        return KubernetesWatcher(backend, cls)
+
+    @classmethod
+    def check_config(cls, name: str, config: dict) -> None:
+        parse(name, config)
 
     @property
     def settings(self) -> K8sSettings:
@@ -72,7 +82,7 @@ class KubernetesBackend(Backend):
 
     def runtime(self, job) -> tuple[str, bool]:
         """(image, whether it already has the requirements installed)."""
-        from .k8s_build import runtime_image_name
+        from .build import runtime_image_name
 
         base = manifests.image_for(job, self.settings)
         requirements = self.requirements(job)
@@ -85,7 +95,7 @@ class KubernetesBackend(Backend):
         self._snapshot(job)
         self.ensure_namespace(job.user)
         if self.runtime(job)[1]:
-            from .k8s_build import ensure_runtime_image
+            from .build import ensure_runtime_image
 
             ensure_runtime_image(self, job, heartbeat)
 
@@ -107,7 +117,7 @@ class KubernetesBackend(Backend):
                                         gpus=quota.gpus)
         if api.create(api.core.create_namespaced_resource_quota, ns, body=body) is None:
             api.call(api.core.replace_namespaced_resource_quota, body["metadata"]["name"], ns, body=body)
-        for policy in k8s_hardening.namespace_policies(st, ns):
+        for policy in hardening.namespace_policies(st, ns):
             if api.create(api.networking.create_namespaced_network_policy, ns, body=policy) is None:
                 api.call(api.networking.replace_namespaced_network_policy, policy["metadata"]["name"], ns, body=policy)
         for name in self._shared_secrets():
@@ -124,7 +134,7 @@ class KubernetesBackend(Backend):
         st = self.settings
         if not st.secrets_namespace:
             return []
-        # Registry credentials are never copied whole: see k8s_build.py and ensure_pull_secret.
+        # Registry credentials are never copied whole: see build.py and ensure_pull_secret.
         return [st.storage.secret_name] if st.storage.kind == "cephfs" else []
 
     # --- launch ----------------------------------------------------------------------------
@@ -219,7 +229,7 @@ class KubernetesBackend(Backend):
         api, st = self.api, self.settings
         auths: dict[str, dict] = {}
         if runtime_ready and self._runtime_pull_secret():
-            from .k8s_build import shared_auths
+            from .build import shared_auths
 
             auths.update(shared_auths(api, st, self._runtime_pull_secret()))
         if job.registry_id:
@@ -281,10 +291,7 @@ class KubernetesBackend(Backend):
     def observe(self, job) -> dict[tuple[str, int], ReplicaStatus]:
         """What the watcher process has seen. Elsewhere (worker, web) nothing is reported and
         the job keeps its recorded replica states: status is the watcher's, not a poll's."""
-        from . import k8s_watch
-        from .k8s_sync import observe_job
-
-        watcher = k8s_watch.running(self.datacenter.pk)
+        watcher = watch.running(self.datacenter.pk)
         if watcher is None or not watcher.state.ready():
             return {}
         return observe_job(watcher.state, job, self.namespace(job))

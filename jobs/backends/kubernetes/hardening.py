@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .k8s_settings import K8sSettings
+from .config import K8sSettings
 
 Obj = dict[str, Any]
 ISOLATION = "paddlecloud-isolation"

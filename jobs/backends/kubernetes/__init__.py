@@ -1,0 +1,15 @@
+"""The Kubernetes backend: a job's replicas as objects in its user's namespace.
+
+backend.py    prepare, launch, stop, delete, observe (the Backend interface)
+sync.py       the watcher: a ClusterWatcher per datacenter, syncing the jobs whose objects change
+watch.py      watches with resume and relist, and the cluster state they keep
+observe.py    replica states of a job from that state; status.py the same for one pod
+logs.py       pod logs into the durable per-replica files
+build.py      runtime images built in the cluster (kaniko)
+hardening.py  pod security and NetworkPolicies; config.py the datacenter's settings
+client.py     the API client with retries
+The manifests themselves are built by jobs/manifests.py.
+
+Nothing is imported here: jobs/manifests.py uses config and hardening, and the backend uses the
+manifests (the registry names backend.KubernetesBackend).
+"""

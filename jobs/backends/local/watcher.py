@@ -1,0 +1,31 @@
+"""The local backend's watcher in `manage.py watch_jobs`: every tick, each unsettled job of a
+local datacenter is observed (its process keepers' state files) and synced, and its new log
+output pushed."""
+
+from __future__ import annotations
+
+import logging
+
+from ..base import WatchContext, Watcher
+from . import cgroups, sandbox
+
+log = logging.getLogger(__name__)
+
+
+class LocalWatcher(Watcher):
+    def start(self) -> None:
+        # Say at start, not only at the first launch, what the local sandbox cannot enforce here
+        # (both probes log what is missing).
+        sandbox.probe()
+        cgroups.support()
+
+    def tick(self, ctx: WatchContext) -> None:
+        for job in ctx.jobs_to_watch().filter(datacenter__backend=self.backend):
+            try:
+                ctx.sync(job)
+                ctx.push_logs(job)
+            except Exception:
+                log.exception("job %s: watch failed", job.pk)
+
+    def stop(self) -> None:
+        pass  # it holds nothing between ticks: replicas live on in their process keepers

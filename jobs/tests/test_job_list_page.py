@@ -1,0 +1,61 @@
+"""The job list page filters with the API's FilterSet: same parameter names, same meaning."""
+
+import re
+
+import pytest
+
+from jobs.models import Job
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def web(client, alice):
+    client.force_login(alice)
+    return client
+
+
+@pytest.fixture
+def jobs(alice, bob, datacenter):
+    def make(user, name, state):
+        return Job.objects.create(user=user, datacenter=datacenter, name=name, state=state, mode="ps", pservers=1,
+                                  trainers=1, package=f"/pfs/local/home/{user.username}/pkg", entry="python train.py")
+
+    make(alice, "queued-one", "Queued")
+    make(alice, "running-one", "Running")
+    make(alice, "done-one", "Succeeded")
+    make(alice, "failed-one", "Failed")
+    make(bob, "bobs-running", "Running")
+
+
+def names(response) -> set[str]:
+    assert response.status_code == 200
+    return set(re.findall(r'<td><a href="/jobs/([^/"]+)/">', response.content.decode()))
+
+
+def test_the_page_lists_only_ones_own_jobs(web, jobs):
+    assert names(web.get("/jobs/")) == {"queued-one", "running-one", "done-one", "failed-one"}
+
+
+def test_active_true_and_false_split_jobs_as_the_api_does(web, jobs):
+    assert names(web.get("/jobs/?active=true")) == {"queued-one", "running-one"}
+    assert names(web.get("/jobs/?active=false")) == {"done-one", "failed-one"}
+
+
+def test_state_takes_one_or_several_states(web, jobs):
+    assert names(web.get("/jobs/?state=Running")) == {"running-one"}
+    assert names(web.get("/jobs/?state=Failed&state=Succeeded")) == {"done-one", "failed-one"}
+
+
+def test_values_the_filters_cannot_read_are_ignored_not_a_server_error(web, jobs):
+    assert names(web.get("/jobs/?state=Nonsense&active=maybe")) == {"queued-one", "running-one", "done-one",
+                                                                       "failed-one"}
+
+
+def test_pages_keep_the_filters(web, alice, datacenter):
+    for i in range(30):
+        Job.objects.create(user=alice, datacenter=datacenter, name=f"job-{i}", state="Succeeded", mode="ps",
+                           pservers=1, trainers=1, package="/pfs/local/home/alice/pkg", entry="python train.py")
+    html = web.get("/jobs/?active=false").content.decode()
+    assert 'href="?active=false&page=2"' in html
+    assert len(names(web.get("/jobs/?active=false&page=2"))) == 5

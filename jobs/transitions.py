@@ -1,0 +1,52 @@
+"""Job state transitions: each a conditional UPDATE on the current state, recorded as an event.
+
+The watcher, the periodic reconcile and a task running twice can all call these at once and the
+outcome is the same. Backends call them too (a Kubernetes pending timeout fails the job), so this
+module sits below both the backends and the lifecycle that drives them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from . import notify
+from .models import ACTIVE_STATES, TERMINAL_STATES, Job, JobEvent, JobState
+
+
+def transition(job: Job, to: str, reason: str, message: str = "", *, from_states: Iterable[str] = ACTIVE_STATES,
+               **fields: Any) -> bool:
+    """Move `job` to state `to` if it is in one of `from_states`; record why. False if it was not."""
+    now = timezone.now()
+    if to == JobState.RUNNING:
+        fields.setdefault("started", now)
+    if to in TERMINAL_STATES:
+        fields.setdefault("finished", now)
+        fields.setdefault("heartbeat", None)
+    with transaction.atomic():
+        updated = Job.objects.filter(pk=job.pk, state__in=from_states).update(
+            state=to, reason=reason, message=message, **fields)
+        if updated:
+            JobEvent.objects.create(job=job, state=to, reason=reason, message=message)
+    if updated:
+        job.state, job.reason, job.message = to, reason, message
+        for key, value in fields.items():
+            setattr(job, key, value)
+        transaction.on_commit(lambda: notify.job_changed(job.pk))
+    return bool(updated)
+
+
+def set_reason(job: Job, reason: str, message: str) -> None:
+    """Why an active job is waiting, on the job itself (its state does not change)."""
+    if job.reason == reason and job.message == message:
+        return
+    with transaction.atomic():
+        updated = Job.objects.filter(pk=job.pk, state=job.state).update(reason=reason, message=message)
+        if updated:
+            JobEvent.objects.create(job=job, state=job.state, reason=reason, message=message)
+    if updated:
+        job.reason, job.message = reason, message
+        transaction.on_commit(lambda: notify.job_changed(job.pk))

@@ -1,0 +1,130 @@
+"""The shapes the old client parses: lists as the Kubernetes Python client's `to_dict()` gives
+them (snake_case keys, None where Kubernetes has no value), built from our jobs and replicas."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from accounts.models import Registry
+from jobs.models import Job, JobState, Replica, ReplicaState
+from pfs.services import Entry
+from quotas.models import Quota
+from quotas.services import Resources
+
+_PHASE = {ReplicaState.PENDING: "Pending", ReplicaState.RUNNING: "Running",
+          ReplicaState.SUCCEEDED: "Succeeded", ReplicaState.FAILED: "Failed"}
+
+
+def timestamp(value: datetime | None) -> str | None:
+    """RFC 3339 in UTC, as Kubernetes prints times (`2017-05-24T07:52:45Z`)."""
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
+
+
+def _count(replicas: list[Replica], *states) -> int | None:
+    """Kubernetes leaves a Job's counters unset (None, `<nil>` in the client) rather than 0."""
+    return sum(r.state in states for r in replicas) or None
+
+
+def job_list(jobs: list[Job]) -> dict:
+    """A batch/v1 JobList of each job's trainers (`<job>-trainer`), with `terminating`: jobs
+    killed whose workers are still stopping."""
+    items, terminating = [], []
+    for job in jobs:
+        trainers = [r for r in job.replicas.all() if r.role == Replica.Role.TRAINER]
+        items.append({
+            "api_version": "batch/v1", "kind": "Job",
+            "metadata": {"name": f"{job.name}-trainer", "creation_timestamp": timestamp(job.created),
+                         "labels": {"paddle-job": job.name}},
+            "spec": {"parallelism": job.trainers, "completions": job.trainers},
+            "status": {"succeeded": _count(trainers, ReplicaState.SUCCEEDED),
+                       "failed": _count(trainers, ReplicaState.FAILED),
+                       "active": _count(trainers, ReplicaState.PENDING, ReplicaState.RUNNING),
+                       "start_time": timestamp(job.started), "completion_time": timestamp(job.finished),
+                       "conditions": None},
+        })
+        if job.state == JobState.KILLED and any(r.state == ReplicaState.RUNNING for r in job.replicas.all()):
+            terminating.append(job.name)
+    return {"api_version": "batch/v1", "kind": "JobList", "items": items, "metadata": {},
+            "terminating": terminating}
+
+
+def pserver_list(jobs: list[Job]) -> dict:
+    """An apps/v1 ReplicaSetList of each parameter-server job's pservers (`<job>-pserver`)."""
+    items = []
+    for job in jobs:
+        if job.mode != Job.Mode.PS or not job.pservers:
+            continue
+        ready = sum(r.state == ReplicaState.RUNNING for r in job.replicas.all() if r.role == Replica.Role.PSERVER)
+        items.append({
+            "api_version": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": f"{job.name}-pserver", "creation_timestamp": timestamp(job.created),
+                         "labels": {"paddle-job-pserver": job.name}},
+            "spec": {"replicas": job.pservers},
+            "status": {"replicas": job.pservers, "ready_replicas": ready or None,
+                       "available_replicas": ready or None},
+        })
+    return {"api_version": "apps/v1", "kind": "ReplicaSetList", "items": items, "metadata": {}}
+
+
+def _container_state(r: Replica) -> dict:
+    none = {"running": None, "terminated": None, "waiting": None}
+    if r.state == ReplicaState.PENDING:
+        return {**none, "waiting": {"reason": r.reason or "Pending", "message": r.message or None}}
+    if r.state == ReplicaState.RUNNING:
+        return {**none, "running": {"started_at": timestamp(r.started)}}
+    return {**none, "terminated": {"exit_code": r.exit_code if r.exit_code is not None else -1,
+                                   "reason": r.reason or r.state, "message": r.message or None,
+                                   "started_at": timestamp(r.started), "finished_at": timestamp(r.finished)}}
+
+
+def pod_list(job: Job, pod_name) -> dict:
+    """A v1 PodList of the job's workers; `container_statuses` is always a list."""
+    items = []
+    for r in job.replicas.all():
+        phase = _PHASE.get(r.state) or ("Succeeded" if r.exit_code == 0 else "Failed")
+        started = r.state != ReplicaState.PENDING or r.started is not None
+        items.append({
+            "api_version": "v1", "kind": "Pod",
+            "metadata": {"name": pod_name(r, job), "labels": {"paddle-job": job.name, "paddle-role": r.role}},
+            "status": {"phase": phase, "start_time": timestamp(r.started), "host_ip": r.host or None,
+                       "pod_ip": r.host or None, "reason": r.reason or None, "message": r.message or None,
+                       "container_statuses": [{
+                           "name": r.role, "ready": r.state == ReplicaState.RUNNING,
+                           "restart_count": r.restarts, "image": job.image or None,
+                           "state": _container_state(r)}] if started else []},
+        })
+    return {"api_version": "v1", "kind": "PodList", "items": items, "metadata": {}}
+
+
+def cpu_quantity(millicores: int) -> str:
+    return str(millicores // 1000) if millicores % 1000 == 0 else f"{millicores}m"
+
+
+def memory_quantity(n: int) -> str:
+    for unit, size in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if n and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def quota_list(quota: Quota, used: Resources, running_jobs: int, running_pods: int) -> dict:
+    """A v1 ResourceQuotaList mirroring the user's quota (we bound jobs, not pods: `pods` is
+    unlimited, and the job count is its own key)."""
+    hard = {"requests.cpu": cpu_quantity(quota.cpu_millicores), "requests.memory": memory_quantity(quota.memory_bytes),
+            "alpha.kubernetes.io/nvidia-gpu": str(quota.gpus), "pods": "unlimited",
+            "paddlecloud/running-jobs": str(quota.max_running_jobs)}
+    now = {"requests.cpu": cpu_quantity(used.cpu_millicores), "requests.memory": memory_quantity(used.memory_bytes),
+           "alpha.kubernetes.io/nvidia-gpu": str(used.gpus), "pods": str(running_pods),
+           "paddlecloud/running-jobs": str(running_jobs)}
+    return {"api_version": "v1", "kind": "ResourceQuotaList", "metadata": {},
+            "items": [{"metadata": {"name": "quota"}, "spec": {"hard": hard}, "status": {"hard": hard, "used": now}}]}
+
+
+def registry_list(registries: list[Registry]) -> dict:
+    """Image pull secrets as a v1 SecretList: names only, never the credentials."""
+    return {"items": [{"metadata": {"name": r.name, "creation_timestamp": timestamp(r.created)},
+                       "type": "kubernetes.io/dockerconfigjson"} for r in registries]}
+
+
+def pfs_entry(e: Entry) -> dict:
+    return {"Path": e.path, "ModTime": int(e.mtime.timestamp() * 1_000_000_000), "Size": e.size, "IsDir": e.is_dir}
