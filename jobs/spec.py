@@ -158,7 +158,7 @@ def check_constraints(table: str) -> list[models.CheckConstraint]:
     return out
 
 
-def model_field(name: str) -> models.Field:
+def model_field(name: str) -> models.Field[Any, Any]:
     """The model column of a spec field (refs are foreign keys declared on the model itself)."""
     f = FIELDS[name]
     common: dict[str, Any] = {"help_text": f.help}

@@ -4,25 +4,29 @@ by one, so the API, the form and /api/v1 get the same messages)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
 
 from . import spec
 
-_INT_MESSAGES = {"invalid": "must be a whole number", "max_string_length": "must be a whole number",
-                 "min_value": "must be at least {min_value}", "max_value": "must be at most {max_value}",
-                 "null": "must be a whole number"}
+if TYPE_CHECKING:
+    from django.utils.functional import _StrPromise
+
+_INT_MESSAGES: dict[str, str | _StrPromise] = {
+    "invalid": "must be a whole number", "max_string_length": "must be a whole number",
+    "null": "must be a whole number", "min_value": "must be at least {min_value}",
+    "max_value": "must be at most {max_value}"}
 
 
-def _text_messages(f: spec.Field) -> dict[str, str]:
+def _text_messages(f: spec.Field) -> dict[str, str | _StrPromise]:
     what = (f.label or f.name).lower()
     return {"required": f"the {what} is required", "blank": f"the {what} is required",
             "null": f"the {what} is required", "invalid": "must be text",
             "max_length": f"at most {f.max_length} characters"}
 
 
-def serializer_field(f: spec.Field) -> serializers.Field:
+def serializer_field(f: spec.Field) -> serializers.Field[Any, Any, Any, Any]:
     """The DRF field of a spec field, with its default, bounds and help text."""
     common: dict[str, Any] = {"help_text": f.help}
     if not f.required:

@@ -9,10 +9,9 @@ import re
 import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from rest_framework import serializers
 from rest_framework.fields import empty
@@ -28,6 +27,9 @@ from .contract import RESERVED_ENV
 from .models import Job
 from .submit_serializer import JobSubmitSerializer
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,299}$")
 
@@ -36,7 +38,7 @@ _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,299}$")
 class Submission:
     """A submission being checked: the cleaned values so far and the errors found."""
 
-    user: AbstractBaseUser
+    user: User
     package_pending: bool = False  # uploaded with the submission: put in place once all else is valid
     data: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
@@ -48,7 +50,7 @@ class Submission:
         self.errors.setdefault(name, message)
 
 
-def check_fields(s: Submission, data: Mapping) -> None:
+def check_fields(s: Submission, data: Mapping[str, Any]) -> None:
     """Each spec field's type, bounds and default; None and "" mean "not given"."""
     given = {k: v for k, v in data.items() if v is not None and v != ""}
     mode = given.get("mode")
@@ -185,7 +187,7 @@ RULES: tuple[Callable[[Submission], None], ...] = (
 )
 
 
-def validate_submission(user: AbstractBaseUser, data: Mapping, *, package_pending: bool = False) -> dict[str, Any]:
+def validate_submission(user: User, data: Mapping[str, Any], *, package_pending: bool = False) -> dict[str, Any]:
     """Return the cleaned fields of a new job, or raise ValidationError({field: [message]})."""
     if not isinstance(data, Mapping):
         raise ValidationError("a job is an object of field names and values")
@@ -198,7 +200,7 @@ def validate_submission(user: AbstractBaseUser, data: Mapping, *, package_pendin
     return sub.data
 
 
-def admission_errors(user: AbstractBaseUser, cleaned: dict) -> dict[str, str]:
+def admission_errors(user: User, cleaned: dict[str, Any]) -> dict[str, str]:
     """Field errors for a job the user's quotas cannot take now: resources and running jobs, and
     a home already full (the job could not write its output)."""
     dc = cleaned["datacenter"]
