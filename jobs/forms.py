@@ -1,10 +1,12 @@
+import json
+
 from django import forms
 from django.conf import settings
 
 from accounts.models import Datacenter, Registry
 
+from . import spec
 from .logstore import MAX_LOG_LINES
-from .models import Job
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -22,44 +24,60 @@ class MultipleFileField(forms.FileField):
         return [super(MultipleFileField, self).clean(f, initial) for f in files]
 
 
-class JobForm(forms.Form):
-    """Types and help texts only; the rules live in jobs.validation, shared with the APIs."""
+_INT_MESSAGES = {"invalid": "must be a whole number", "min_value": "must be at least %(limit_value)s",
+                 "max_value": "must be at most %(limit_value)s"}
 
-    name = forms.CharField(max_length=40, help_text="Lowercase letters, digits and '-', starting with a letter; "
-                                                    "unique among your jobs. No '_'.")
-    datacenter = forms.ChoiceField(help_text="Where the job runs.")
-    mode = forms.ChoiceField(choices=Job.Mode.choices, initial=Job.Mode.PS,
-                             help_text="Parameter servers + trainers, or collective trainers (all-reduce).")
+
+def form_field(f: spec.Field) -> forms.Field:
+    """The page's field of a spec field: the spec's default as initial, its bounds and help text."""
+    initial = None if f.required else spec.defaults()[f.name]
+    # The package is required only when it is already in storage (see JobForm.clean).
+    common = {"required": f.required and f.name != "package", "help_text": f.help, "initial": initial}
+    if f.label:
+        common["label"] = f.label
+    if f.kind == "int":
+        field = forms.IntegerField(min_value=f.min, max_value=f.max, error_messages=_INT_MESSAGES, **common)
+        if f.mode_defaults:  # the page switches the value with the mode while it is still a default
+            modes = {mode: f.default_for(mode) for mode, _ in spec.MODES}
+            field.widget.attrs["data-mode-defaults"] = json.dumps(modes)
+        return field
+    if f.kind in ("choice", "ref"):  # a ref's choices are the user's objects, filled in per form
+        return forms.ChoiceField(choices=f.choices, **common)
+    if f.kind == "env":
+        return forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), **{
+            **common, "initial": "", "help_text": f"{f.help} Here: one NAME=value per line."})
+    return forms.CharField(max_length=f.max_length, **common)
+
+
+SpecForm = type("SpecForm", (forms.Form,), {f.name: form_field(f) for f in spec.surface("form")})
+
+
+class JobForm(SpecForm):
+    """The spec's form fields (jobs/spec.py) and where the package comes from; the rules live in
+    jobs.validation, shared with the APIs."""
+
     source = forms.ChoiceField(
         choices=[("upload", "Upload it now"), ("pfs", "Already in my storage")], initial="upload",
         widget=forms.RadioSelect, help_text="Where the training package comes from.")
     files = MultipleFileField(required=False, help_text="The package's files, or one .zip / .tar.gz of it. "
                                                         "Stored in your home under jobs/<name>/.")
-    package = forms.CharField(label="Package path", required=False, help_text="A directory in your storage, "
-                                                        "e.g. /pfs/local/home/<you>/jobs/fit-a-line")
-    entry = forms.CharField(initial="python train.py", help_text="The command each replica runs in the package "
-                                                                 "directory.")
-    trainers = forms.IntegerField(initial=2, help_text="Number of trainer processes (at least 1).")
-    pservers = forms.IntegerField(initial=2, help_text="Number of parameter servers (ps mode; 0 in collective).")
-    cpu = forms.CharField(label="CPU", initial="1", help_text="CPU per trainer: cores (1, 0.5) or millicores (500m).")
-    memory = forms.CharField(initial="1Gi", help_text="Memory per trainer, e.g. 512Mi or 2Gi.")
-    gpu = forms.IntegerField(label="GPU", initial=0, help_text="GPUs per trainer.")
-    pscpu = forms.CharField(label="Pserver CPU", initial="1", help_text="CPU per parameter server.")
-    psmemory = forms.CharField(label="Pserver memory", initial="1Gi", help_text="Memory per parameter server.")
-    passes = forms.IntegerField(initial=5, help_text="Number of passes over the data (PADDLE_INIT_NUM_PASSES).")
-    image = forms.CharField(required=False, help_text="Docker image (Kubernetes datacenters); "
-                                                      "the datacenter's default when empty.")
-    registry = forms.ChoiceField(required=False, help_text="One of your registries, to pull a private image.")
-    env = forms.CharField(label="Environment", required=False, widget=forms.Textarea(attrs={"rows": 3}),
-                          help_text="Extra environment variables, one NAME=value per line.")
-    timeout = forms.IntegerField(required=False, help_text="Fail the job if it runs longer than this many seconds.")
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["datacenter"].choices = [(d.name, d.name) for d in Datacenter.objects.all()]
         self.fields["datacenter"].initial = settings.DEFAULT_DATACENTER
+        self.fields["entry"].widget.attrs["placeholder"] = "python train.py"
         self.fields["registry"].choices = [("", "—")] + [
             (r.name, f"{r.name} ({r.server})") for r in Registry.objects.filter(user=user)]
+
+    def fieldsets(self) -> list[tuple[str, list[forms.BoundField]]]:
+        """The page's sections (spec.GROUPS) with their fields in the spec's order; where the
+        package comes from opens the Package section."""
+        sections: dict[str, list[forms.BoundField]] = {group: [] for group in spec.GROUPS}
+        sections["Package"] += [self["source"], self["files"]]
+        for f in spec.surface("form"):
+            sections[f.group].append(self[f.name])
+        return list(sections.items())
 
     def clean_env(self):
         env = {}

@@ -1,7 +1,8 @@
 """Every Kubernetes object the kubernetes backend creates, as plain dicts. Pure functions: no
 API calls, no database, no clock, so each can be validated against the OpenAPI schemas.
 
-One job in its user's namespace is:
+One job in its user's namespace is (`<job>` is its k8s_name: a DNS label made from the name the
+user typed, see jobs/spec.py; the typed name is in the root ConfigMap's job.json):
 - a root ConfigMap `<job>` that owns everything else (deleting it cascades: no orphans),
 - `<job>-pull`, a dockerconfigjson Secret with the job's registry credentials (if any),
 - pservers: StatefulSet `<job>-pserver` + headless Service of the same name, so pserver i is
@@ -50,23 +51,23 @@ Obj = dict[str, Any]
 
 # --- names and labels --------------------------------------------------------------------------
 def root_name(job) -> str:
-    return job.name
+    return job.k8s_name
 
 
 def pserver_name(job) -> str:
-    return f"{job.name}-pserver"
+    return f"{job.k8s_name}-pserver"
 
 
 def trainer_name(job) -> str:
-    return f"{job.name}-trainer"
+    return f"{job.k8s_name}-trainer"
 
 
 def pull_secret_name(job) -> str:
-    return f"{job.name}-pull"
+    return f"{job.k8s_name}-pull"
 
 
 def labels(job, role: str | None = None, index: int | None = None) -> dict[str, str]:
-    out = {LABEL_JOB: job.name, LABEL_JOB_ID: str(job.pk), LABEL_DATACENTER: job.datacenter.name,
+    out = {LABEL_JOB: job.k8s_name, LABEL_JOB_ID: str(job.pk), LABEL_DATACENTER: job.datacenter.name,
            LABEL_USER: sanitize(job.user.get_username(), 63) or "user", **MANAGED_BY}
     if role:
         out[LABEL_ROLE] = role
@@ -136,8 +137,8 @@ def docker_auth(username: str, password: str) -> Obj:
 
 # --- per-job objects ---------------------------------------------------------------------------
 def root(job, ns: str) -> Obj:
-    summary = {"mode": job.mode, "pservers": job.pservers, "trainers": job.trainers, "entry": job.entry,
-               "package": job.package, "user": job.user.get_username()}
+    summary = {"name": job.name, "mode": job.mode, "pservers": job.pservers, "trainers": job.trainers,
+               "entry": job.entry, "package": job.package, "user": job.user.get_username()}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(root_name(job), ns, labels(job)),
             "data": {"job.json": json.dumps(summary, sort_keys=True)}}
 
@@ -147,7 +148,7 @@ def _host_formats(job, settings: K8sSettings, ns: str) -> tuple[str, str]:
     the training operator's per-replica Services in kubeflow mode."""
     domain = settings.service_domain(ns)
     if settings.kubeflow:
-        return f"{job.name}-master-{{i}}.{domain}", f"{job.name}-worker-{{i}}.{domain}"
+        return f"{job.k8s_name}-master-{{i}}.{domain}", f"{job.k8s_name}-worker-{{i}}.{domain}"
     ps, tr = pserver_name(job), trainer_name(job)
     return f"{ps}-{{i}}.{ps}.{domain}", f"{tr}-{{i}}.{tr}.{domain}"
 
@@ -318,8 +319,8 @@ def pod_spec(job, settings: K8sSettings, ns: str, role: str, *, image: str, env:
 
 def network_policy(job, ns: str, owner: Obj | None) -> Obj:
     """`<job>-peers`: the job's pods reach each other; the namespace's policies deny the rest."""
-    selector = {LABEL_JOB: job.name, LABEL_JOB_ID: str(job.pk)}
-    return k8s_hardening.job_policy(f"{job.name}-peers", ns, labels(job), selector, owner)
+    selector = {LABEL_JOB: job.k8s_name, LABEL_JOB_ID: str(job.pk)}
+    return k8s_hardening.job_policy(f"{job.k8s_name}-peers", ns, labels(job), selector, owner)
 
 
 def pserver_statefulset(job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
@@ -371,5 +372,5 @@ def paddle_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, image:
         replicas[kind] = {"replicas": count, "restartPolicy": "Never",
                           "template": {"metadata": {"labels": labels(job, role)}, "spec": spec}}
     return {"apiVersion": "kubeflow.org/v1", "kind": "PaddleJob",
-            "metadata": _meta(job.name, ns, labels(job), owner),
+            "metadata": _meta(job.k8s_name, ns, labels(job), owner),
             "spec": {"runPolicy": {"cleanPodPolicy": "None", "backoffLimit": 0}, "paddleReplicaSpecs": replicas}}

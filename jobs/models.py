@@ -1,6 +1,8 @@
 from django.conf import settings
 from django.db import models
 
+from . import spec
+
 
 class JobState(models.TextChoices):
     QUEUED = "Queued"
@@ -27,30 +29,36 @@ class ReplicaState(models.TextChoices):
 REPLICA_DONE = (ReplicaState.SUCCEEDED, ReplicaState.FAILED, ReplicaState.TERMINATED)
 
 
+K8S_NAME_HELP = ("The name of the job's objects on Kubernetes (and its replicas' host names): the name, or "
+                 "when that is not a lowercase DNS label, lowercase with '.' as '-' and a hash of the name.")
+
+
 class Job(models.Model):
     class Mode(models.TextChoices):
-        PS = "ps", "Parameter servers + trainers"
-        COLLECTIVE = "collective", "Collective trainers"
+        PS = "ps", dict(spec.MODES)["ps"]
+        COLLECTIVE = "collective", dict(spec.MODES)["collective"]
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs")
     datacenter = models.ForeignKey("accounts.Datacenter", on_delete=models.PROTECT, related_name="jobs")
-    name = models.CharField(max_length=40)
-    mode = models.CharField(max_length=12, choices=Mode.choices, default=Mode.PS)
-    package = models.CharField(max_length=1024, help_text="PFS path of the training package directory.")
-    entry = models.CharField(max_length=1024)
-    pservers = models.PositiveIntegerField(default=0)
-    trainers = models.PositiveIntegerField(default=1)
-    cpu = models.CharField(max_length=20, default="1")
-    memory = models.CharField(max_length=20, default="1Gi")
-    gpu = models.PositiveIntegerField(default=0)
-    pscpu = models.CharField(max_length=20, default="1")
-    psmemory = models.CharField(max_length=20, default="1Gi")
-    image = models.CharField(max_length=300, blank=True)
+    # The job spec's fields: options, defaults and help texts all come from jobs.spec.
+    name = spec.model_field("name")
+    mode = spec.model_field("mode")
+    package = spec.model_field("package")
+    entry = spec.model_field("entry")
+    pservers = spec.model_field("pservers")
+    trainers = spec.model_field("trainers")
+    cpu = spec.model_field("cpu")
+    memory = spec.model_field("memory")
+    gpu = spec.model_field("gpu")
+    pscpu = spec.model_field("pscpu")
+    psmemory = spec.model_field("psmemory")
+    image = spec.model_field("image")
     registry = models.ForeignKey("accounts.Registry", on_delete=models.SET_NULL, null=True, blank=True)
-    env = models.JSONField(default=dict, blank=True)
-    passes = models.PositiveIntegerField(default=1)
-    timeout = models.PositiveIntegerField(null=True, blank=True,
-                                          help_text="Fail the job after this many seconds running.")
+    env = spec.model_field("env")
+    passes = spec.model_field("passes")
+    timeout = spec.model_field("timeout")
+    k8s_name = models.CharField(max_length=spec.NAME_MAX, editable=False, default="",
+                                help_text=K8S_NAME_HELP)
 
     state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.QUEUED, db_index=True)
     reason = models.CharField(max_length=64, blank=True)
@@ -65,10 +73,20 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created"]
-        constraints = [models.UniqueConstraint(fields=["user", "name"], name="job_unique_name_per_user")]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "name"], name="job_unique_name_per_user"),
+            models.UniqueConstraint(fields=["user", "k8s_name"], name="job_unique_k8s_name_per_user"),
+            *spec.check_constraints("job"),
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        # Set once: the cluster's objects keep their names even if an admin renames the job.
+        if not self.k8s_name:
+            self.k8s_name = spec.k8s_name(self.name)
+        super().save(*args, **kwargs)
 
     @property
     def is_active(self) -> bool:

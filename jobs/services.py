@@ -11,13 +11,12 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
-from accounts.models import dns_label
 from paddleweb import health
 from pfs import packages
 from pfs.paths import PathError, home
 from quotas.services import lock_admissions
 
-from . import logstore
+from . import logstore, spec
 from .models import ACTIVE_STATES, Job, JobEvent, JobState, Replica
 from .transitions import transition
 from .validation import admission_errors, validate_submission
@@ -61,10 +60,8 @@ def submit_with_upload(user, data: dict, files: Sequence) -> Job:
 def _package_path(user, data: dict) -> str:
     """Where an uploaded package goes; a bad name is reported on the name field alone."""
     dc = data.get("datacenter") or settings.DEFAULT_DATACENTER
-    name = str(data.get("name") or "")
-    try:
-        dns_label(name)
-    except ValidationError:
+    name = str(data.get("name") or "").strip()
+    if not spec.valid_name(name):
         name = "pending"
     return f"/pfs/{dc}/home/{user.get_username()}/jobs/{name}"
 

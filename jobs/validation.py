@@ -1,180 +1,206 @@
-"""Validation of a job submission: every field checked up front, errors keyed by field."""
+"""Validation of a job submission: every field checked up front, errors keyed by field, all at once.
+
+First each field's type and bounds, from the spec (jobs/submit_serializer.py); then the rules in
+RULES, one small function each, in order. A rule skips fields that already have an error."""
 
 from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from rest_framework import serializers
+from rest_framework.fields import empty
 
-from accounts.models import Datacenter, Registry, dns_label
+from accounts.models import Datacenter, Registry
 from pfs.paths import PathError, resolve
 from pfs.usage import QuotaExceeded, get_usage
 from quotas.services import check_job_quota, job_resources
 from quotas.units import cpu_millicores, memory_bytes
 
+from . import spec
 from .contract import RESERVED_ENV
 from .models import Job
+from .submit_serializer import JobSubmitSerializer
 
-# Bounds of every number in a job spec (the API schema publishes the same ones).
-MAX_TRAINERS = 1000
-MAX_PSERVERS = 100
-MAX_GPUS = 16
-MAX_PASSES = 100_000
-MAX_TIMEOUT = 366 * 24 * 3600  # a year, in seconds
-MAX_QUANTITY_LENGTH = 20  # cpu/memory strings, as stored
-# The environment a user adds to the process contract's: documented limits.
-MAX_ENV_VARS = 100
-MAX_ENV_BYTES = 32 * 1024  # names and values together, UTF-8
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,299}$")
 
-DEFAULTS: dict[str, Any] = {
-    "mode": Job.Mode.PS, "pservers": 0, "trainers": 1, "cpu": "1", "memory": "1Gi", "gpu": 0,
-    "pscpu": "1", "psmemory": "1Gi", "image": "", "registry": "", "env": {}, "passes": 1, "timeout": None,
-}
+
+@dataclass
+class Submission:
+    """A submission being checked: the cleaned values so far and the errors found."""
+
+    user: User
+    package_pending: bool = False  # uploaded with the submission: put in place once all else is valid
+    data: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def ok(self, *fields: str) -> bool:
+        return not any(f in self.errors for f in fields)
+
+    def fail(self, name: str, message: str) -> None:
+        self.errors.setdefault(name, message)
 
 
-def _int(data, field, errors, *, low, high=None):
-    value = data.get(field)
-    try:
-        value = int(value)
-        if isinstance(data.get(field), float) and data[field] != value:
-            raise ValueError
-    except (TypeError, ValueError, OverflowError):
-        errors[field] = "must be a whole number"
-        return None
-    if value < low:
-        errors[field] = f"must be at least {low}"
-    elif high is not None and value > high:
-        errors[field] = f"must be at most {high}"
-    return value
-
-
-def validate_submission(user, data: dict, *, package_pending: bool = False) -> dict:
-    """Return the cleaned fields of a new job, or raise ValidationError({field: message}).
-
-    `package_pending` skips the package-exists check for a package that is uploaded with the
-    submission and put in place only once everything else is known to be valid.
-    """
-    data = {**DEFAULTS, **{k: v for k, v in data.items() if v is not None and v != ""}}
-    errors: dict[str, str] = {}
-    out: dict[str, Any] = {}
-
-    name = str(data.get("name", "")).strip()
-    try:
-        dns_label(name)
-        existing = Job.objects.filter(user=user, name=name).values_list("deleting", flat=True).first()
-        if existing:
-            errors["name"] = f"a job named '{name}' is still being deleted; try again in a minute"
-        elif existing is not None:
-            errors["name"] = f"you already have a job named '{name}'; pick another name or delete that job"
-    except ValidationError as e:
-        errors["name"] = "the name is required" if not name else e.messages[0]
-    out["name"] = name
-
-    dc_name = str(data.get("datacenter") or settings.DEFAULT_DATACENTER)
-    out["datacenter"] = Datacenter.objects.filter(name=dc_name).first()
-    if out["datacenter"] is None:
-        errors["datacenter"] = f"no datacenter named '{dc_name}'"
-
-    mode = data.get("mode")
-    if mode not in Job.Mode.values:
-        errors["mode"] = "must be 'ps' or 'collective'"
-    out["mode"] = mode
-
-    out["trainers"] = _int(data, "trainers", errors, low=1, high=MAX_TRAINERS)
-    out["pservers"] = _int(data, "pservers", errors, low=0, high=MAX_PSERVERS)
-    if mode == Job.Mode.PS and out["pservers"] == 0 and "pservers" not in errors:
-        errors["pservers"] = "parameter-server mode needs at least 1 pserver"
-    if mode == Job.Mode.COLLECTIVE and out["pservers"]:
-        errors["pservers"] = "collective mode has no pservers: set 0"
-    out["gpu"] = _int(data, "gpu", errors, low=0, high=MAX_GPUS)
-    out["passes"] = _int(data, "passes", errors, low=1, high=MAX_PASSES)
-    out["timeout"] = None if data.get("timeout") is None else _int(data, "timeout", errors, low=1, high=MAX_TIMEOUT)
-
-    for field, parse in (("cpu", cpu_millicores), ("pscpu", cpu_millicores),
-                         ("memory", memory_bytes), ("psmemory", memory_bytes)):
-        out[field] = str(data.get(field)).strip()
+def check_fields(s: Submission, data: Mapping[str, Any]) -> None:
+    """Each spec field's type, bounds and default; None and "" mean "not given"."""
+    given = {k: v for k, v in data.items() if v is not None and v != ""}
+    mode = given.get("mode")
+    defaults = spec.defaults(mode if isinstance(mode, str) else "ps")
+    for name, f in JobSubmitSerializer().fields.items():
         try:
-            parse(out[field])
-        except ValueError as e:
-            errors[field] = str(e)
-        if len(out[field]) > MAX_QUANTITY_LENGTH:
-            errors[field] = f"at most {MAX_QUANTITY_LENGTH} characters"
+            s.data[name] = f.run_validation(given.get(name, defaults.get(name, empty)))
+        except serializers.ValidationError as e:
+            s.fail(name, _first_message(e.detail))
 
-    entry = str(data.get("entry", "")).strip()
+
+def _first_message(detail: Any) -> str:
+    if isinstance(detail, dict):  # a mapping field: the first bad entry, by its key
+        key, inner = next(iter(detail.items()))
+        return f"the value of {key} {_first_message(inner)}"
+    if isinstance(detail, list):
+        return _first_message(detail[0])
+    return str(detail)
+
+
+# --- the rules, in the order RULES runs them -----------------------------------------------------
+def name_is_free(s: Submission) -> None:
+    if not s.ok("name"):
+        return
+    name = s.data["name"]
+    deleting = Job.objects.filter(user=s.user, name=name).values_list("deleting", flat=True).first()
+    if deleting:
+        s.fail("name", f"a job named '{name}' is still being deleted; try again in a minute")
+    elif deleting is not None:
+        s.fail("name", f"you already have a job named '{name}'; pick another name or delete that job")
+    elif Job.objects.filter(user=s.user, k8s_name=spec.k8s_name(name)).exists():
+        s.fail("name", f"'{name}' maps to the same cluster name as one of your jobs; pick another name")
+
+
+def datacenter_exists(s: Submission) -> None:
+    if not s.ok("datacenter"):
+        return
+    name = s.data["datacenter"] or settings.DEFAULT_DATACENTER
+    s.data["datacenter"] = Datacenter.objects.filter(name=name).first()
+    if s.data["datacenter"] is None:
+        s.fail("datacenter", f"no datacenter named '{name}'")
+
+
+def pservers_fit_the_mode(s: Submission) -> None:
+    if not s.ok("mode", "pservers"):
+        return
+    if s.data["mode"] == Job.Mode.PS and s.data["pservers"] == 0:
+        s.fail("pservers", "parameter-server mode needs at least 1 pserver")
+    if s.data["mode"] == Job.Mode.COLLECTIVE and s.data["pservers"]:
+        s.fail("pservers", "collective mode has no pservers: set 0")
+
+
+def quantities_parse(s: Submission) -> None:
+    for name, parse in (("cpu", cpu_millicores), ("pscpu", cpu_millicores),
+                        ("memory", memory_bytes), ("psmemory", memory_bytes)):
+        if s.ok(name):
+            try:
+                parse(s.data[name])
+            except ValueError as e:
+                s.fail(name, str(e))
+
+
+def entry_parses(s: Submission) -> None:
+    if not s.ok("entry"):
+        return
     try:
-        if not entry or not shlex.split(entry):
-            errors["entry"] = "the entry point is required, e.g. 'python train.py'"
+        if not shlex.split(s.data["entry"]):
+            s.fail("entry", "the entry point is required, e.g. 'python train.py'")
     except ValueError as e:
-        errors["entry"] = f"cannot parse the command: {e}"
-    if len(entry) > 1024:
-        errors["entry"] = "at most 1024 characters"
-    out["entry"] = entry
-
-    image = str(data.get("image") or "").strip()
-    if image and not _IMAGE.match(image):
-        errors["image"] = "not a valid image reference, e.g. paddlepaddle/paddle:2.6.2"
-    out["image"] = image
-    out["registry"] = None
-    if data.get("registry"):
-        out["registry"] = Registry.objects.filter(user=user, name=str(data["registry"])).first()
-        if out["registry"] is None:
-            errors["registry"] = f"you have no registry named '{data['registry']}'"
-
-    env = data.get("env") or {}
-    env_error = _env_error(env)
-    if env_error:
-        errors["env"] = env_error
-    out["env"] = {str(k): str(v) for k, v in env.items()} if not env_error else {}
-
-    package = str(data.get("package", "")).strip()
-    out["package"] = package
-    if not package:
-        errors["package"] = "the package path is required, e.g. /pfs/<datacenter>/home/<you>/jobs/<name>"
-    else:
-        try:
-            path = resolve(user, package)
-            out["package"] = path.virtual
-            if out["datacenter"] is not None and path.datacenter != out["datacenter"].name:
-                errors["package"] = f"the package must be in the job's datacenter (/pfs/{out['datacenter'].name}/...)"
-            elif not package_pending and not path.disk.is_dir():
-                errors["package"] = f"{path.virtual} is not a directory in your storage; upload the package first"
-        except PathError as e:
-            errors["package"] = e.message
-
-    if not errors:
-        # Early answer (before an upload is stored); admission checks again under the user's lock.
-        errors.update(admission_errors(user, out))
-    if errors:
-        raise ValidationError({k: [v] for k, v in errors.items()})
-    return out
+        s.fail("entry", f"cannot parse the command: {e}")
 
 
-def _env_error(env) -> str:
-    """What is wrong with a user's extra environment (empty when it is fine)."""
-    if not isinstance(env, dict):
-        return "must be a mapping of NAME to value"
-    if len(env) > MAX_ENV_VARS:
-        return f"at most {MAX_ENV_VARS} variables (got {len(env)})"
-    total = 0
-    for key, value in env.items():
-        if not isinstance(key, str) or not _ENV_NAME.match(key):
-            return f"'{str(key)[:64]}' is not a valid environment variable name"
+def image_is_a_reference(s: Submission) -> None:
+    if s.ok("image") and s.data["image"] and not _IMAGE.fullmatch(s.data["image"]):
+        s.fail("image", "not a valid image reference, e.g. paddlepaddle/paddle:2.6.2")
+
+
+def registry_is_yours(s: Submission) -> None:
+    if not s.ok("registry"):
+        return
+    name = s.data["registry"]
+    s.data["registry"] = Registry.objects.filter(user=s.user, name=name).first() if name else None
+    if name and s.data["registry"] is None:
+        s.fail("registry", f"you have no registry named '{name}'")
+
+
+def env_within_limits(s: Submission) -> None:
+    if not s.ok("env"):
+        return
+    env = s.data["env"]
+    if len(env) > spec.MAX_ENV_VARS:
+        return s.fail("env", f"at most {spec.MAX_ENV_VARS} variables (got {len(env)})")
+    total = sum(len(k.encode()) + len(v.encode("utf-8", "replace")) for k, v in env.items())
+    if total > spec.MAX_ENV_BYTES:
+        s.fail("env", f"at most {spec.MAX_ENV_BYTES // 1024} KiB of names and values together (got {total} bytes)")
+
+
+def env_names_are_allowed(s: Submission) -> None:
+    if not s.ok("env"):
+        return
+    for key in s.data["env"]:
+        if not _ENV_NAME.fullmatch(key):
+            return s.fail("env", f"'{key[:64]}' is not a valid environment variable name")
         if key in RESERVED_ENV:
-            return f"{key} is set by PaddleCloud for every replica and cannot be overridden"
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)) or "\x00" in str(value):
-            return f"the value of {key} must be text"
-        total += len(key.encode()) + len(str(value).encode("utf-8", "replace"))
-    if total > MAX_ENV_BYTES:
-        return f"at most {MAX_ENV_BYTES // 1024} KiB of names and values together (got {total} bytes)"
-    return ""
+            return s.fail("env", f"{key} is set by PaddleCloud for every replica and cannot be overridden")
 
 
-def admission_errors(user, cleaned: dict) -> dict[str, str]:
+def package_is_a_directory(s: Submission) -> None:
+    if not s.ok("package"):
+        return
+    try:
+        path = resolve(s.user, s.data["package"])
+    except PathError as e:
+        return s.fail("package", e.message)
+    s.data["package"] = path.virtual
+    dc = s.data["datacenter"] if s.ok("datacenter") else None
+    if dc is not None and path.datacenter != dc.name:
+        s.fail("package", f"the package must be in the job's datacenter (/pfs/{dc.name}/...)")
+    elif not s.package_pending and not path.disk.is_dir():
+        s.fail("package", f"{path.virtual} is not a directory in your storage; upload the package first")
+
+
+def fits_the_quota(s: Submission) -> None:
+    """An early answer (before an upload is stored); admission checks again under the user's lock."""
+    if not s.errors:
+        for name, message in admission_errors(s.user, s.data).items():
+            s.fail(name, message)
+
+
+RULES: tuple[Callable[[Submission], None], ...] = (
+    name_is_free, datacenter_exists, pservers_fit_the_mode, quantities_parse, entry_parses,
+    image_is_a_reference, registry_is_yours, env_within_limits, env_names_are_allowed, package_is_a_directory,
+    fits_the_quota,
+)
+
+
+def validate_submission(user: User, data: Mapping[str, Any], *, package_pending: bool = False) -> dict[str, Any]:
+    """Return the cleaned fields of a new job, or raise ValidationError({field: [message]})."""
+    if not isinstance(data, Mapping):
+        raise ValidationError("a job is an object of field names and values")
+    sub = Submission(user, package_pending)
+    check_fields(sub, data)
+    for rule in RULES:
+        rule(sub)
+    if sub.errors:
+        raise ValidationError({k: [v] for k, v in sub.errors.items()})
+    return sub.data
+
+
+def admission_errors(user: User, cleaned: dict[str, Any]) -> dict[str, str]:
     """Field errors for a job the user's quotas cannot take now: resources and running jobs, and
     a home already full (the job could not write its output)."""
     dc = cleaned["datacenter"]

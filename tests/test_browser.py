@@ -21,6 +21,7 @@ pytestmark = [
 
 def fill_job(page, name):
     page.fill("#id_name", name)
+    page.fill("#id_entry", "python train.py")
     page.fill("#id_trainers", "2")
     page.fill("#id_pservers", "2")
     page.fill("#id_passes", "10")
@@ -60,6 +61,18 @@ def test_a_bad_submission_shows_the_error_beside_the_field(page, live_server):
     fill_job(page, "fit_a_line")
     page.fill("#id_memory", "lots")
     page.click("button[type=submit]")
-    assert "lowercase letters" in page.locator("#field-name .error").inner_text()
+    assert "no '_'" in page.locator("#field-name .error").inner_text()
     assert "not a memory amount" in page.locator("#field-memory .error").inner_text()
     assert not Job.objects.exists()
+
+
+def test_pservers_follow_the_modes_default_until_the_user_sets_them(page, live_server):
+    page.goto(f"{live_server.url}/jobs/new/")
+    assert page.input_value("#id_pservers") == "1"  # the spec's default in ps mode
+    page.select_option("#id_mode", "collective")
+    assert page.input_value("#id_pservers") == "0"
+    page.select_option("#id_mode", "ps")
+    assert page.input_value("#id_pservers") == "1"
+    page.fill("#id_pservers", "3")
+    page.select_option("#id_mode", "collective")
+    assert page.input_value("#id_pservers") == "3"  # the user's own value stays

@@ -7,18 +7,19 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Seed 004's job names; the server keeps them as typed and names cluster objects after them.
+NAME_RE = re.compile(r"^[A-Za-z]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 
 
 def check_job_name(name: str) -> str:
-    """DNS-1123 label, as the server requires (checked early so nothing is uploaded for nothing)."""
+    """The server's name rule, checked early so nothing is uploaded for nothing."""
     if not name:
         raise ValueError("name: a job name is required")
     if len(name) > 40:
         raise ValueError(f"name: job name '{name}' is longer than 40 characters")
     if not NAME_RE.match(name):
-        raise ValueError(f"name: job name '{name}' may only contain lowercase letters, digits and '-', and must start "
-                         "and end with a letter or digit (no '_')")
+        raise ValueError(f"name: job name '{name}' may only contain letters, digits, '-' and '.', and must start "
+                         "with a letter and end with a letter or digit (no '_')")
     return name
 
 

@@ -121,6 +121,17 @@ def test_submit_extra_flags_mode_env_and_double_dash(config, pkg):
         "collective", 0, 2, {"A": "1", "B": "x=y"}, 60)
 
 
+def test_seed_004_names_with_dots_and_capitals_are_submitted_and_shown_as_typed(config, alice, pkg):
+    res = run_cli("submit", "-jobname", "My.Job", pkg)
+    assert res.code == 0, res.err
+    assert "job My.Job submitted (Queued)" in res.out
+    assert "My.Job" in run_cli("get", "jobs", "-a").out
+    workers = run_cli("get", "workers", "My.Job")
+    assert workers.code == 0 and [line.split()[0] for line in workers.lines[1:]] == ["pserver-0", "trainer-0"]
+    assert run_cli("logs", "My.Job").code == 0
+    assert "job My.Job killed" in run_cli("kill", "My.Job").out
+
+
 def test_ps_mode_pservers_default_to_parallelism(config, pkg):
     assert run_cli("submit", "-jobname", "ps", "-parallelism", "2", pkg).code == 0
     from jobs.models import Job

@@ -1,9 +1,12 @@
 from rest_framework import serializers
 
 from jobs import services
-from jobs import validation as v
 from jobs.logstore import MAX_LOG_LINES, MAX_LOG_OFFSET
 from jobs.models import Job, JobEvent, Replica
+from jobs.spec import SPEC
+from jobs.submit_serializer import JobSubmitSerializer
+
+__all__ = ["JobSubmitSerializer", "JobSerializer", "JobDetailSerializer", "LogQuerySerializer", "LogSerializer"]
 
 
 class ReplicaSerializer(serializers.ModelSerializer):
@@ -30,9 +33,8 @@ class JobSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Job
-        fields = ["name", "datacenter", "mode", "package", "entry", "pservers", "trainers", "cpu", "memory", "gpu",
-                  "pscpu", "psmemory", "image", "registry", "env", "passes", "timeout", "state", "reason",
-                  "message", "created", "started", "finished"]
+        fields = [*(f.name for f in SPEC), "k8s_name", "state", "reason", "message", "created", "started",
+                  "finished"]
         read_only_fields = fields
 
 
@@ -48,33 +50,6 @@ class JobDetailSerializer(JobSerializer):
 
     def get_waiting(self, job: Job) -> str:
         return services.waiting_reason(job)
-
-
-class JobCreateSerializer(serializers.Serializer):
-    """Types only: every rule and bound lives in jobs.validation, shared with the form and /api/v1,
-    so all of a submission's errors come back at once."""
-
-    name = serializers.CharField(max_length=100, help_text="DNS-1123 label: lowercase letters, digits, '-'.")
-    package = serializers.CharField(max_length=4096, help_text="PFS directory, /pfs/<dc>/home/<you>/...")
-    entry = serializers.CharField(max_length=1024, help_text="Command to start each replica, e.g. 'python train.py'.")
-    datacenter = serializers.CharField(required=False)
-    mode = serializers.ChoiceField(choices=Job.Mode.choices, required=False)
-    pservers = serializers.IntegerField(required=False, help_text=f"0 to {v.MAX_PSERVERS}; at least 1 in ps mode.")
-    trainers = serializers.IntegerField(required=False, help_text=f"1 to {v.MAX_TRAINERS}.")
-    cpu = serializers.CharField(required=False, help_text="Per trainer, e.g. 1 or 500m.")
-    memory = serializers.CharField(required=False, help_text="Per trainer, e.g. 1Gi.")
-    gpu = serializers.IntegerField(required=False, help_text=f"Per trainer, 0 to {v.MAX_GPUS}.")
-    pscpu = serializers.CharField(required=False)
-    psmemory = serializers.CharField(required=False)
-    image = serializers.CharField(required=False, allow_blank=True)
-    registry = serializers.CharField(required=False, allow_blank=True)
-    env = serializers.DictField(
-        child=serializers.CharField(allow_blank=True, trim_whitespace=False), required=False,
-        help_text=f"Extra environment variables: at most {v.MAX_ENV_VARS}, {v.MAX_ENV_BYTES // 1024} KiB of names "
-                  "and values together, names like [A-Za-z_][A-Za-z0-9_]*, none of the process contract's.")
-    passes = serializers.IntegerField(required=False, help_text=f"1 to {v.MAX_PASSES}.")
-    timeout = serializers.IntegerField(required=False, allow_null=True,
-                                       help_text=f"Seconds running before the job fails (1 to {v.MAX_TIMEOUT}).")
 
 
 class LogQuerySerializer(serializers.Serializer):

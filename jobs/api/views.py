@@ -10,7 +10,7 @@ from jobs.filtersets import JobFilterSet
 from jobs.models import Job, JobEvent
 from paddleweb.api import OwnedViewSet, field_errors
 
-from .serializers import JobCreateSerializer, JobDetailSerializer, JobSerializer, LogQuerySerializer, LogSerializer
+from .serializers import JobDetailSerializer, JobSerializer, JobSubmitSerializer, LogQuerySerializer, LogSerializer
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet):
@@ -28,12 +28,10 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
     def get_serializer_class(self):
         return JobSerializer if self.action == "list" else JobDetailSerializer
 
-    @extend_schema(request=JobCreateSerializer, responses={201: JobDetailSerializer})
+    @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer})
     def create(self, request):
-        data = JobCreateSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        with field_errors():
-            job = services.submit_job(request.user, data.validated_data)
+        with field_errors():  # the service checks every field against the spec, so all errors come at once
+            job = services.submit_job(request.user, request.data)
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={204: None})

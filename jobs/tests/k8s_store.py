@@ -81,6 +81,22 @@ def _match_fields(selector: str, obj: Obj) -> bool:
         if (str(cur if cur is not None else "") == v.strip()) == neg:
             return False
     return True
+# What the API server checks of every new object's name and labels (422 Invalid otherwise).
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?")
+NAME_RULES = {"services": DNS_1035_LABEL, "namespaces": DNS_1123_LABEL}
+
+
+def check_metadata(plural: str, md: Obj) -> None:
+    name = md["name"]
+    rule = NAME_RULES.get(plural, DNS_SUBDOMAIN)
+    if len(name) > 253 or not rule.fullmatch(name):
+        raise kmock.KubernetesError(422, "Invalid", f'{plural} "{name}" is invalid: metadata.name')
+    for key, value in (md.get("labels") or {}).items():
+        if not LABEL_VALUE.fullmatch(value):
+            raise kmock.KubernetesError(422, "Invalid", f'{plural} "{name}" is invalid: metadata.labels[{key}]')
 
 
 class Store:
@@ -122,6 +138,7 @@ class Store:
         if not md.get("name") and md.get("generateName"):
             md["name"] = md["generateName"] + uuid.uuid4().hex[:5]
         ns = (ns or md.get("namespace")) if namespaced else None
+        check_metadata(plural, md)
         key = (plural, ns or "", md["name"])
         with self.lock:
             if key in self.objects:

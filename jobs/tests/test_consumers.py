@@ -59,6 +59,18 @@ async def test_an_idle_subscriber_stays_subscribed(client, job):
     await comm.disconnect()
 
 
+async def test_a_job_named_with_dots_and_capitals_is_followed_at_its_name(client, job):
+    named = await sync_to_async(services.submit_job)(job.user, {
+        "name": "My.Job", "package": job.package, "entry": "python train.py", "cpu": "100m", "pscpu": "100m"})
+    await sync_to_async(client.force_login)(job.user)
+    comm, connected, _ = await connect(client, "My.Job")
+    assert connected
+    assert (await comm.receive_json_from(timeout=5))["state"] == "Queued"
+    await sync_to_async(services.kill_job)(named)
+    assert (await comm.receive_json_from(timeout=5))["state"] == "Killed"
+    await comm.disconnect()
+
+
 async def test_another_user_cannot_subscribe(client, job, bob):
     await sync_to_async(client.force_login)(bob)
     comm, connected, code = await connect(client)

@@ -14,7 +14,7 @@ from accounts.services import issue_token
 from conftest import LiveASGI, make_package
 from jobs import logstore, services
 from jobs.models import Job
-from jobs.validation import MAX_ENV_BYTES, MAX_ENV_VARS, MAX_TIMEOUT
+from jobs.spec import MAX_ENV_BYTES, MAX_ENV_VARS, MAX_TIMEOUT
 from pfs.usage import recompute
 from quotas.models import Quota
 
@@ -42,6 +42,7 @@ def submit(api, pkg, **fields):
     ("env", {f"K{i}": "v" for i in range(10_000)}, f"at most {MAX_ENV_VARS} variables"),
     ("env", {"BIG": "x" * 2**20}, f"at most {MAX_ENV_BYTES // 1024} KiB"),
     ("env", {"A-B": "x"}, "not a valid environment variable name"),
+    ("env", {"A\n": "x"}, "not a valid environment variable name"),  # '$' alone would match before a newline
     ("env", {"PADDLE_PFS_HOME": "/"}, "cannot be overridden"),
 ])
 def test_out_of_range_job_fields_get_a_field_error(alice_api, pkg, field, value, message):

@@ -3,6 +3,7 @@ schemas (kubernetes-validate, strict: unknown fields fail), and the process cont
 checked against jobs/contract.py for every replica index."""
 
 import functools
+import json
 import re
 import shlex
 
@@ -16,6 +17,7 @@ from jobs.backends.kubernetes import build as k8s_build
 from jobs.backends.kubernetes import hardening as k8s_hardening
 from jobs.backends.kubernetes.config import SettingsError, parse, sanitize, user_namespace
 from jobs.models import Job
+from jobs.spec import MAX_TRAINERS
 
 K8S_VERSION = "1.37"
 # The schemas are re-read from disk on every validation; read each file once.
@@ -206,3 +208,33 @@ def test_namespaces_are_dns_safe_and_collision_proof():
 def test_bad_settings_name_the_key(config, key):
     with pytest.raises(SettingsError, match=re.escape(key)):
         parse("k8s", config)
+
+
+DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["my.job", "MyJob", "My.Job-2", "A" + "b.C" * 13])
+@pytest.mark.parametrize("variant", VARIANTS[2:4], ids=["kubeflow", "build"])
+def test_names_with_dots_and_capitals_make_valid_kubernetes_objects(alice, name, variant):
+    settings = parse("k8s", {**variant, "storage": STORAGES[0]})
+    job = make_job(alice, name=name)
+    assert job.k8s_name != name
+    objs = list(every_manifest(job, settings))
+    objs.append(manifests.paddle_job(job, settings, "paddle-alice-1234abcd", manifests.owner_reference(ROOT),
+                                     image="img:1", runtime_ready=True, pull_secrets=[], grace_seconds=5))
+    for obj in objs:
+        if obj["kind"] != "PaddleJob":
+            validate(obj)
+        md = obj["metadata"]
+        if md["name"].startswith(job.k8s_name):  # the job's own objects (not the namespace's)
+            assert DNS_1035_LABEL.fullmatch(md["name"]), md["name"]
+        for value in md.get("labels", {}).values():
+            assert LABEL_VALUE.fullmatch(value), value
+    # Names the cluster derives from ours stay DNS labels of 63 at most: a StatefulSet's
+    # controller-revision-hash label (<name>-<10>), an Indexed Job's pod host names, the operator's.
+    assert len(f"{manifests.pserver_name(job)}-{'h' * 10}") <= 63
+    assert len(f"{manifests.trainer_name(job)}-{MAX_TRAINERS - 1}") <= 63
+    assert len(f"{job.k8s_name}-worker-{MAX_TRAINERS - 1}") <= 63
+    assert json.loads(manifests.root(job, "ns")["data"]["job.json"])["name"] == name  # as the user typed it

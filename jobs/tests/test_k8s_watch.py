@@ -5,7 +5,7 @@ mounts, watch streams dropping and 410 Gone."""
 
 import pytest
 
-from jobs import logstore
+from jobs import logstore, manifests
 from jobs.models import JobState, ReplicaState
 
 from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
@@ -18,10 +18,10 @@ def replicas(job):
 
 
 def start_pservers(cluster, part, job, ns):
-    pods = cluster.run_statefulset(ns, f"{job.name}-pserver")
+    pods = cluster.run_statefulset(ns, manifests.pserver_name(job))
     for pod in pods:
         cluster.pod_running(ns, pod)
-    cluster.statefulset_ready(ns, f"{job.name}-pserver", job.pservers)
+    cluster.statefulset_ready(ns, manifests.pserver_name(job), job.pservers)
     part.until(lambda: cluster.store.find("jobs", ns), what="the trainer Job")
     return pods
 
@@ -69,8 +69,21 @@ def started(cluster, part, alice, name="fit", **fields):
     part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
     if job.pservers:
         start_pservers(cluster, part, job, ns)
-    trainers = cluster.run_job(ns, f"{name}-trainer")
+    trainers = cluster.run_job(ns, manifests.trainer_name(job))
     return job, ns, trainers
+
+
+def test_a_job_named_with_dots_and_capitals_runs_under_its_k8s_name(alice, cluster, part):
+    job, ns, trainers = started(cluster, part, alice, "My.Job", mode="collective", pservers=0, trainers=1)
+    objects = cluster.objects_in(ns)
+    assert ("configmaps", job.k8s_name) in objects and ("jobs", f"{job.k8s_name}-trainer") in objects
+    assert all(name.startswith(job.k8s_name) for _, name in objects), objects  # the emulator checks them too
+    cluster.pod_running(ns, trainers[0])
+    cluster.log(ns, trainers[0], "hello")
+    cluster.pod_succeeded(ns, trainers[0])
+    part.until(lambda: part.job(job).state == JobState.SUCCEEDED, what="Succeeded")
+    assert part.job(job).name == "My.Job"
+    assert logstore.read(job.replicas.get(role="trainer", index=0)).text == "hello\n"
 
 
 def test_image_pull_backoff_is_the_jobs_reason_then_fails_it_at_the_pending_timeout(alice, cluster, part, k8s_dc):

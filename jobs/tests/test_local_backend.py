@@ -110,6 +110,17 @@ def test_every_replica_gets_the_process_contract(alice):
     assert len({r.port for r in job.replicas.all()}) == 4
 
 
+def test_a_job_named_as_seed_004_allows_runs_under_its_typed_name_with_a_dns_safe_host_name(alice):
+    workload = ("import json, os, socket\n"
+                "json.dump({**os.environ, 'HOST': socket.gethostname()}, open('env.json', 'w'))\n")
+    job = run_until_done(submit(alice, "My.Job", {"train.py": workload}, mode="collective", pservers=0, trainers=1))
+    assert job.state == "Succeeded", job.message
+    env = replica_env(job, "trainer-0")
+    assert env["PADDLE_JOB_NAME"] == "My.Job"
+    if LocalBackend(job.datacenter).settings().sandboxed:  # the sandbox names its host after the job
+        assert env["HOST"] == f"{job.k8s_name}-trainer-0"
+
+
 def test_collective_mode_contract(alice):
     workload = "import json, os; json.dump(dict(os.environ), open('env.json', 'w'))\n"
     job = run_until_done(submit(alice, "coll", {"train.py": workload}, mode="collective", pservers=0, trainers=3))

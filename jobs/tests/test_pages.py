@@ -45,7 +45,7 @@ def test_login_page_logs_in(client, alice):
 
 def test_submit_form_shows_help_for_every_field(web):
     page = web.get("/jobs/new/").content.decode()
-    for text in ["unique among your jobs", "Number of trainer processes", "Memory per trainer",
+    for text in ["Unique among your jobs", "Number of trainer processes", "Memory per trainer",
                  "one NAME=value per line", "one .zip / .tar.gz"]:
         assert text in page
 
@@ -79,7 +79,7 @@ def test_a_zip_escaping_its_directory_is_refused_and_leaves_nothing(web, alice):
 
 
 @pytest.mark.parametrize("field,value,message", [
-    ("name", "fit_a_line", "lowercase letters"),
+    ("name", "fit_a_line", "no '_'"),
     ("trainers", 0, "at least 1"),
     ("memory", "lots", "not a memory amount"),
 ])

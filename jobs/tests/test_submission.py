@@ -38,10 +38,12 @@ def test_a_valid_submission_queues_the_job_with_its_replicas_and_an_event(alice,
 
 
 @pytest.mark.parametrize("field,value,message", [
-    ("name", "fit_a_line", "lowercase letters, digits and '-'"),
+    ("name", "fit_a_line", "letters, digits, '-' and '.'"),
     ("name", "", "required"),
-    ("name", "UPPER", "lowercase"),
-    ("name", "a" * 41, "1-40"),
+    ("name", "a" * 41, "at most 40 characters"),
+    ("name", "my.job.", "ending with a letter or digit"),
+    ("name", "-job", "starting with a letter"),
+    ("name", "../x", "letters, digits"),
     ("trainers", 0, "at least 1"),
     ("trainers", "two", "whole number"),
     ("pservers", -1, "at least 0"),

@@ -77,8 +77,8 @@ def get_job(ctx: Context, name: str) -> dict[str, Any]:
 def _submit_setup(p: argparse.ArgumentParser) -> None:
     a = p.add_argument
     a("package", metavar="<package path>", help="local package directory (uploaded) or /pfs/<dc>/home/<you>/... path")
-    a("-jobname", "--jobname", "-name", help="job name: lowercase letters, digits and '-' (default: from the package "
-      "directory's name)")
+    a("-jobname", "--jobname", "-name", help="job name: letters, digits, '-' and '.', e.g. my.job (default: from the "
+      "package directory's name)")
     a("-parallelism", "--parallelism", "-p", "-trainers", "--trainers", dest="parallelism", type=int, default=1,
       help="number of trainers (default 1)")
     a("-cpu", "--cpu", "-c", default="1", help="CPU per trainer, e.g. 1 or 500m (default 1)")

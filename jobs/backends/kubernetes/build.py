@@ -111,7 +111,7 @@ def build_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, destina
         spec["tolerations"] = list(settings.tolerations)
     lbls = manifests.labels(job, "build")
     return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": f"{job.name}-build", "namespace": ns, "labels": lbls,
+            "metadata": {"name": f"{job.k8s_name}-build", "namespace": ns, "labels": lbls,
                          **({"ownerReferences": [owner]} if owner else {})},
             "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": dict(lbls)}, "spec": spec}}}
 
@@ -139,7 +139,7 @@ def _build_secrets(backend, job, ns: str, owner: Obj) -> tuple[str | None, str |
         if not auths:
             names.append(None)
             continue
-        name = f"{job.name}-{suffix}"
+        name = f"{job.k8s_name}-{suffix}"
         body = manifests.dockerconfig_secret(name, ns, auths, manifests.labels(job, "build"), owner)
         if api.create(api.core.create_namespaced_secret, ns, body=body) is None:
             api.call(api.core.replace_namespaced_secret, name, ns, body=body)  # credentials may have changed
@@ -172,7 +172,7 @@ def ensure_runtime_image(backend, job, heartbeat: Callable[[], None]) -> None:
 
 def _await_build(backend, job, image: str, ns: str, heartbeat: Callable[[], None]) -> None:
     api, st = backend.api, backend.settings
-    name = f"{job.name}-build"
+    name = f"{job.k8s_name}-build"
     started = timezone.now()
     while True:
         heartbeat()

@@ -223,7 +223,7 @@ class LocalBackend(Backend):
             # to override permissions: a package whose top directory is 0700 must still be entered.
             os.chmod(work, 0o755)
             sandbox.give_to(work, uid)
-            hostname = f"{job.name}-{replica.name}"[:63]
+            hostname = f"{job.k8s_name}-{replica.name}"[:63]
             sandbox.write_etc(rdir / "etc", uid, job.user.get_username(), home.virtual, hostname,
                               egress.RESOLV_CONF if cfg.internet else "")
             public = resolve(job.user, f"/pfs/{job.datacenter.name}/public")
