@@ -57,3 +57,17 @@ def document_errors(result: dict, generator, request, public) -> dict:
                     "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}},
                 }
     return result
+
+
+def document_empty_filters(result: dict, generator, request, public) -> dict:
+    """A single-valued choice filter given empty (`?mode=`, as an HTML form sends "any") filters
+    nothing; django-filter takes it, so the schema lists "" among the values."""
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            if not isinstance(operation, dict):
+                continue
+            for param in operation.get("parameters", []):
+                schema = param.get("schema", {})
+                if param.get("in") == "query" and schema.get("type") == "string" and "enum" in schema:
+                    schema["enum"] = ["", *(v for v in schema["enum"] if v != "")]
+    return result

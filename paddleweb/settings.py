@@ -247,7 +247,8 @@ SPECTACULAR_SETTINGS = {
     "SCHEMA_PATH_PREFIX": "/api/v2",
     "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.JobState", "ReplicaStateEnum": "jobs.models.ReplicaState"},
     # Every operation's error answers, described once (paddleweb/api_schema.py).
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "paddleweb.api_schema.document_errors"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "paddleweb.api_schema.document_errors",
+                            "paddleweb.api_schema.document_empty_filters"],
 }
 
 # --- HTTPS ----------------------------------------------------------------------------------

@@ -59,3 +59,18 @@ def test_pages_keep_the_filters(web, alice, datacenter):
     html = web.get("/jobs/?active=false").content.decode()
     assert 'href="?active=false&page=2"' in html
     assert len(names(web.get("/jobs/?active=false&page=2"))) == 5
+
+
+def test_an_any_choice_sent_empty_by_the_page_form_filters_nothing(web, jobs):
+    assert names(web.get("/jobs/?active=true&state=")) == {"queued-one", "running-one"}
+    assert names(web.get("/jobs/?active=&state=Failed")) == {"failed-one"}
+
+
+def test_the_api_takes_an_empty_choice_as_no_filter_and_its_schema_says_so(alice_api, jobs):
+    import yaml
+
+    body = alice_api.get("/api/v2/jobs/?mode=&active=").json()
+    assert body["count"] == 4
+    schema = yaml.safe_load(alice_api.get("/api/v2/schema/").content)
+    params = {p["name"]: p["schema"] for p in schema["paths"]["/api/v2/jobs/"]["get"]["parameters"]}
+    assert "" in params["mode"]["enum"] and "" in params["active"]["enum"]
