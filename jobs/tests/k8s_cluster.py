@@ -8,7 +8,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs.manifests import COMPLETION_INDEX, CONTAINER
+from jobs.backends.kubernetes.manifests import COMPLETION_INDEX, CONTAINER
 
 from .k8s_emulator import EmulatedCluster, now
 

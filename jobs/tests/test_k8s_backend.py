@@ -4,8 +4,8 @@ cluster: launch order, idempotency, faults, stop and delete."""
 
 import pytest
 
-from jobs import manifests
 from jobs.backends.base import LaunchError
+from jobs.backends.kubernetes import manifests
 from jobs.backends.registry import get_backend
 from jobs.models import JobState
 

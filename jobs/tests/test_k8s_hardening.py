@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs import manifests
+from jobs.backends.kubernetes import manifests
 from jobs.backends.registry import get_backend
 from jobs.models import Job
 

@@ -12,9 +12,10 @@ import kubernetes_validate.utils
 import pytest
 
 from accounts.models import Datacenter, Registry
-from jobs import contract, manifests
+from jobs import contract
 from jobs.backends.kubernetes import build as k8s_build
 from jobs.backends.kubernetes import hardening as k8s_hardening
+from jobs.backends.kubernetes import manifests
 from jobs.backends.kubernetes.config import SettingsError, parse, sanitize, user_namespace
 from jobs.models import Job
 from jobs.spec import MAX_TRAINERS

@@ -5,7 +5,8 @@ mounts, watch streams dropping and 410 Gone."""
 
 import pytest
 
-from jobs import logstore, manifests
+from jobs import logstore
+from jobs.backends.kubernetes import manifests
 from jobs.models import JobState, ReplicaState
 
 from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
@@ -201,7 +202,7 @@ def test_pservers_that_never_get_ready_fail_the_job_at_the_pending_timeout(alice
 
 
 def test_pods_get_their_index_label_and_orphans_are_swept(alice, cluster, part):
-    from jobs import manifests
+    from jobs.backends.kubernetes import manifests
 
     job, ns, trainers = started(cluster, part, alice, mode="collective", pservers=0, trainers=2)
     cluster.pod_running(ns, trainers[1])

@@ -8,8 +8,7 @@ logs.py       pod logs into the durable per-replica files
 build.py      runtime images built in the cluster (kaniko)
 hardening.py  pod security and NetworkPolicies; config.py the datacenter's settings
 client.py     the API client with retries
-The manifests themselves are built by jobs/manifests.py.
+manifests.py  a job's objects as plain dicts (pure functions, validated against the OpenAPI schemas)
 
-Nothing is imported here: jobs/manifests.py uses config and hardening, and the backend uses the
-manifests (the registry names backend.KubernetesBackend).
+Nothing is imported here: the registry names backend.KubernetesBackend.
 """

@@ -1,4 +1,4 @@
-"""Kubernetes backend: a job's replicas as objects in its user's namespace (jobs/manifests.py).
+"""Kubernetes backend: a job's replicas as objects in its user's namespace (manifests.py).
 
 prepare: the package is snapshotted in PFS (as the local backend copies it), the user's
   namespace, ResourceQuota, NetworkPolicies (hardening.py) and copied Secrets are ensured,
@@ -27,10 +27,9 @@ from django.conf import settings as django_settings
 
 from quotas.services import effective_quota
 
-from ... import manifests
 from ...models import Job, JobState, Replica
 from ..base import Backend, LaunchError, ReplicaStatus, snapshot_package
-from . import hardening, watch
+from . import hardening, manifests, watch
 from .client import Api, api_for
 from .config import K8sSettings, SettingsError, for_datacenter, parse
 from .observe import observe_job

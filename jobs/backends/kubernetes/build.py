@@ -32,10 +32,9 @@ from collections.abc import Callable
 
 from django.utils import timezone
 
-from ... import manifests
 from ...models import Job, JobState
 from ..base import LaunchError
-from . import hardening
+from . import hardening, manifests
 from .config import K8sSettings
 from .status import describe_exit, parse_time, pod_status
 

@@ -25,8 +25,8 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from ... import logstore, notify
-from ...manifests import CONTAINER
 from .client import Api
+from .manifests import CONTAINER
 from .status import meta, replica_key
 
 log = logging.getLogger(__name__)

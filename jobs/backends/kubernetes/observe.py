@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from ... import manifests
 from ...models import TERMINAL_STATES, Job, ReplicaState
 from ..base import ReplicaStatus
+from . import manifests
 from .status import meta, parse_time, pod_status, ready_replicas, replica_key, workload_failure
 from .watch import JOB, POD, STATEFULSET, ClusterState
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...manifests import COMPLETION_INDEX, CONTAINER, KUBEFLOW_INDEX, LABEL_INDEX, LABEL_JOB_ID, LABEL_ROLE
 from ...models import ReplicaState
 from ..base import ReplicaStatus
+from .manifests import COMPLETION_INDEX, CONTAINER, KUBEFLOW_INDEX, LABEL_INDEX, LABEL_JOB_ID, LABEL_ROLE
 
 Obj = dict[str, Any]
 

@@ -23,10 +23,10 @@ from django.utils import timezone
 
 from accounts.models import Datacenter
 
-from ... import manifests
 from ...models import TERMINAL_STATES, Job, JobEvent, JobState, Replica, ReplicaState
 from ...transitions import set_reason, transition
 from ..base import LaunchError, WatchContext, Watcher
+from . import manifests
 from .client import api_for
 from .logs import LogCollector
 from .observe import created

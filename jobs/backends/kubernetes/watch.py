@@ -21,8 +21,8 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from ...manifests import LABEL_DATACENTER, LABEL_JOB, LABEL_JOB_ID
 from .client import Api, is_transient
+from .manifests import LABEL_DATACENTER, LABEL_JOB, LABEL_JOB_ID
 from .status import Warning, meta
 
 log = logging.getLogger(__name__)

@@ -10,9 +10,9 @@ user typed, see jobs/spec.py; the typed name is in the root ConfigMap's job.json
 - trainers: Indexed Job `<job>-trainer` (index = trainer id) + headless Service for their names
   (`<job>-trainer-<i>.<job>-trainer.<ns>.svc`; rank 0 is the collective master),
 - `<job>-peers`, the NetworkPolicy that lets the job's pods (and only they) reach each other,
-- optionally the runtime image build Job `<job>-build` (kaniko), see backends/kubernetes/build.py.
+- optionally the runtime image build Job `<job>-build` (kaniko), see build.py.
 
-Every pod is hardened by backends/kubernetes/hardening.py (non-root, no capabilities, seccomp).
+Every pod is hardened by hardening.py (non-root, no capabilities, seccomp).
 
 A pod template is shared by every index, so per-index values of the process contract come from
 the pod itself (downward API) through Kubernetes' `$(VAR)` expansion; everything literal is
@@ -25,9 +25,9 @@ import json
 import shlex
 from typing import Any
 
-from . import contract
-from .backends.kubernetes import hardening as k8s_hardening
-from .backends.kubernetes.config import K8sSettings, sanitize
+from ... import contract
+from . import hardening as k8s_hardening
+from .config import K8sSettings, sanitize
 
 LABEL_JOB = "paddlecloud/job"
 LABEL_JOB_ID = "paddlecloud/job-id"
