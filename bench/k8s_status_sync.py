@@ -22,8 +22,8 @@ SIZES = (10, 100)
 
 
 def make_jobs(cluster, user, first: int, count: int) -> list:
-    from conftest import make_package
     from jobs import services
+    from tests.support import make_package
 
     package = make_package(user, "bench", {"train.py": "print('hi')\n"}, datacenter="k8s")
     jobs = []

@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from accounts.services import issue_token
-from conftest import LiveASGI
+from tests.support import LiveASGI
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

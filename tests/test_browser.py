@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import needs_chromium
 from jobs.models import Job
-from jobs.tests.helpers import job_processes, wait_for
 from pfs.paths import home
+from tests.support import job_processes, needs_chromium, wait_for
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fit_a_line"
 pytestmark = [

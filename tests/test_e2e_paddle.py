@@ -10,8 +10,8 @@ import pytest
 
 from jobs.metrics import parse_metrics
 from jobs.models import Job
-from jobs.tests.helpers import job_processes, wait_for, wait_state
 from pfs.paths import home
+from tests.support import job_processes, wait_for, wait_state
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

@@ -6,10 +6,10 @@ emulated cluster; the test plays the controllers and kubelets."""
 import pytest
 from django.test import Client
 
-from conftest import make_package, running_system
 from jobs.backends.kubernetes import watch as k8s_watch
 from jobs.models import Job, JobState
-from jobs.tests.k8s_fixtures import cluster, k8s_dc, ns_of, wait_for  # noqa: F401
+from jobs.tests.k8s_fixtures import cluster, k8s_dc, ns_of  # noqa: F401
+from tests.support import make_package, running_system, wait_for
 
 
 @pytest.fixture

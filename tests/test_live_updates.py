@@ -6,8 +6,8 @@ import json
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from conftest import LiveASGI, logged_in_browser, make_package, needs_chromium
 from jobs import services
+from tests.support import LiveASGI, logged_in_browser, make_package, needs_chromium
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300), needs_chromium]
 

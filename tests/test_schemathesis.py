@@ -11,7 +11,7 @@ from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from accounts.services import issue_token
-from conftest import LiveASGI, make_package
+from tests.support import LiveASGI, make_package
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from conftest import LiveASGI
 from paddleweb import server
+from tests.support import LiveASGI
 
 MiB = 2**20
 

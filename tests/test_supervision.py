@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ import pytest
 from django.conf import settings
 
 from paddleweb import embedded_redis
+from tests.support import wait_for
 
 # The test run's own settings travel in the environment; the tree must use its defaults instead
 # (SQLite and a bundled Redis in its state directory).
@@ -61,13 +61,7 @@ class Tree:
 
 
 def _wait(predicate, seconds: float, what: str, tree: Tree):
-    deadline = time.monotonic() + seconds
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}; output:\n{tree.output()[-4000:]}"
-        time.sleep(0.2)
+    return wait_for(predicate, seconds, lambda: f"{what}; output:\n{tree.output()[-4000:]}", interval=0.2)
 
 
 @contextmanager

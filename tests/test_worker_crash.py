@@ -16,11 +16,10 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
-from conftest import make_package, running_system
 from jobs import services
 from jobs.backends.local import runtime
-from jobs.tests.helpers import job_processes, wait_for, wait_state
 from paddleweb import health
+from tests.support import job_processes, make_package, running_system, wait_for, wait_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -134,7 +134,7 @@ def test_upload_resumes_after_a_dropped_connection(live_server, alice, settings,
 def test_the_web_server_splices_uploads_straight_to_disk(alice, settings, tmp_path, small_chunks, zero_copy_calls):
     """Against the server as the Procfile runs it, paddlectl's chunks (no per-chunk checksum)
     go socket -> file inside the kernel; the file's sha256 is still checked at the end."""
-    from conftest import LiveASGI
+    from tests.support import LiveASGI
 
     from accounts.services import issue_token
     from paddlectl import Client

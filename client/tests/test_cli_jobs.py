@@ -8,7 +8,7 @@ import stat
 
 import pytest
 import yaml
-from conftest import make_package
+from tests.support import make_package
 
 from .conftest import put_files, run_cli, run_subprocess, write_config
 

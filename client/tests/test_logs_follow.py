@@ -7,8 +7,8 @@ import threading
 import time
 
 import pytest
-from conftest import make_package
 from django.db import connection
+from tests.support import make_package, wait_for
 
 from .conftest import run_cli
 from .proxy import CuttableProxy
@@ -30,15 +30,6 @@ def _job(alice, name="fol", trainers=2):
     job = services.submit_job(alice, {"name": name, "package": pkg, "entry": "python train.py",
                                       "mode": "collective", "trainers": trainers})
     return job, list(job.replicas.order_by("index"))
-
-
-def _wait(predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError("timed out")
 
 
 def test_follow_resumes_after_cut_connections_without_loss_or_repeats(live_server, alice):
@@ -78,10 +69,10 @@ def test_follow_resumes_after_cut_connections_without_loss_or_repeats(live_serve
             proxy.cut(refuse_for=5.0)  # longer than the HTTP layer's own retries
         elif round_no % 2:
             proxy.cut()
-        _wait(lambda: len(got) == sum(map(len, expected.values())) or errors)
+        wait_for(lambda: len(got) == sum(map(len, expected.values())) or errors)
     # a line written in two pieces arrives once, whole
     logstore.append(t0, b"half a ")
-    _wait(lambda: proxy.bytes_down > 0)
+    wait_for(lambda: proxy.bytes_down > 0)
     time.sleep(0.2)
     logstore.append(t0, b"line\n")
     expected["trainer-0"].append("half a line")
@@ -164,7 +155,7 @@ def test_sdk_wait_kill_delete_list(client, alice):
 
 
 def test_follow_reads_when_the_server_pushes_instead_of_waiting_for_the_next_poll(alice):
-    from conftest import LiveASGI
+    from tests.support import LiveASGI
 
     from accounts.services import issue_token
     from jobs import logstore, notify
@@ -186,10 +177,10 @@ def test_follow_reads_when_the_server_pushes_instead_of_waiting_for_the_next_pol
                 ended.set()
 
         threading.Thread(target=follow, daemon=True).start()
-        _wait(lambda: got == ["first"])
+        wait_for(lambda: got == ["first"])
         logstore.append(t1, b"second\n")
         notify.log_data(job.pk, "trainer-1", 0, "second\n", 7)
-        _wait(lambda: got == ["first", "second"], timeout=20)  # long before a poll would come
+        wait_for(lambda: got == ["first", "second"], timeout=20)  # long before a poll would come
         _set_states(job, "Succeeded", "Succeeded")
         notify.job_changed(job.pk)
         assert ended.wait(20)
@@ -197,7 +188,7 @@ def test_follow_reads_when_the_server_pushes_instead_of_waiting_for_the_next_pol
 
 
 def test_wait_returns_when_the_server_pushes_the_change(alice):
-    from conftest import LiveASGI
+    from tests.support import LiveASGI
 
     from accounts.services import issue_token
     from jobs import notify

@@ -11,8 +11,7 @@ from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 import yaml
-
-from jobs.tests.helpers import wait_for
+from tests.support import wait_for
 
 from .conftest import Result, put_files, write_config
 
@@ -193,8 +192,9 @@ SLEEPER = "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n"
 
 
 def test_cancel_kills_the_running_processes(system, seed001_config, roomy, tmp_path):
+    from tests.support import job_processes
+
     from jobs.models import Job
-    from jobs.tests.helpers import job_processes
 
     pkg = tmp_path / "sleeper"
     pkg.mkdir()

@@ -211,7 +211,7 @@ def test_unreadable_certificate_files_are_a_config_error(clean_env, tmp_path):
 
 
 def test_job_pushes_arrive_over_wss_with_the_client_certificate(alice, clean_env, ca):
-    from conftest import LiveASGI
+    from tests.support import LiveASGI
 
     from jobs import services
     from paddlectl import Client

@@ -3,10 +3,11 @@ kubeconfig, jobs submitted through the services, and the watcher's Kubernetes pa
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
+
+from tests.support import wait_for
 
 from .k8s_cluster import Cluster
 
@@ -36,8 +37,8 @@ def submit(user, name: str = "fit", **fields):
     """A job queued through the services (its launch task is not run)."""
     from django.db import transaction
 
-    from conftest import make_package
     from jobs.services import submit_job
+    from tests.support import make_package
 
     package = make_package(user, name, {"train.py": "print('hi')\n"}, datacenter="k8s")
     data = {"name": name, "datacenter": "k8s", "package": package, "entry": "python train.py", "pservers": 2,
@@ -60,17 +61,6 @@ def launch(job) -> None:
     job.refresh_from_db()
 
 
-def wait_for(check: Callable[[], object], timeout: float = 10.0, what: str = "condition", tick=None):
-    deadline = time.monotonic() + timeout
-    while True:
-        if tick:
-            tick()
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 class Part:

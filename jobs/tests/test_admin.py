@@ -3,9 +3,9 @@ the services."""
 
 import pytest
 
-from conftest import make_package
 from jobs import services
 from jobs.models import Job
+from tests.support import make_package
 
 pytestmark = pytest.mark.django_db
 

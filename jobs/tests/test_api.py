@@ -5,9 +5,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from conftest import make_package
 from jobs import logstore, services
 from jobs.models import Job
+from tests.support import make_package
 
 pytestmark = pytest.mark.django_db
 

@@ -5,9 +5,9 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
-from conftest import make_package
 from jobs import notify, services
 from paddleweb.asgi import application
+from tests.support import make_package
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,12 +11,12 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from accounts.services import issue_token
-from conftest import LiveASGI, make_package
 from jobs import logstore, services
 from jobs.models import Job
 from jobs.spec import MAX_ENV_BYTES, MAX_ENV_VARS, MAX_TIMEOUT
 from pfs.usage import recompute
 from quotas.models import Quota
+from tests.support import LiveASGI, make_package
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import re
 import pytest
 from django.core.exceptions import ValidationError
 
-from conftest import make_package
 from jobs import logstore, services, spec
 from jobs.models import Job
+from tests.support import make_package
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,9 @@ from accounts.models import Registry
 from jobs.backends.kubernetes import hardening as k8s_hardening
 from jobs.backends.kubernetes.build import IMAGE_TAR, PUSH_AUTH
 from jobs.models import JobState
+from tests.support import wait_for
 
-from .k8s_fixtures import cluster, k8s_dc, ns_of, wait_for  # noqa: F401
+from .k8s_fixtures import cluster, k8s_dc, ns_of  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 REQS = "paddlepaddle==2.6.2\nnumpy<2\n"
@@ -40,8 +41,8 @@ def build_dc(k8s_dc, cluster):
 
 
 def submit_with_requirements(user, name, **fields):
-    from conftest import make_package
     from jobs.services import submit_job
+    from tests.support import make_package
 
     package = make_package(user, name, {"train.py": "print(1)\n", "requirements.txt": REQS}, datacenter="k8s")
     return submit_job(user, {"name": name, "datacenter": "k8s", "package": package, "entry": "python train.py",

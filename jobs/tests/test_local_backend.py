@@ -6,13 +6,12 @@ import os
 import psutil
 import pytest
 
-from conftest import make_package
 from jobs import logstore, services
 from jobs.backends.local import LocalBackend
 from jobs.lifecycle import sync_job
 from jobs.models import Job, ReplicaState
 from jobs.tasks import launch_job, reconcile
-from jobs.tests.helpers import job_processes, wait_for
+from tests.support import job_processes, make_package, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,10 +6,10 @@ import zipfile
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from conftest import make_package
 from jobs import logstore, services
 from jobs.models import Job
 from pfs.paths import home
+from tests.support import make_package
 
 pytestmark = pytest.mark.django_db
 

@@ -17,8 +17,8 @@ from jobs import logstore, services
 from jobs.backends.local import LocalBackend, cgroups, netns, sandbox
 from jobs.models import Job
 from jobs.tasks import launch_job
-from jobs.tests.helpers import job_processes, wait_for
 from jobs.tests.test_local_backend import run_until_done, submit
+from tests.support import job_processes, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,12 +8,12 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import IntegrityError, transaction
 
-from conftest import make_package
 from jobs import spec
 from jobs.api.serializers import JobSerializer
 from jobs.forms import JobForm
 from jobs.models import Job
 from jobs.submit_serializer import JobSubmitSerializer
+from tests.support import make_package
 
 pytestmark = pytest.mark.django_db
 

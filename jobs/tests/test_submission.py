@@ -4,10 +4,10 @@ field error and nothing is created."""
 import pytest
 from django.core.exceptions import ValidationError
 
-from conftest import make_package
 from jobs import services
 from jobs.models import Job, JobEvent, Replica
 from quotas.models import Quota
+from tests.support import make_package
 
 pytestmark = pytest.mark.django_db
 

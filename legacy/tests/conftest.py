@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from conftest import LiveASGI
+from tests.support import LiveASGI
 
 from .recorded import Exchange, check_shape
 

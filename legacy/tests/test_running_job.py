@@ -2,7 +2,7 @@
 replicas), and what the client then reads back about it is what happened."""
 
 from jobs.models import REPLICA_DONE, Job, JobState
-from jobs.tests.helpers import wait_for, wait_state
+from tests.support import wait_for, wait_state
 
 from . import recorded as rec
 

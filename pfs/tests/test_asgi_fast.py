@@ -20,9 +20,9 @@ import pytest
 import requests
 from django.conf import settings
 
-from conftest import LiveASGI
 from pfs import asgi_fast
 from pfs.models import UploadSession
+from tests.support import LiveASGI
 
 from .conftest import sha256_file, write
 

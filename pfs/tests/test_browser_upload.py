@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import needs_chromium
+from tests.support import needs_chromium
 
 from .conftest import sha256_file
 

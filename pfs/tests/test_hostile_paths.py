@@ -174,7 +174,7 @@ def test_public_is_read_only_for_users(alice_api, world, raw):
 
 
 def test_public_readable_and_staff_writable(alice_api, staff, world):
-    from conftest import token_client
+    from tests.support import token_client
 
     r = alice_api.get("/api/v2/files/content/?path=/pfs/local/public/dataset.txt")
     assert r.status_code == 200 and b"".join(r.streaming_content) == b"public data\n"
@@ -337,7 +337,7 @@ def _swapping(directory, target, stop):
 def test_a_job_swapping_a_directory_for_a_link_to_bobs_home_never_exposes_it(
         transactional_db, alice, world, home_dir, open_strategy):
     from accounts.services import issue_token
-    from conftest import LiveASGI
+    from tests.support import LiveASGI
 
     write(world["bob"] / "bobs-name.txt", b"bob's")
     write(world["bob"] / "bobsdir" / "deeper.txt", b"bob's")

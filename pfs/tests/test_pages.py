@@ -75,7 +75,7 @@ def test_usage_bar_shows_quota(browser, alice, datacenter, home_dir):
 
 def test_job_outputs_appear_in_browser(browser, alice, home_dir):
     """A job sees its owner's home (PADDLE_PFS_HOME on the local backend) and writes there."""
-    from conftest import make_package
+    from tests.support import make_package
 
     make_package(alice, "fit", {"train.py": "print('hi')\n"})
     # what the trainer writes under $PADDLE_PFS_HOME/jobs/fit/output

@@ -16,10 +16,10 @@ import pytest
 import requests
 from django.conf import settings
 
-from conftest import LiveASGI
 from pfs import packages, usage
 from pfs.models import StorageReservation, UploadSession
 from pfs.paths import home
+from tests.support import LiveASGI
 
 A = "/pfs/local/home/alice"
 MiB = 2**20

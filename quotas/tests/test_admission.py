@@ -8,9 +8,9 @@ import httpx
 import pytest
 
 from accounts.services import issue_token
-from conftest import LiveASGI, make_package
 from jobs.models import ACTIVE_STATES, Job
 from quotas.models import Quota
+from tests.support import LiveASGI, make_package
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

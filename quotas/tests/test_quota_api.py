@@ -1,8 +1,8 @@
 import pytest
 
-from conftest import make_package
 from jobs import services
 from quotas.models import Quota
+from tests.support import make_package
 
 pytestmark = pytest.mark.django_db
 
