@@ -2,6 +2,7 @@
 from the form with 2 pservers + 2 trainers, watch it reach Succeeded, read the logs and see the
 loss curve. `.ci/run` installs Chromium; without it these tests are skipped."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,10 @@ def test_submit_fit_a_line_from_the_form_and_watch_it_succeed(system, page, live
     page.click("button[type=submit]")
     page.wait_for_url(f"{live_server.url}/jobs/fit-a-line/")
 
-    page.locator(".jobstate .state", has_text="Succeeded").wait_for(timeout=600_000)
+    # Any end, so a failed job fails the test at once with its reason rather than at the timeout.
+    page.locator(".jobstate .state", has_text=re.compile("Succeeded|Failed|Killed")).wait_for(timeout=600_000)
+    job = Job.objects.get(name="fit-a-line")
+    assert job.state == "Succeeded", (job.state, job.message[-2000:])
     # the page keeps refreshing until the pservers, stopped after the trainers' success, have ended
     expect(page.locator("#status tbody .state.terminated")).to_have_count(2, timeout=30_000)
     rows = page.locator("#status table.grid tbody tr")
@@ -50,7 +54,6 @@ def test_submit_fit_a_line_from_the_form_and_watch_it_succeed(system, page, live
     shots.mkdir(exist_ok=True)
     page.screenshot(path=str(shots / "job-detail.png"), full_page=True)
 
-    job = Job.objects.get(name="fit-a-line")
     assert any(home(alice, "local").child("models", "fit-a-line").disk.rglob("*.pdiparams"))
     wait_for(lambda: not job_processes(job), 30, what="no process left")
 
