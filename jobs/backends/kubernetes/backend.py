@@ -22,6 +22,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.conf import settings as django_settings
 
@@ -35,13 +36,27 @@ from .config import K8sSettings, SettingsError, for_datacenter, parse
 from .observe import observe_job
 from .sync import KubernetesWatcher
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from accounts.models import Datacenter
+
 log = logging.getLogger(__name__)
 ROOT_WAIT_SECONDS = 30
 DELETE_WAIT_SECONDS = 60
 
 
+class _PodOptions(TypedDict):
+    """What every workload of a job is made with, besides the job and the settings."""
+
+    image: str
+    runtime_ready: bool
+    pull_secrets: list[str]
+    grace_seconds: int
+
+
 class KubernetesBackend(Backend):
-    def __init__(self, datacenter):
+    def __init__(self, datacenter: Datacenter):
         super().__init__(datacenter)
         self._api: Api | None = None
 
@@ -50,7 +65,7 @@ class KubernetesBackend(Backend):
         return KubernetesWatcher(backend, cls)
 
     @classmethod
-    def check_config(cls, name: str, config: dict) -> None:
+    def check_config(cls, name: str, config: dict[str, Any]) -> None:
         parse(name, config)
 
     @property
@@ -66,20 +81,20 @@ class KubernetesBackend(Backend):
             self._api = api_for(self.datacenter)
         return self._api
 
-    def namespace(self, job) -> str:
+    def namespace(self, job: Job) -> str:
         return self.settings.namespace(job.user.get_username())
 
-    def snapshot(self, job) -> Path:
+    def snapshot(self, job: Job) -> Path:
         """The job's package copy on the server's view of the shared PFS volume."""
         return django_settings.PFS_ROOT / self.datacenter.name / manifests.snapshot_dir(job)
 
-    def requirements(self, job) -> str:
+    def requirements(self, job: Job) -> str:
         try:
             return (self.snapshot(job) / "package" / "requirements.txt").read_text()
         except FileNotFoundError:
             return ""
 
-    def runtime(self, job) -> tuple[str, bool]:
+    def runtime(self, job: Job) -> tuple[str, bool]:
         """(image, whether it already has the requirements installed)."""
         from .build import runtime_image_name
 
@@ -90,7 +105,7 @@ class KubernetesBackend(Backend):
         return base, False
 
     # --- prepare ---------------------------------------------------------------------------
-    def prepare(self, job, heartbeat: Callable[[], None]) -> None:
+    def prepare(self, job: Job, heartbeat: Callable[[], None]) -> None:
         self._snapshot(job)
         self.ensure_namespace(job.user)
         if self.runtime(job)[1]:
@@ -98,14 +113,14 @@ class KubernetesBackend(Backend):
 
             ensure_runtime_image(self, job, heartbeat)
 
-    def _snapshot(self, job) -> None:
+    def _snapshot(self, job: Job) -> None:
         snapshot_package(job, self.snapshot(job) / "package")
         # subPath mounts of missing directories would be created by the kubelet as root.
         base = django_settings.PFS_ROOT / self.datacenter.name
         (base / "home" / job.user.get_username()).mkdir(parents=True, exist_ok=True)
         (base / "public").mkdir(parents=True, exist_ok=True)
 
-    def ensure_namespace(self, user) -> str:
+    def ensure_namespace(self, user: User) -> str:
         """The user's namespace with its ResourceQuota, NetworkPolicies and copied Secrets; safe to
         repeat, and a repeat brings them up to date with the quota and the settings."""
         st, api = self.settings, self.api
@@ -137,10 +152,10 @@ class KubernetesBackend(Backend):
         return [st.storage.secret_name] if st.storage.kind == "cephfs" else []
 
     # --- launch ----------------------------------------------------------------------------
-    def _still(self, job) -> bool:
+    def _still(self, job: Job) -> bool:
         return Job.objects.filter(pk=job.pk, state__in=[JobState.BUILDING, JobState.STARTING]).exists()
 
-    def launch(self, job) -> None:
+    def launch(self, job: Job) -> None:
         api, st = self.api, self.settings
         ns = self.ensure_namespace(job.user)
         if not self._still(job):
@@ -150,7 +165,8 @@ class KubernetesBackend(Backend):
         pulls = self.ensure_pull_secret(job, ns, owner, ready)
         self._assign_endpoints(job, ns)
         api.create(api.networking.create_namespaced_network_policy, ns, body=manifests.network_policy(job, ns, owner))
-        opts = {"image": image, "runtime_ready": ready, "pull_secrets": pulls, "grace_seconds": self._grace()}
+        opts: _PodOptions = {"image": image, "runtime_ready": ready, "pull_secrets": pulls,
+                             "grace_seconds": self._grace()}
         if st.kubeflow:
             api.create(api.custom.create_namespaced_custom_object, "kubeflow.org", "v1", ns, "paddlejobs",
                        body=manifests.paddle_job(job, st, ns, owner, **opts))
@@ -167,7 +183,7 @@ class KubernetesBackend(Backend):
         else:
             self.advance(job)  # a relaunch may find the pservers ready already
 
-    def advance(self, job, ready: int | None = None) -> bool:
+    def advance(self, job: Job, ready: int | None = None) -> bool:
         """Create the trainers once every pserver is ready; True when they exist (or were made)."""
         st, api = self.settings, self.api
         if st.kubeflow or not job.pservers:
@@ -192,7 +208,7 @@ class KubernetesBackend(Backend):
     def _grace(self) -> int:
         return max(1, int(django_settings.KILL_GRACE_SECONDS))
 
-    def ensure_root(self, job, ns: str) -> dict:
+    def ensure_root(self, job: Job, ns: str) -> dict[str, Any]:
         """The job's root object (owner of all others). A root left by an earlier job of the same
         name is waited out while the cluster deletes it, then the answer is a clear error."""
         api = self.api
@@ -202,6 +218,7 @@ class KubernetesBackend(Backend):
         while True:
             created = api.create(api.core.create_namespaced_config_map, ns, body=body)
             if created is not None:
+                assert created.metadata is not None  # the API server sets it on every object
                 return {"metadata": {"name": created.metadata.name, "uid": created.metadata.uid}}
             existing = api.raw(api.core.read_namespaced_config_map, name, ns)
             if existing is None:
@@ -217,22 +234,21 @@ class KubernetesBackend(Backend):
                                                f"'{job.name}'; submit again in a minute, or use another name")
             time.sleep(1)
 
-    def pull_secret_names(self, job, runtime_ready: bool) -> list[str]:
+    def pull_secret_names(self, job: Job, runtime_ready: bool) -> list[str]:
         built = runtime_ready and self._runtime_pull_secret()
         return [manifests.pull_secret_name(job)] if job.registry_id or built else []
 
-    def ensure_pull_secret(self, job, ns: str, owner: dict, runtime_ready: bool) -> list[str]:
+    def ensure_pull_secret(self, job: Job, ns: str, owner: dict[str, Any], runtime_ready: bool) -> list[str]:
         names = self.pull_secret_names(job, runtime_ready)
         if not names:
             return []
         api, st = self.api, self.settings
-        auths: dict[str, dict] = {}
+        auths: dict[str, dict[str, Any]] = {}
         if runtime_ready and self._runtime_pull_secret():
             from .build import shared_auths
 
             auths.update(shared_auths(api, st, self._runtime_pull_secret()))
-        if job.registry_id:
-            reg = job.registry
+        if (reg := job.registry) is not None:  # no query when the job names no registry
             auths[reg.server] = manifests.docker_auth(reg.username, reg.password)
         body = manifests.dockerconfig_secret(names[0], ns, auths, manifests.labels(job), owner)
         api.create(api.core.create_namespaced_secret, ns, body=body)
@@ -244,7 +260,7 @@ class KubernetesBackend(Backend):
         st = self.settings
         return (st.build.pull_secret or st.build.push_secret) if st.secrets_namespace else ""
 
-    def _assign_endpoints(self, job, ns: str) -> None:
+    def _assign_endpoints(self, job: Job, ns: str) -> None:
         topo = manifests.topology(job, self.settings, ns)
         for replica in job.replicas.all():
             endpoint = (topo.pservers if replica.role == Replica.Role.PSERVER else topo.trainers)[replica.index]
@@ -253,7 +269,7 @@ class KubernetesBackend(Backend):
                 Replica.objects.filter(pk=replica.pk).update(host=host, port=int(port))
 
     # --- stop, delete ----------------------------------------------------------------------
-    def stop(self, job, replicas: Iterable | None = None) -> None:
+    def stop(self, job: Job, replicas: Iterable[Replica] | None = None) -> None:
         try:
             api, ns = self.api, self.namespace(job)
         except LaunchError as e:
@@ -271,7 +287,7 @@ class KubernetesBackend(Backend):
         if "trainer" in roles:
             api.delete(api.batch.delete_namespaced_job, manifests.trainer_name(job), ns)
 
-    def delete(self, job) -> None:
+    def delete(self, job: Job) -> None:
         api, ns, name = self.api, self.namespace(job), manifests.root_name(job)
         deadline = time.monotonic() + DELETE_WAIT_SECONDS
         while True:
@@ -287,7 +303,7 @@ class KubernetesBackend(Backend):
         shutil.rmtree(self.snapshot(job), ignore_errors=True)
 
     # --- observe ---------------------------------------------------------------------------
-    def observe(self, job) -> dict[tuple[str, int], ReplicaStatus]:
+    def observe(self, job: Job) -> dict[tuple[str, int], ReplicaStatus]:
         """What the watcher process has seen. Elsewhere (worker, web) nothing is reported and
         the job keeps its recorded replica states: status is the watcher's, not a poll's."""
         watcher = watch.running(self.datacenter.pk)

@@ -29,6 +29,7 @@ import json
 import time
 from base64 import b64decode
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
@@ -38,12 +39,16 @@ from . import hardening, manifests
 from .config import K8sSettings
 from .status import describe_exit, parse_time, pod_status
 
+if TYPE_CHECKING:
+    from .backend import KubernetesBackend
+    from .client import Api
+
 POLL_SECONDS = 2.0
 LOG_TAIL_LINES = 25
 IMAGE_TAR = "/image/image.tar"
 PUSH_AUTH = "/push-auth"
 PUSH_USER = 65532  # the push container's uid: it needs no root and no capability
-Obj = dict
+Obj = dict[str, Any]
 
 
 def requirements_key(base_image: str, requirements: str) -> str:
@@ -70,7 +75,7 @@ def _secret_volume(name: str, secret: str) -> Obj:
     return {"name": name, "secret": {"secretName": secret, "items": items}}
 
 
-def build_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, destination: str,
+def build_job(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, *, destination: str,
               pull_auth: str | None, push_auth: str | None) -> Obj:
     """A Job building `destination` from the snapshot's Dockerfile and package: kaniko (init
     container, root, user code, no push credentials) writes a tarball that crane pushes."""
@@ -115,23 +120,24 @@ def build_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, destina
             "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": dict(lbls)}, "spec": spec}}}
 
 
-def shared_auths(api, settings: K8sSettings, name: str) -> dict:
+def shared_auths(api: Api, settings: K8sSettings, name: str) -> dict[str, Obj]:
     """The registry auths of a dockerconfigjson Secret in the service's namespace."""
     source = api.raw(api.core.read_namespaced_secret, name, settings.secrets_namespace)
     if source is None:
         raise LaunchError("SecretMissing", f"Secret {name} not found in namespace {settings.secrets_namespace}")
     raw = (source.get("data") or {}).get(".dockerconfigjson")
-    return (json.loads(b64decode(raw)).get("auths") or {}) if raw else {}
+    auths: dict[str, Obj] = (json.loads(b64decode(raw)).get("auths") or {}) if raw else {}
+    return auths
 
 
-def _build_secrets(backend, job, ns: str, owner: Obj) -> tuple[str | None, str | None]:
+def _build_secrets(backend: KubernetesBackend, job: Job, ns: str, owner: Obj) -> tuple[str | None, str | None]:
     """This build's own Secrets: pull (base image) for kaniko, push for the push container."""
     api, st = backend.api, backend.settings
-    pull: dict = {}
+    pull: dict[str, Obj] = {}
     if st.build.pull_secret and st.secrets_namespace:
         pull.update(shared_auths(api, st, st.build.pull_secret))
-    if job.registry_id:
-        pull[job.registry.server] = manifests.docker_auth(job.registry.username, job.registry.password)
+    if (reg := job.registry) is not None:  # no query when the job names no registry
+        pull[reg.server] = manifests.docker_auth(reg.username, reg.password)
     push = shared_auths(api, st, st.build.push_secret) if st.build.push_secret and st.secrets_namespace else {}
     names: list[str | None] = []
     for suffix, auths in (("build-pull", pull), ("push", push)):
@@ -150,7 +156,7 @@ def marker_name(image: str) -> str:
     return "paddlecloud-runtime-" + image.rsplit(":", 1)[1]
 
 
-def ensure_runtime_image(backend, job, heartbeat: Callable[[], None]) -> None:
+def ensure_runtime_image(backend: KubernetesBackend, job: Job, heartbeat: Callable[[], None]) -> None:
     api, st = backend.api, backend.settings
     image, _ = backend.runtime(job)
     ns = backend.namespace(job)
@@ -169,7 +175,7 @@ def ensure_runtime_image(backend, job, heartbeat: Callable[[], None]) -> None:
             api.delete(api.core.delete_namespaced_secret, name, ns)
 
 
-def _await_build(backend, job, image: str, ns: str, heartbeat: Callable[[], None]) -> None:
+def _await_build(backend: KubernetesBackend, job: Job, image: str, ns: str, heartbeat: Callable[[], None]) -> None:
     api, st = backend.api, backend.settings
     name = f"{job.k8s_name}-build"
     started = timezone.now()
@@ -191,11 +197,11 @@ def _await_build(backend, job, image: str, ns: str, heartbeat: Callable[[], None
         # The pod fails a moment before the Job controller marks the Job Failed: either way the
         # user gets the pod's reason and the end of the build log.
         if pod_failed or (conditions.get("Failed") or {}).get("status") == "True":
-            container, why = _failed_step(pod) if pod_failed else ("kaniko", "")
+            container, why = _failed_step(pod) if pod is not None and pod_failed else ("kaniko", "")
             raise LaunchError("RuntimeImageBuildFailed",
                               f"building the runtime image {image} from requirements.txt failed{why}. "
                               f"Last log lines:\n{_tail(api, ns, pod, container)}")
-        if status is not None:
+        if status is not None and pod is not None:
             since = parse_time((pod.get("metadata") or {}).get("creationTimestamp")) or started
             if status.state == "Pending" and (timezone.now() - since).total_seconds() > st.pending_timeout:
                 raise LaunchError(status.reason or "PendingTimeout",
@@ -203,13 +209,13 @@ def _await_build(backend, job, image: str, ns: str, heartbeat: Callable[[], None
         time.sleep(POLL_SECONDS)
 
 
-def _build_pod(api, ns: str, job_name: str) -> dict | None:
-    resp = api.call(api.core.list_namespaced_pod, ns, label_selector=f"job-name={job_name}", _preload_content=False)
+def _build_pod(api: Api, ns: str, job_name: str) -> Obj | None:
+    resp = api.call_raw(api.core.list_namespaced_pod, ns, label_selector=f"job-name={job_name}")
     items = json.loads(resp.data).get("items") or []
     return max(items, key=lambda p: p["metadata"].get("creationTimestamp") or "") if items else None
 
 
-def _failed_step(pod: dict) -> tuple[str, str]:
+def _failed_step(pod: Obj) -> tuple[str, str]:
     """Which container failed (the build or the push) and how, for the user's message."""
     st = pod.get("status") or {}
     for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
@@ -220,12 +226,12 @@ def _failed_step(pod: dict) -> tuple[str, str]:
     return "kaniko", f" ({st.get('reason') or 'Failed'}: {st.get('message') or 'the build pod failed'})"
 
 
-def _tail(api, ns: str, pod: dict | None, container: str) -> str:
+def _tail(api: Api, ns: str, pod: Obj | None, container: str) -> str:
     if pod is None:
         return "(no build pod)"
     try:
-        resp = api.call(api.core.read_namespaced_pod_log, pod["metadata"]["name"], ns, container=container,
-                        tail_lines=LOG_TAIL_LINES, _preload_content=False)  # raw bytes: a log need not be valid UTF-8
+        resp = api.call_raw(api.core.read_namespaced_pod_log, pod["metadata"]["name"], ns, container=container,
+                            tail_lines=LOG_TAIL_LINES)  # raw bytes: a log need not be valid UTF-8
     except Exception as e:  # noqa: BLE001 - the failure is reported either way
         return f"(the build log is unavailable: {e})"
     return resp.data.decode("utf-8", "replace").rstrip()

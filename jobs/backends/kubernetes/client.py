@@ -13,17 +13,20 @@ import hashlib
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import urllib3
 import yaml
 from kubernetes import client, config
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from kubernetes.utils.keepalive import tcp_keepalive_socket_options
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_random_exponential
 
 from ..base import LaunchError
 from .config import K8sSettings, SettingsError, for_datacenter
+
+if TYPE_CHECKING:
+    from accounts.models import Datacenter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -37,15 +40,15 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
 
 
-def configuration(datacenter, settings: K8sSettings) -> client.Configuration:
+def configuration(datacenter: Datacenter, settings: K8sSettings) -> client.Configuration:
     cfg = client.Configuration()
     try:
         if datacenter.kubeconfig.strip():
             data = yaml.safe_load(datacenter.kubeconfig)
-            config.load_kube_config_from_dict(data, context=settings.context or None, client_configuration=cfg,
-                                              persist_config=False)
+            config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]  # kubernetes' config is untyped
+                data, context=settings.context or None, client_configuration=cfg, persist_config=False)
         else:
-            config.load_incluster_config(client_configuration=cfg)
+            config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]  # untyped
     except (config.ConfigException, yaml.YAMLError, TypeError, ValueError) as e:
         raise LaunchError("ClusterConfig", f"datacenter {datacenter.name}: cannot configure the Kubernetes "
                                            f"client: {e}") from e
@@ -56,7 +59,7 @@ def configuration(datacenter, settings: K8sSettings) -> client.Configuration:
     return cfg
 
 
-def api_client(datacenter) -> client.ApiClient:
+def api_client(datacenter: Datacenter) -> client.ApiClient:
     """One client per datacenter and configuration, shared by the threads of a process."""
     key = (datacenter.pk, hashlib.sha256(f"{datacenter.kubeconfig}\0{datacenter.config}".encode()).hexdigest())
     with _lock:
@@ -68,7 +71,7 @@ def api_client(datacenter) -> client.ApiClient:
                 raise LaunchError("DatacenterMisconfigured", f"datacenter {datacenter.name}: {e}") from e
             api = client.ApiClient(configuration(datacenter, settings))
             for old in [k for k in _clients if k[0] == datacenter.pk]:
-                _clients.pop(old).close()
+                _clients.pop(old).close()  # type: ignore[no-untyped-call]  # kubernetes' ApiClient is untyped
             _clients[key] = api
         return api
 
@@ -98,7 +101,13 @@ class Api:
         )
         return retrying(fn, *args, **kwargs)
 
-    def create(self, fn: Callable[..., T], *args: Any, body: dict, **kwargs: Any) -> T | None:
+    def call_raw(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> urllib3.BaseHTTPResponse:
+        """`call` returning the HTTP response undecoded (its bytes in `.data`); the client's
+        type hints do not say that `_preload_content=False` changes what a call returns."""
+        resp: urllib3.BaseHTTPResponse = self.call(fn, *args, _preload_content=False, **kwargs)
+        return resp
+
+    def create(self, fn: Callable[..., T], *args: Any, body: dict[str, Any], **kwargs: Any) -> T | None:
         """Create; None if it already exists (409), so a repeated launch is harmless."""
         try:
             return self.call(fn, *args, body=body, **kwargs)
@@ -126,17 +135,18 @@ class Api:
                 return None
             raise
 
-    def raw(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict | None:
+    def raw(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         """Read as a plain dict (the manifests' form), None if absent."""
         resp = self.read(fn, *args, _preload_content=False, **kwargs)
         if resp is None:
             return None
         import json
 
-        return json.loads(resp.data)
+        obj: dict[str, Any] = json.loads(resp.data)
+        return obj
 
 
-def api_for(datacenter) -> Api:
+def api_for(datacenter: Datacenter) -> Api:
     try:
         settings = for_datacenter(datacenter)
     except SettingsError as e:

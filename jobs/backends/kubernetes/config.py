@@ -43,7 +43,10 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from accounts.models import Datacenter
 
 DEFAULT_IMAGE = "paddlepaddle/paddle:2.6.2"
 DEFAULT_GPU_IMAGE = "paddlepaddle/paddle:2.6.2-gpu-cuda12.0-cudnn8.9-trt8.6"
@@ -179,12 +182,14 @@ def _list_of_dict(value: Any, key: str) -> list[dict[str, Any]]:
 def _int(value: Any, key: str, low: int, high: int) -> int:
     _check(isinstance(value, int) and not isinstance(value, bool) and low <= value <= high,
            f"{key}: a whole number from {low} to {high}")
-    return value
+    number: int = value
+    return number
 
 
 def _str(value: Any, key: str) -> str:
     _check(isinstance(value, str), f"{key}: text")
-    return value.strip()
+    text: str = value
+    return text.strip()
 
 
 def _parse_storage(raw: Any) -> Storage:
@@ -216,7 +221,7 @@ def _parse_build(raw: Any) -> Build:
     known = set(Build.__dataclass_fields__)
     unknown = sorted(set(raw) - known)
     _check(not unknown, f"build: unknown keys {unknown}; known: {sorted(known)}")
-    values = {k: (bool(v) if k == "enabled" else _str(v, f"build.{k}")) for k, v in raw.items()}
+    values: dict[str, Any] = {k: (bool(v) if k == "enabled" else _str(v, f"build.{k}")) for k, v in raw.items()}
     b = Build(**values)
     if b.enabled:
         _check(bool(b.registry), "build.registry: where runtime images go, e.g. registry.example.com/paddlecloud")
@@ -302,5 +307,5 @@ def parse(datacenter_name: str, config: dict[str, Any] | None) -> K8sSettings:
     return settings
 
 
-def for_datacenter(datacenter) -> K8sSettings:
+def for_datacenter(datacenter: Datacenter) -> K8sSettings:
     return parse(datacenter.name, datacenter.config)

@@ -19,12 +19,13 @@ import random
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-from kubernetes.client.rest import ApiException
+import urllib3
+from kubernetes.client.exceptions import ApiException
 
 from ... import logstore, notify
+from ...models import Replica
 from .client import Api
 from .manifests import CONTAINER
 from .status import meta, replica_key
@@ -53,14 +54,14 @@ def parse_ts(text: str) -> tuple[datetime, int] | None:
         return None
 
 
-def cursor_path(replica) -> Path:
+def cursor_path(replica: Replica) -> Path:
     return logstore.path(replica).with_suffix(".cursor.json")
 
 
 class Cursor:
     """Where a replica's log stands; read and written under the replica file's lock."""
 
-    def __init__(self, replica):
+    def __init__(self, replica: Replica):
         self.replica = replica
         self.path = cursor_path(replica)
         try:
@@ -99,14 +100,14 @@ def container_done(pod: Obj) -> bool:
 class Follower(threading.Thread):
     """Streams one pod's log into its replica's file until the container is done."""
 
-    def __init__(self, collector: LogCollector, pod: Obj, replica):
+    def __init__(self, collector: LogCollector, pod: Obj, replica: Replica):
         md = meta(pod)
         super().__init__(name=f"k8s-log-{md.get('name')}", daemon=True)
         self.collector, self.replica = collector, replica
         self.uid, self.pod_name, self.namespace = md.get("uid", ""), md.get("name", ""), md.get("namespace", "")
         self.lock = _lock_for(logstore.path(replica))
         self.finished = threading.Event()
-        self.response: Any = None
+        self.response: urllib3.BaseHTTPResponse | None = None
         self.notice = logstore.notice(replica)
 
     def run(self) -> None:
@@ -214,7 +215,8 @@ class Follower(threading.Thread):
 def backoff(failures: int) -> float:
     """Seconds before the next log request: capped exponential, jittered so that the followers
     of a node that went away do not all come back at once."""
-    return min(BACKOFF_CAP_SECONDS, 0.2 * 2 ** min(failures, 8)) * random.uniform(0.5, 1.0)
+    seconds: float = min(BACKOFF_CAP_SECONDS, 0.2 * 2 ** min(failures, 8)) * random.uniform(0.5, 1.0)
+    return seconds
 
 
 def _api_message(e: ApiException) -> str:
@@ -292,7 +294,7 @@ class LogCollector:
             current = self.followers.get(uid)
             if (current and current.is_alive()) or not container_started(pod):
                 return
-            replica = SimpleNamespace(job_id=key[0], role=key[1], index=key[2])
+            replica = Replica(job_id=key[0], role=key[1], index=key[2])  # unsaved: its key is all a log needs
             follower = Follower(self, pod, replica)
             if current is not None and follower._state().get("done"):
                 return
@@ -322,7 +324,7 @@ class LogCollector:
             for uid in [u for u, f in self.followers.items() if f.replica.job_id == job_id and not f.is_alive()]:
                 del self.followers[uid]
 
-    def open_log(self, namespace: str, name: str, since: str | None):
+    def open_log(self, namespace: str, name: str, since: str | None) -> urllib3.BaseHTTPResponse:
         """GET the log stream with sinceTime, which the typed method does not take."""
         query: list[tuple[str, str]] = [("container", CONTAINER), ("follow", "true"), ("timestamps", "true")]
         if since:
@@ -334,6 +336,7 @@ class LogCollector:
         # No read timeout: a quiet training program is not a dead stream (TCP keepalive is on).
         resp = self.api.client.call_api(*request, _request_timeout=(10, None))
         if not 200 <= resp.status <= 299:
-            resp.read()
+            resp.read()  # type: ignore[no-untyped-call]  # kubernetes' RESTResponse is untyped
             raise ApiException.from_response(http_resp=resp, body=None, data=None)
-        return resp.response
+        stream: urllib3.BaseHTTPResponse = resp.response
+        return stream

@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ... import contract
 from . import hardening as k8s_hardening
 from .config import K8sSettings, sanitize
+
+if TYPE_CHECKING:
+    from ...models import Job
 
 LABEL_JOB = "paddlecloud/job"
 LABEL_JOB_ID = "paddlecloud/job-id"
@@ -50,23 +53,23 @@ Obj = dict[str, Any]
 
 
 # --- names and labels --------------------------------------------------------------------------
-def root_name(job) -> str:
+def root_name(job: Job) -> str:
     return job.k8s_name
 
 
-def pserver_name(job) -> str:
+def pserver_name(job: Job) -> str:
     return f"{job.k8s_name}-pserver"
 
 
-def trainer_name(job) -> str:
+def trainer_name(job: Job) -> str:
     return f"{job.k8s_name}-trainer"
 
 
-def pull_secret_name(job) -> str:
+def pull_secret_name(job: Job) -> str:
     return f"{job.k8s_name}-pull"
 
 
-def labels(job, role: str | None = None, index: int | None = None) -> dict[str, str]:
+def labels(job: Job, role: str | None = None, index: int | None = None) -> dict[str, str]:
     out = {LABEL_JOB: job.k8s_name, LABEL_JOB_ID: str(job.pk), LABEL_DATACENTER: job.datacenter.name,
            LABEL_USER: sanitize(job.user.get_username(), 63) or "user", **MANAGED_BY}
     if role:
@@ -76,7 +79,7 @@ def labels(job, role: str | None = None, index: int | None = None) -> dict[str, 
     return out
 
 
-def _meta(name: str, namespace: str | None, lbls: dict[str, str], owner: Obj | None = None, **extra) -> Obj:
+def _meta(name: str, namespace: str | None, lbls: dict[str, str], owner: Obj | None = None, **extra: Any) -> Obj:
     meta: Obj = {"name": name, "labels": dict(lbls)}
     if namespace:
         meta["namespace"] = namespace
@@ -136,14 +139,14 @@ def docker_auth(username: str, password: str) -> Obj:
 
 
 # --- per-job objects ---------------------------------------------------------------------------
-def root(job, ns: str) -> Obj:
+def root(job: Job, ns: str) -> Obj:
     summary = {"name": job.name, "mode": job.mode, "pservers": job.pservers, "trainers": job.trainers,
                "entry": job.entry, "package": job.package, "user": job.user.get_username()}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(root_name(job), ns, labels(job)),
             "data": {"job.json": json.dumps(summary, sort_keys=True)}}
 
 
-def _host_formats(job, settings: K8sSettings, ns: str) -> tuple[str, str]:
+def _host_formats(job: Job, settings: K8sSettings, ns: str) -> tuple[str, str]:
     """Host name patterns of pservers and trainers ({i} = index): our Services' pod names, or
     the training operator's per-replica Services in kubeflow mode."""
     domain = settings.service_domain(ns)
@@ -153,7 +156,7 @@ def _host_formats(job, settings: K8sSettings, ns: str) -> tuple[str, str]:
     return f"{ps}-{{i}}.{ps}.{domain}", f"{tr}-{{i}}.{tr}.{domain}"
 
 
-def topology(job, settings: K8sSettings, ns: str) -> contract.Topology:
+def topology(job: Job, settings: K8sSettings, ns: str) -> contract.Topology:
     """Every replica's stable DNS endpoint, known before any pod exists."""
     ps_fmt, tr_fmt = _host_formats(job, settings, ns)
     return contract.Topology(
@@ -162,7 +165,7 @@ def topology(job, settings: K8sSettings, ns: str) -> contract.Topology:
     )
 
 
-def headless_service(job, ns: str, role: str, port: int, owner: Obj | None) -> Obj:
+def headless_service(job: Job, ns: str, role: str, port: int, owner: Obj | None) -> Obj:
     name = pserver_name(job) if role == "pserver" else trainer_name(job)
     return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, ns, labels(job, role), owner),
             "spec": {"clusterIP": "None",
@@ -172,7 +175,7 @@ def headless_service(job, ns: str, role: str, port: int, owner: Obj | None) -> O
                      "ports": [{"name": role, "port": port, "targetPort": port, "protocol": "TCP"}]}}
 
 
-def pfs_mounts(job, settings: K8sSettings) -> tuple[Obj, list[Obj]]:
+def pfs_mounts(job: Job, settings: K8sSettings) -> tuple[Obj, list[Obj]]:
     """The PFS volume and its mounts: the user's home read-write at <mount>/<dc>/home/<user>,
     the datacenter's public area read-only, and the job's package snapshot read-only."""
     st = settings.storage
@@ -188,7 +191,7 @@ def pfs_mounts(job, settings: K8sSettings) -> tuple[Obj, list[Obj]]:
         volume = {"name": "pfs", "nfs": {"server": st.server, "path": st.path}}
     base = "/".join(p for p in (st.sub_path.strip("/"), settings.datacenter) if p)
     user = job.user.get_username()
-    mounts = [
+    mounts: list[Obj] = [
         {"name": "pfs", "mountPath": pfs_home(job, settings), "subPath": f"{base}/home/{user}"},
         {"name": "pfs", "mountPath": f"{st.mount_path.rstrip('/')}/{settings.datacenter}/public",
          "subPath": f"{base}/public", "readOnly": True},
@@ -197,11 +200,11 @@ def pfs_mounts(job, settings: K8sSettings) -> tuple[Obj, list[Obj]]:
     return volume, mounts
 
 
-def pfs_home(job, settings: K8sSettings) -> str:
+def pfs_home(job: Job, settings: K8sSettings) -> str:
     return f"{settings.storage.mount_path.rstrip('/')}/{settings.datacenter}/home/{job.user.get_username()}"
 
 
-def snapshot_dir(job) -> str:
+def snapshot_dir(job: Job) -> str:
     """Where, relative to the datacenter's PFS root, the server keeps the job's package copy."""
     return f".paddlecloud/jobs/{job.pk}"
 
@@ -213,7 +216,7 @@ def resources(cpu: str, memory: str, gpu: int = 0) -> Obj:
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-def image_for(job, settings: K8sSettings) -> str:
+def image_for(job: Job, settings: K8sSettings) -> str:
     return job.image or (settings.gpu_image if job.gpu else settings.image)
 
 
@@ -242,7 +245,7 @@ def _env(values: dict[str, str], field_refs: dict[str, str], templated: dict[str
     return out
 
 
-def replica_env(job, settings: K8sSettings, ns: str, role: str, *, runtime_ready: bool) -> list[Obj]:
+def replica_env(job: Job, settings: K8sSettings, ns: str, role: str, *, runtime_ready: bool) -> list[Obj]:
     """The process contract for every pod of `role`: contract.replica_env for index 0, with
     the per-index values replaced by expressions of the pod's own index or name."""
     topo = topology(job, settings, ns)
@@ -266,7 +269,7 @@ def replica_env(job, settings: K8sSettings, ns: str, role: str, *, runtime_ready
     return _env(base, {"PADDLECLOUD_INDEX": index_field}, templated)
 
 
-def pod_spec(job, settings: K8sSettings, ns: str, role: str, *, image: str, env: list[Obj], port: int,
+def pod_spec(job: Job, settings: K8sSettings, ns: str, role: str, *, image: str, env: list[Obj], port: int,
              restart_policy: str, pull_secrets: list[str], grace_seconds: int) -> Obj:
     pfs_volume, pfs_mount_list = pfs_mounts(job, settings)
     gpu = job.gpu if role == "trainer" else 0
@@ -317,13 +320,13 @@ def pod_spec(job, settings: K8sSettings, ns: str, role: str, *, image: str, env:
     return spec
 
 
-def network_policy(job, ns: str, owner: Obj | None) -> Obj:
+def network_policy(job: Job, ns: str, owner: Obj | None) -> Obj:
     """`<job>-peers`: the job's pods reach each other; the namespace's policies deny the rest."""
     selector = {LABEL_JOB: job.k8s_name, LABEL_JOB_ID: str(job.pk)}
     return k8s_hardening.job_policy(f"{job.k8s_name}-peers", ns, labels(job), selector, owner)
 
 
-def pserver_statefulset(job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
+def pserver_statefulset(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
                         pull_secrets: list[str], grace_seconds: int) -> Obj:
     env = replica_env(job, settings, ns, "pserver", runtime_ready=runtime_ready)
     spec = pod_spec(job, settings, ns, "pserver", image=image, env=env, port=settings.pserver_port,
@@ -337,7 +340,7 @@ def pserver_statefulset(job, settings: K8sSettings, ns: str, owner: Obj | None, 
                      "template": {"metadata": {"labels": labels(job, "pserver")}, "spec": spec}}}
 
 
-def trainer_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
+def trainer_job(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
                 pull_secrets: list[str], grace_seconds: int) -> Obj:
     env = replica_env(job, settings, ns, "trainer", runtime_ready=runtime_ready)
     spec = pod_spec(job, settings, ns, "trainer", image=image, env=env, port=settings.trainer_port,
@@ -355,7 +358,7 @@ def trainer_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, image
 
 
 # --- optional: Kubeflow PaddleJob (the runtime image build is in backends/kubernetes/build.py) ---------
-def paddle_job(job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
+def paddle_job(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
                pull_secrets: list[str], grace_seconds: int) -> Obj:
     """A Kubeflow training-operator PaddleJob (kubeflow.org/v1): Master = pservers, Worker =
     trainers. The operator names pods and Services <job>-master-<i> / <job>-worker-<i>."""

@@ -5,6 +5,7 @@ trainer Job and the pserver StatefulSet report for replicas that have no pod."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from ...models import TERMINAL_STATES, Job, ReplicaState
 from ..base import ReplicaStatus
@@ -13,7 +14,7 @@ from .status import meta, parse_time, pod_status, ready_replicas, replica_key, w
 from .watch import JOB, POD, STATEFULSET, ClusterState
 
 
-def created(obj: dict) -> datetime:
+def created(obj: dict[str, Any]) -> datetime:
     return parse_time(meta(obj).get("creationTimestamp")) or datetime.min.replace(tzinfo=UTC)
 
 
@@ -22,7 +23,7 @@ def observe_job(state: ClusterState, job: Job, ns: str) -> dict[tuple[str, int],
     live, gone = state.pods_of(job.pk)
     wanted = {("pserver", i) for i in range(job.pservers)} | {("trainer", i) for i in range(job.trainers)}
     ended = job.state in TERMINAL_STATES
-    newest: dict[tuple[str, int], tuple[dict, ReplicaStatus]] = {}
+    newest: dict[tuple[str, int], tuple[dict[str, Any], ReplicaStatus]] = {}
     for pod in live:
         key = replica_key(pod)
         if not key or key[1:] not in wanted:

@@ -65,7 +65,9 @@ def replica_key(pod: Obj) -> tuple[int, str, int] | None:
         or lbls.get("apps.kubernetes.io/pod-index")
     if raw is None:  # a StatefulSet pod before 1.28: its name ends in the ordinal
         m = _ORDINAL.search(md.get("name", ""))
-        raw = m.group(1) if m else None
+        if m is None:
+            return None
+        raw = m.group(1)
     try:
         return job_id, role, int(raw)
     except (TypeError, ValueError):
@@ -107,7 +109,7 @@ def _ended_by_deletion(st: Obj, term: Obj | None, deleting: datetime) -> bool:
     return term.get("exitCode") in (128 + signal.SIGTERM, 128 + signal.SIGKILL) and term.get("reason") != "OOMKilled"
 
 
-def _finished(term: Obj, code: int | None, reason: str, message: str, **base) -> ReplicaStatus:
+def _finished(term: Obj, code: int | None, reason: str, message: str, **base: Any) -> ReplicaStatus:
     finished = parse_time(term.get("finishedAt"))
     return ReplicaStatus(ReplicaState.FAILED, code, reason, message, finished=finished, **base)
 

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
@@ -57,7 +57,7 @@ class KubernetesWatcher(Watcher):
         self.next_full = 0.0
         self.next_sweep = 0.0
         self.advanced: set[int] = set()
-        self.labelled: set[str] = set()
+        self.labelled: set[str | None] = set()
         self.starting_at: dict[int, datetime] = {}
 
     # --- watchers --------------------------------------------------------------------------
@@ -184,7 +184,7 @@ class KubernetesWatcher(Watcher):
             self.starting_at[job.pk] = event.created if event else job.created
         return self.starting_at[job.pk]
 
-    def _pod_details(self, backend: KubernetesBackend, job: Job, pods: list[dict], ns: str) -> None:
+    def _pod_details(self, backend: KubernetesBackend, job: Job, pods: list[dict[str, Any]], ns: str) -> None:
         """Restart counts on the replicas; our index label on each pod (templates cannot
         carry a per-pod label), once per pod."""
         for pod in pods:

@@ -18,7 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes.client.rest import ApiException
+import urllib3
+from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from .client import Api, is_transient
@@ -163,7 +164,7 @@ class ResourceWatch(threading.Thread):
         self.timeout, self.selectors = timeout, selectors
         self.resource_version: str | None = None
         self.relists = 0
-        self.response: Any = None  # the open watch stream, cut by stop()
+        self.response: urllib3.BaseHTTPResponse | None = None  # the open watch stream, cut by stop()
 
     def run(self) -> None:
         failures = 0
@@ -185,9 +186,10 @@ class ResourceWatch(threading.Thread):
                 delay = min(30.0, 0.5 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0)
                 self.stop_event.wait(delay)
 
-    def _request(self, **params: Any):
-        return self.list_fn(**self.selectors, **params, _preload_content=False,
-                            _request_timeout=(10, self.timeout + 30))
+    def _request(self, **params: Any) -> urllib3.BaseHTTPResponse:
+        resp: urllib3.BaseHTTPResponse = self.list_fn(**self.selectors, **params, _preload_content=False,
+                                                      _request_timeout=(10, self.timeout + 30))
+        return resp
 
     def relist(self) -> None:
         resp = self._request()
@@ -204,7 +206,7 @@ class ResourceWatch(threading.Thread):
                              timeout_seconds=self.timeout)
         self.response = resp
         try:
-            for line in iter_resp_lines(resp):
+            for line in iter_resp_lines(resp):  # type: ignore[no-untyped-call]  # kubernetes' watch is untyped
                 if self.stop_event.is_set():
                     return
                 if not line.strip():
@@ -268,7 +270,7 @@ class ClusterWatcher:
         return True
 
 
-def shutdown(response: Any) -> None:
+def shutdown(response: urllib3.BaseHTTPResponse | None) -> None:
     """Unblock a thread reading `response` (urllib3's shutdown cuts the socket under it)."""
     try:
         if response is not None and hasattr(response, "shutdown"):

@@ -25,12 +25,13 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypedDict
 
 from django.conf import settings
 from django.db import transaction
 from kubernetes.utils import parse_quantity
 
-from pfs.paths import resolve
+from pfs.paths import PfsPath, resolve
 
 from ... import contract, logstore
 from ...models import Job, Replica, ReplicaState
@@ -48,7 +49,8 @@ DONE = (ReplicaState.SUCCEEDED, ReplicaState.FAILED, ReplicaState.TERMINATED)
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _read(path: Path) -> str | None:
@@ -58,15 +60,24 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def _cgroup_name(job, replica) -> str:
+def _cgroup_name(job: Job, replica: Replica) -> str:
     return f"{netns.name(job)}-{replica.name}"
 
 
-def _limits(job, replica, pids: int) -> cgroups.Limits:
+def _limits(job: Job, replica: Replica, pids: int) -> cgroups.Limits:
     ps = replica.role == Replica.Role.PSERVER
     cpu, memory = (job.pscpu, job.psmemory) if ps else (job.cpu, job.memory)
-    return cgroups.Limits(memory_bytes=int(parse_quantity(memory)), cpu_millis=int(parse_quantity(cpu) * 1000),
+    return cgroups.Limits(memory_bytes=int(parse_quantity(memory)),  # type: ignore[no-untyped-call]  # kubernetes is untyped
+                          cpu_millis=int(parse_quantity(cpu) * 1000),  # type: ignore[no-untyped-call]  # kubernetes is untyped
                           pids=pids)
+
+
+class _Seen(TypedDict):
+    """What every status of a replica whose keeper started says."""
+
+    pod: str
+    host: str
+    started: datetime
 
 
 class LocalBackend(Backend):
@@ -75,7 +86,7 @@ class LocalBackend(Backend):
         return LocalWatcher(backend)
 
     @classmethod
-    def check_config(cls, name: str, config_: dict) -> None:
+    def check_config(cls, name: str, config_: dict[str, Any]) -> None:
         config.parse(config_)
 
     def isolation(self) -> list[str]:
@@ -106,14 +117,16 @@ class LocalBackend(Backend):
         except config.SettingsError as e:
             raise LaunchError("BadDatacenterConfig", f"datacenter {self.datacenter.name}: {e}") from e
 
-    def job_dir(self, job) -> Path:
-        return settings.JOBS_ROOT / str(job.pk)
+    def job_dir(self, job: Job) -> Path:
+        root: Path = settings.JOBS_ROOT
+        return root / str(job.pk)
 
-    def replica_dir(self, replica) -> Path:
-        return settings.JOBS_ROOT / str(replica.job_id) / replica.name
+    def replica_dir(self, replica: Replica) -> Path:
+        root: Path = settings.JOBS_ROOT
+        return root / str(replica.job_id) / replica.name
 
     # --- prepare ---------------------------------------------------------------------------
-    def prepare(self, job, heartbeat: Callable[[], None]) -> None:
+    def prepare(self, job: Job, heartbeat: Callable[[], None]) -> None:
         cfg = self.settings()
         self._check_sandbox(cfg)
         snapshot_package(job, self.job_dir(job) / "package")
@@ -122,7 +135,7 @@ class LocalBackend(Backend):
         except runtime.RuntimeEnvError as e:
             raise LaunchError("RuntimeEnvFailed", f"{e.message}:\n{e.log_tail}") from e
 
-    def _requirements(self, job) -> str:
+    def _requirements(self, job: Job) -> str:
         return _read(self.job_dir(job) / "package" / "requirements.txt") or ""
 
     # --- launch ----------------------------------------------------------------------------
@@ -130,7 +143,7 @@ class LocalBackend(Backend):
         if cfg.sandboxed and (why := sandbox.probe()):
             raise LaunchError("SandboxUnavailable", f"local jobs cannot be isolated on this machine: {why}")
 
-    def launch(self, job) -> None:
+    def launch(self, job: Job) -> None:
         cfg = self.settings()
         self._check_sandbox(cfg)
         self._assign_ports(job)
@@ -169,14 +182,14 @@ class LocalBackend(Backend):
                     raise LaunchError("StartFailed", f"{replica.name}: the process keeper did not start")
                 time.sleep(0.01)
 
-    def _assign_ports(self, job) -> None:
+    def _assign_ports(self, job: Job) -> None:
         with transaction.atomic():
             for replica in job.replicas.select_for_update().filter(port=None):
                 replica.host, replica.port = HOST, _free_port()
                 replica.save(update_fields=["host", "port"])
 
-    def _start(self, job, replica, topo: contract.Topology, bin_dir: Path, home, cfg: config.LocalSettings,
-               ns: Path | None) -> subprocess.Popen | None:
+    def _start(self, job: Job, replica: Replica, topo: contract.Topology, bin_dir: Path, home: PfsPath,
+               cfg: config.LocalSettings, ns: Path | None) -> subprocess.Popen[bytes] | None:
         """Start the replica's keeper (unless it was started or stopped already); returns the
         launcher process, which exits as soon as the keeper has detached."""
         rdir = self.replica_dir(replica)
@@ -218,6 +231,7 @@ class LocalBackend(Backend):
             keeper += [arg for d in cgroup.dirs for arg in ("--cgroup", str(d))]
             keeper += ["--oom-file", str(cgroup.oom_file)] if cgroup.oom_file else []
         if cfg.sandboxed:
+            assert ns is not None  # launch() makes the namespace of every sandboxed job
             uid = sandbox.job_uid(job.user)
             # bwrap enters the working copy before it becomes the job uid, without the capability
             # to override permissions: a package whose top directory is 0700 must still be entered.
@@ -237,7 +251,7 @@ class LocalBackend(Backend):
         return subprocess.Popen(keeper, env=env, stdin=subprocess.DEVNULL)
 
     # --- stop, delete ----------------------------------------------------------------------
-    def stop(self, job, replicas: Iterable | None = None) -> None:
+    def stop(self, job: Job, replicas: Iterable[Replica] | None = None) -> None:
         for replica in job.replicas.all() if replicas is None else replicas:
             state = self.replica_dir(replica) / "state"
             if state.exists():
@@ -249,7 +263,7 @@ class LocalBackend(Backend):
                 except ProcessLookupError:
                     pass
 
-    def delete(self, job) -> None:
+    def delete(self, job: Job) -> None:
         self.stop(job)
         deadline = time.monotonic() + settings.KILL_GRACE_SECONDS + 5
         replicas = list(job.replicas.all())
@@ -260,10 +274,10 @@ class LocalBackend(Backend):
         self._release(job, replicas)
         shutil.rmtree(self.job_dir(job), ignore_errors=True)
 
-    def _egress_pid_file(self, job) -> Path:
+    def _egress_pid_file(self, job: Job) -> Path:
         return self.job_dir(job) / "slirp4netns.pid"
 
-    def _release(self, job, replicas) -> None:
+    def _release(self, job: Job, replicas: Iterable[Replica]) -> None:
         """Drop what the job's replicas held on the host: its network namespace and route out,
         any cgroup a keeper that died left behind (idempotent)."""
         egress.stop(self._egress_pid_file(job))
@@ -285,21 +299,21 @@ class LocalBackend(Backend):
             return None
         return pid if str(SHIM).encode() in cmdline and str(state).encode() in cmdline else None
 
-    def observe(self, job) -> dict[tuple[str, int], ReplicaStatus]:
+    def observe(self, job: Job) -> dict[tuple[str, int], ReplicaStatus]:
         replicas = list(job.replicas.all())
         statuses = {(r.role, r.index): self._observe_one(r) for r in replicas}
         if all(s.state in DONE for s in statuses.values()):
             self._release(job, replicas)
         return statuses
 
-    def _observe_one(self, replica) -> ReplicaStatus:
+    def _observe_one(self, replica: Replica) -> ReplicaStatus:
         state = self.replica_dir(replica) / "state"
         pid_file = state / "shim.pid"
         if not pid_file.exists():
             return ReplicaStatus(ReplicaState.PENDING)
         started = datetime.fromtimestamp(pid_file.stat().st_mtime, UTC)
         child = (_read(state / "child.pid") or "").strip()
-        base = {"pod": child, "host": HOST, "started": started}
+        base: _Seen = {"pod": child, "host": HOST, "started": started}
         done = _read(state / "exit.json")
         if done is not None:
             result = json.loads(done)

@@ -39,7 +39,7 @@ class LocalSettings:
         return self.isolation == "sandbox"
 
 
-def parse(config: dict | None) -> LocalSettings:
+def parse(config: object) -> LocalSettings:
     """The datacenter's local settings; SettingsError names the first bad key."""
     config = config or {}
     if not isinstance(config, dict):

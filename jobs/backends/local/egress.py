@@ -48,6 +48,7 @@ def start(netns: Path, pid_file: Path) -> None:
             raise OSError(f"slirp4netns did not configure {netns}: {proc.communicate()[1].decode()[-500:]}")
     finally:
         os.close(read_end)
+    assert proc.stderr is not None  # stderr=PIPE above
     proc.stderr.close()
     pid_file.write_text(str(proc.pid))
 

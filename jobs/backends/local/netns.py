@@ -12,8 +12,12 @@ from __future__ import annotations
 import hashlib
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
+
+if TYPE_CHECKING:
+    from ...models import Job
 
 NETNS_DIR = Path("/run/netns")
 
@@ -23,7 +27,7 @@ def name_prefix(jobs_root: Path) -> str:
     return f"pc-{hashlib.sha256(str(jobs_root).encode()).hexdigest()[:8]}-"
 
 
-def name(job) -> str:
+def name(job: Job) -> str:
     return f"{name_prefix(settings.JOBS_ROOT)}{job.pk}"
 
 
@@ -31,7 +35,7 @@ def path(ns: str) -> Path:
     return NETNS_DIR / ns
 
 
-def _ip(*args: str) -> subprocess.CompletedProcess:
+def _ip(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True)
 
 

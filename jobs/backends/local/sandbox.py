@@ -22,9 +22,14 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from django.conf import settings
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 log = logging.getLogger(__name__)
 ARGS_FD = 3
@@ -36,8 +41,9 @@ class Unavailable(Exception):
     """The sandbox cannot run here; the message says why and how to fix it."""
 
 
-def job_uid(user) -> int:
-    return settings.JOB_UID_BASE + user.pk  # ids start at 1: JOB_UID_BASE itself is the build uid
+def job_uid(user: User) -> int:
+    uid: int = settings.JOB_UID_BASE + user.pk  # ids start at 1: JOB_UID_BASE itself is the build uid
+    return uid
 
 
 def _base_options() -> list[str]:
@@ -141,7 +147,8 @@ def pip_environment() -> dict[str, str]:
     variables, so a build in the sandbox, which sees none of the host's config files, installs
     from the same indexes and wheel directories."""
     done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
-    files, env = {}, {}
+    files: dict[str, str] = {}
+    env: dict[str, str] = {}
     for line in done.stdout.splitlines():
         match = re.fullmatch(r"([^.]*)\.([^=]+)='(.*)'", line)
         if match and match[1] in ("global", "install", ":env:"):
@@ -149,7 +156,7 @@ def pip_environment() -> dict[str, str]:
     return {**files, **env}
 
 
-def _local_paths(values) -> list[str]:
+def _local_paths(values: Iterable[str]) -> list[str]:
     """The local files and directories named in pip settings: wheel directories, constraint
     files, and file:// indexes with their parent (an index's pages link to files beside it)."""
     found = []
