@@ -8,12 +8,16 @@ import hashlib
 import os
 import stat
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, TypedDict
 
 from . import usage
 from .paths import PathError, PfsPath, resolve
 from .services import _refuse_root, lstat_or_none, mkdir, put_in_place
 from .storage import discard_temp, locked, sparse_temp
 from .transfer import FileSpan, open_file
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 MIN_CHUNK = 4 << 10
 MAX_CHUNK = 32 << 20
@@ -27,7 +31,13 @@ def _check_chunk(offset: int, chunksize: int) -> None:
         raise PathError(f"chunksize must be between {MIN_CHUNK} and {MAX_CHUNK} bytes")
 
 
-def chunk_meta(user, path: str, offset: int, chunksize: int) -> dict:
+class ChunkMeta(TypedDict):
+    offset: int
+    checksum: str  # md5 hex of the chunk's bytes
+    len: int
+
+
+def chunk_meta(user: User, path: str, offset: int, chunksize: int) -> ChunkMeta:
     """{"offset", "checksum" (md5 hex of the bytes there), "len"} for one chunk of a file."""
     _check_chunk(offset, chunksize)
     fd, st = open_file(resolve(user, path))
@@ -38,7 +48,7 @@ def chunk_meta(user, path: str, offset: int, chunksize: int) -> dict:
     return {"offset": offset, "checksum": h.hexdigest(), "len": n}
 
 
-def touch(user, path: str, size: int) -> PfsPath:
+def touch(user: User, path: str, size: int) -> PfsPath:
     """Make `path` a file of `size` bytes (sparse: costs no disk until written), or resize it.
     Its apparent size counts against the quota, reserved before the file is made."""
     if not isinstance(size, int) or not 0 <= size <= MAX_TOUCH:
@@ -71,7 +81,7 @@ def touch(user, path: str, size: int) -> PfsPath:
     return p
 
 
-def write_range(user, path: str, offset: int, read: Callable[[int], bytes], length: int) -> int:
+def write_range(user: User, path: str, offset: int, read: Callable[[int], bytes], length: int) -> int:
     """Write `length` bytes from `read` at `offset` into the existing file `path` (in place, as
     the legacy protocol works); returns the bytes written. Growing the file counts on quota:
     the growth is reserved before any byte is written."""
@@ -99,7 +109,7 @@ def write_range(user, path: str, offset: int, read: Callable[[int], bytes], leng
     return written
 
 
-def read_range(user, path: str, offset: int, chunksize: int) -> Iterable[bytes]:
+def read_range(user: User, path: str, offset: int, chunksize: int) -> Iterable[bytes]:
     """The bytes of one chunk of a file (fewer at its end)."""
     _check_chunk(offset, chunksize)
     fd, st = open_file(resolve(user, path))

@@ -8,11 +8,14 @@ import os
 import tarfile
 import zipfile
 from collections.abc import Sequence
-from typing import BinaryIO
+from typing import IO, TYPE_CHECKING
 
 from . import usage
 from .paths import PathError, PfsPath
 from .storage import file_chunks, locked, make_dirs, remove, remove_at, save_stream, size_at, staging_dir
+
+if TYPE_CHECKING:
+    from django.core.files.uploadedfile import UploadedFile
 
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 
@@ -21,7 +24,7 @@ def is_archive(filename: str) -> bool:
     return filename.lower().endswith(ARCHIVE_SUFFIXES)
 
 
-def extract_archive(dest: PfsPath, f: BinaryIO, filename: str, held: usage.Reservation) -> int:
+def extract_archive(dest: PfsPath, f: IO[bytes], filename: str, held: usage.Reservation) -> int:
     """Unpack a .zip/.tar(.gz) into directory `dest`; returns the number of files written.
     Links, devices and members escaping `dest` are refused. A zip's declared sizes are
     reserved first (a bomb that says what it is stops before any byte is written), and every
@@ -41,19 +44,20 @@ def extract_archive(dest: PfsPath, f: BinaryIO, filename: str, held: usage.Reser
                 count += 1
         return count
     with tarfile.open(fileobj=f, mode="r:*") as archive:
-        for member in archive:
-            if member.isdir():
+        for entry in archive:
+            if entry.isdir():
                 continue
-            if not member.isfile():
-                raise PathError(f"{member.name}: only regular files are allowed in a package")
-            target = dest.child(member.name)
+            data = archive.extractfile(entry) if entry.isfile() else None
+            if data is None:
+                raise PathError(f"{entry.name}: only regular files are allowed in a package")
+            target = dest.child(entry.name)
             make_dirs(target.parent)
-            save_stream(target, file_chunks(archive.extractfile(member)), held.charge)
+            save_stream(target, file_chunks(data), held.charge)
             count += 1
     return count
 
 
-def save_package(dest: PfsPath, files: Sequence) -> None:
+def save_package(dest: PfsPath, files: Sequence[UploadedFile[bytes]]) -> None:
     """Put uploaded files (Django UploadedFiles, each with an optional `relative_path`), or the
     contents of one .zip/.tar(.gz), at the directory `dest`, replacing what was there. Staged in
     the home's `.uploads` and moved in place only when whole; every byte is reserved against
@@ -64,6 +68,8 @@ def save_package(dest: PfsPath, files: Sequence) -> None:
         staged = staging_dir(home)
         try:
             for f in files:
+                if f.name is None:
+                    raise PathError("every file of a package needs a name")
                 if len(files) == 1 and is_archive(f.name):
                     extract_archive(staged, f, f.name, held)
                 else:

@@ -16,8 +16,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from django.conf import settings
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 MAX_PATH_LENGTH = 4096
 MAX_NAME_LENGTH = 255
@@ -71,7 +75,10 @@ class PfsPath:
     @property
     def root(self) -> Path:
         base = settings.PFS_ROOT / self.datacenter
-        return base / "home" / self.owner if self.area == "home" else base / "public"
+        if self.area == "home":
+            assert self.owner is not None, "a home has an owner"
+            return base / "home" / self.owner
+        return base / "public"
 
     @property
     def disk(self) -> Path:
@@ -142,7 +149,7 @@ class _OpenHow(ctypes.Structure):
 def _openat2(dirfd: int, path: str, flags: int, mode: int) -> int:
     how = _OpenHow(flags, mode if flags & os.O_CREAT else 0,  # openat2 refuses a mode without O_CREAT
                    _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
-    fd = _libc.syscall(_SYS_OPENAT2, dirfd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how))
+    fd: int = _libc.syscall(_SYS_OPENAT2, dirfd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how))
     if fd < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err), path)
@@ -206,12 +213,12 @@ def _check_datacenter(name: str) -> None:
         raise PathError(f"no datacenter named '{name}'", 404)
 
 
-def home(user, datacenter: str) -> PfsPath:
+def home(user: User, datacenter: str) -> PfsPath:
     check_name(user.get_username())
     return PfsPath(datacenter, "home", user.get_username(), ())
 
 
-def resolve(user, path: str, *, write: bool = False) -> PfsPath:
+def resolve(user: User, path: str, *, write: bool = False) -> PfsPath:
     """Parse and check a user-supplied PFS path; raises PathError saying why it is refused."""
     if not isinstance(path, str) or not path:
         raise PathError("a path is required")

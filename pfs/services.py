@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from . import usage
 from .paths import RESERVED_NAME, PathError, PfsPath, home, open_beneath, resolve
@@ -33,6 +34,9 @@ from .storage import (
     tree_size_fd,
     write_temp,
 )
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 __all__ = ["Entry", "PathError", "copy", "home_of", "listdir", "mkdir", "move", "remove", "stat", "write_file"]
 
@@ -113,7 +117,7 @@ def _open(p: PfsPath, flags: int) -> int:
         raise
 
 
-def home_of(user, datacenter: str) -> PfsPath:
+def home_of(user: User, datacenter: str) -> PfsPath:
     """The user's home, created on first use."""
     h = home(user, datacenter)
     resolve(user, h.virtual)  # checks the datacenter exists
@@ -121,19 +125,19 @@ def home_of(user, datacenter: str) -> PfsPath:
     return h
 
 
-def _resolve(user, path: str, *, write: bool = False) -> PfsPath:
+def _resolve(user: User, path: str, *, write: bool = False) -> PfsPath:
     p = resolve(user, path, write=write)
     if p.area == "home" and not p.parts:
         p.disk.mkdir(parents=True, exist_ok=True)
     return p
 
 
-def stat(user, path: str) -> Entry:
+def stat(user: User, path: str) -> Entry:
     p = _resolve(user, path)
     return _entry(p, _lstat(p))
 
 
-def listdir(user, path: str) -> list[Entry]:
+def listdir(user: User, path: str) -> list[Entry]:
     """A directory's entries, directories first, then by name. A file lists as itself. The
     directory is opened race-free and read by descriptor, so one a job swaps for a link
     meanwhile never lists what the link points at."""
@@ -143,7 +147,7 @@ def listdir(user, path: str) -> list[Entry]:
         st = os.fstat(fd)
         if not statmod.S_ISDIR(st.st_mode):
             return [_entry(p, st)]
-        out = []
+        out: list[Entry] = []
         with os.scandir(fd) as it:
             for e in it:
                 if p.area == "home" and not p.parts and e.name == RESERVED_NAME:
@@ -158,7 +162,7 @@ def listdir(user, path: str) -> list[Entry]:
     return out
 
 
-def mkdir(user, path: str) -> Entry:
+def mkdir(user: User, path: str) -> Entry:
     """Create the directory and its parents (`mkdir -p`); fine if it already exists."""
     p = _resolve(user, path, write=True)
     make_dirs(p)
@@ -170,7 +174,7 @@ def _refuse_root(p: PfsPath, what: str) -> None:
         raise PathError(f"{p.virtual} is the root of your storage: it cannot be {what}", 403)
 
 
-def remove(user, path: str, *, recursive: bool = False) -> int:
+def remove(user: User, path: str, *, recursive: bool = False) -> int:
     """Remove a file or link; a directory only with `recursive`. Returns the bytes freed (files
     with other hard links free nothing certain and are not counted)."""
     p = _resolve(user, path, write=True)
@@ -195,7 +199,7 @@ def remove(user, path: str, *, recursive: bool = False) -> int:
     return freed
 
 
-def _dest(user, src: PfsPath, dst: str, overwrite: bool) -> PfsPath:
+def _dest(user: User, src: PfsPath, dst: str, overwrite: bool) -> PfsPath:
     d = _resolve(user, dst, write=True)
     _refuse_root(d, "replaced")
     if _kind(d) == "dir":
@@ -239,7 +243,7 @@ def counted_size(st: os.stat_result | None) -> int:
     return st.st_size if st is not None and statmod.S_ISREG(st.st_mode) and st.st_nlink == 1 else 0
 
 
-def move(user, src: str, dst: str, *, overwrite: bool = False) -> Entry:
+def move(user: User, src: str, dst: str, *, overwrite: bool = False) -> Entry:
     """Rename or move within PFS (both ends writable by the user)."""
     s = _resolve(user, src, write=True)
     _refuse_root(s, "moved")
@@ -261,7 +265,7 @@ def move(user, src: str, dst: str, *, overwrite: bool = False) -> Entry:
     return stat(user, d.virtual)
 
 
-def copy(user, src: str, dst: str, *, overwrite: bool = False) -> Entry:
+def copy(user: User, src: str, dst: str, *, overwrite: bool = False) -> Entry:
     """Copy a file or a directory tree within PFS (links inside a tree are skipped). Every
     byte is reserved against the quota before it is written: a copy stops at the quota."""
     s = _resolve(user, src)
@@ -313,7 +317,7 @@ def _copy_dir(src_fd: int, d: PfsPath, held: usage.Reservation) -> None:
             raise
 
 
-def write_file(user, path: str, chunks: Iterable[bytes], *, length: int | None, overwrite: bool = True) -> Entry:
+def write_file(user: User, path: str, chunks: Iterable[bytes], *, length: int | None, overwrite: bool = True) -> Entry:
     """A one-shot upload: stream `chunks` to a temporary file and rename it onto `path`. The
     bytes are reserved against the quota before they are written: all `length` of them up
     front when it is known (replacing a file needs room for the difference), else as they come."""

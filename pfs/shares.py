@@ -7,17 +7,21 @@ from __future__ import annotations
 import os
 import uuid as uuidlib
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.db.models import QuerySet
-from django.http import HttpResponse
+from django.http import HttpResponseBase
 from django.utils import timezone
 
 from . import transfer
 from .models import ShareLink
 from .paths import PathError, resolve
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
-def create(user, path: str, *, expires: datetime | None = None) -> ShareLink:
+
+def create(user: User, path: str, *, expires: datetime | None = None) -> ShareLink:
     p = resolve(user, path)
     fd, _ = transfer.open_file(p)  # race-free: 404 missing, 403 a link or hard-linked, 409 not a file
     os.close(fd)
@@ -26,12 +30,12 @@ def create(user, path: str, *, expires: datetime | None = None) -> ShareLink:
     return ShareLink.objects.create(user=user, path=p.virtual, expires=expires)
 
 
-def active(user) -> QuerySet[ShareLink]:
+def active(user: User) -> QuerySet[ShareLink]:
     now = timezone.now()
     return ShareLink.objects.filter(user=user, revoked=None).exclude(expires__lte=now)
 
 
-def revoke(user, link_uuid) -> ShareLink:
+def revoke(user: User, link_uuid: str) -> ShareLink:
     link = _get(link_uuid, user=user)
     if link.revoked is None:
         link.revoked = timezone.now()
@@ -39,7 +43,7 @@ def revoke(user, link_uuid) -> ShareLink:
     return link
 
 
-def _get(link_uuid, *, user=None) -> ShareLink:
+def _get(link_uuid: str, *, user: User | None = None) -> ShareLink:
     try:
         key = uuidlib.UUID(str(link_uuid))
         qs = ShareLink.objects.select_related("user")
@@ -48,7 +52,7 @@ def _get(link_uuid, *, user=None) -> ShareLink:
         raise PathError("no such share link", 404) from None
 
 
-def serve(link_uuid, *, range_header: str | None = None, if_range: str | None = None) -> HttpResponse:
+def serve(link_uuid: str, *, range_header: str | None = None, if_range: str | None = None) -> HttpResponseBase:
     """The shared file, for anyone holding the link; 404 once revoked, 410 once expired."""
     link = _get(link_uuid)
     if link.revoked is not None:

@@ -15,9 +15,12 @@ import stat
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import BinaryIO
+from typing import IO, TYPE_CHECKING
 
 from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath
+
+if TYPE_CHECKING:
+    from os import _ScandirIterator
 
 CHUNK = 1 << 20
 NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC  # never an existing file or link
@@ -107,7 +110,7 @@ def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None]) -> int:
     descriptor: links are skipped, and neither side can be led elsewhere meanwhile. Each
     file's size is charged before it is copied; returns the bytes copied."""
     total = 0
-    stack: list[tuple[Iterator[os.DirEntry], int, int]] = []
+    stack: list[tuple[_ScandirIterator[str], int, int]] = []
     try:
         s, d = os.dup(src_fd), os.dup(dst_fd)
         stack.append((os.scandir(s), s, d))
@@ -187,7 +190,7 @@ def copy_to_temp(p: PfsPath, src: int, charge: Callable[[int], None]) -> tuple[s
             raise
 
 
-def file_chunks(f: BinaryIO, size: int = CHUNK) -> Iterable[bytes]:
+def file_chunks(f: IO[bytes], size: int = CHUNK) -> Iterable[bytes]:
     while chunk := f.read(size):
         yield chunk
 
@@ -299,7 +302,7 @@ def scratch_fd(p: PfsPath) -> Iterator[int]:
 
 
 @contextmanager
-def locked(p: PfsPath):
+def locked(p: PfsPath) -> Iterator[None]:
     """Serialize replacements within one home (or public) across processes on this host, so
     the size a replaced file had and the usage change stay consistent."""
     with scratch_fd(p) as scratch:

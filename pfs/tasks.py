@@ -1,3 +1,5 @@
+from typing import TypedDict
+
 from celery import shared_task
 from django.contrib.auth import get_user_model
 
@@ -6,8 +8,14 @@ from accounts.models import Datacenter
 from . import uploads, usage
 
 
+class Housekeeping(TypedDict):
+    uploads_removed: int
+    reservations_dropped: int
+    homes: int
+
+
 @shared_task
-def housekeeping() -> dict:
+def housekeeping() -> Housekeeping:
     """Periodic: drop abandoned uploads and the reservations of writes whose process died, and
     recompute every home's usage (what jobs wrote directly to their home is counted here)."""
     removed = uploads.cleanup_stale()

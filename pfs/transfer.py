@@ -14,13 +14,17 @@ import os
 import re
 import stat as statmod
 from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import TYPE_CHECKING
 
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.utils.http import content_disposition_header, http_date
 from zipstream import ZIP_STORED, ZipStream
 
 from .paths import PathError, PfsPath, open_at, resolve
 from .storage import HARD_LINKED, is_dir_at
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 BLOCK = 4 << 20  # bytes per read and per ASGI message
 
@@ -58,6 +62,12 @@ class FileSpan:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+class SpanResponse(StreamingHttpResponse):
+    """A file's bytes, with the span itself, for servers that send it zero-copy (pfs.asgi_responses)."""
+
+    file_span: FileSpan
 
 
 def coalesce(parts: Iterable[bytes], size: int = BLOCK) -> Iterator[bytes]:
@@ -133,13 +143,13 @@ def _regular(p: PfsPath, fd: int) -> os.stat_result:
 
 
 def file_response(p: PfsPath, *, range_header: str | None = None, if_range: str | None = None,
-                  attachment: bool = True) -> HttpResponse:
+                  attachment: bool = True) -> HttpResponseBase:
     fd, st = open_file(p)
     return _file_response(p, fd, st, range_header, if_range, attachment)
 
 
 def _file_response(p: PfsPath, fd: int, st: os.stat_result, range_header: str | None, if_range: str | None,
-                   attachment: bool) -> HttpResponse:
+                   attachment: bool) -> HttpResponseBase:
     """The response for the open regular file `fd` (which it owns from here)."""
     tag = etag(st)
     try:
@@ -148,12 +158,12 @@ def _file_response(p: PfsPath, fd: int, st: os.stat_result, range_header: str | 
         rng = parse_range(range_header, st.st_size)
     except PathError:
         os.close(fd)
-        resp = HttpResponse(status=416)
-        resp["Content-Range"] = f"bytes */{st.st_size}"
-        return resp
+        refused = HttpResponse(status=416)
+        refused["Content-Range"] = f"bytes */{st.st_size}"
+        return refused
     start, length = rng if rng else (0, st.st_size)
     span = FileSpan(fd, start, length)
-    resp = StreamingHttpResponse(span, status=206 if rng else 200, content_type="application/octet-stream")
+    resp = SpanResponse(span, status=206 if rng else 200, content_type="application/octet-stream")
     resp.file_span = span
     if rng:
         resp["Content-Range"] = f"bytes {start}-{start + length - 1}/{st.st_size}"
@@ -161,7 +171,9 @@ def _file_response(p: PfsPath, fd: int, st: os.stat_result, range_header: str | 
     resp["Accept-Ranges"] = "bytes"
     resp["ETag"] = tag
     resp["Last-Modified"] = http_date(st.st_mtime)
-    resp["Content-Disposition"] = content_disposition_header(attachment, p.name)
+    disposition = content_disposition_header(attachment, p.name)
+    if disposition is not None:  # None only for an inline file without a name, which no PfsPath is
+        resp["Content-Disposition"] = disposition
     return resp
 
 
@@ -241,7 +253,7 @@ class _ClosingZip:
             self.top = -1
 
 
-def archive_response(p: PfsPath, top: int) -> HttpResponse:
+def archive_response(p: PfsPath, top: int) -> StreamingHttpResponse:
     """A zip of the open directory `top` (owned from here)."""
     zs = zip_stream(p, top)
     resp = StreamingHttpResponse(_ClosingZip(zs, top), content_type="application/zip")
@@ -250,7 +262,8 @@ def archive_response(p: PfsPath, top: int) -> HttpResponse:
     return resp
 
 
-def download(user, path: str, *, range_header: str | None = None, if_range: str | None = None) -> HttpResponse:
+def download(user: User, path: str, *, range_header: str | None = None,
+             if_range: str | None = None) -> HttpResponseBase:
     """The response for GET of a PFS path: the file (ranges allowed) or the directory as zip.
     The path is opened once, race-free; what is sent is what was opened."""
     p = resolve(user, path)

@@ -19,8 +19,9 @@ import re
 import stat
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
@@ -33,6 +34,9 @@ from .models import UploadSession
 from .paths import RESERVED_NAME, PathError, PfsPath, resolve
 from .services import _refuse_root, counted_size, lstat_or_none, mkdir, put_in_place
 from .storage import NEW_FILE, remove_at, scratch_fd
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 BLOCK = 1 << 20
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -77,7 +81,7 @@ def part_size(session: UploadSession) -> int:
         return 0
 
 
-def create(user, path: str, size: int, *, sha256: str = "", overwrite: bool = True) -> UploadSession:
+def create(user: User, path: str, size: int, *, sha256: str = "", overwrite: bool = True) -> UploadSession:
     """Start an upload of `size` bytes to `path`. Its room in the quota is reserved now (for a
     replaced file, the difference), so an upload that would not fit is refused at once, and
     one admitted keeps its room however many others race it."""
@@ -110,7 +114,7 @@ def create(user, path: str, size: int, *, sha256: str = "", overwrite: bool = Tr
     return session
 
 
-def get(user, upload_id) -> UploadSession:
+def get(user: User, upload_id: str) -> UploadSession:
     """The user's upload (404 for anyone else's or an unknown id)."""
     try:
         key = uuid.UUID(str(upload_id))
@@ -172,12 +176,12 @@ class ChunkWriter:
         self.checksum = checksum
         self.hash = CHECKSUM_ALGORITHMS[checksum[0]]() if checksum else None
 
-    def write(self, blocks) -> None:
+    def write(self, blocks: Iterable[bytes]) -> None:
         """Append `blocks` (bytes) in order with as few system calls as possible. A block of
         zeros becomes a hole (sparse files stay sparse); the part file's length stays equal to
         the bytes received, so the offset survives any crash or cut."""
         size = self.session.size
-        run: list = []
+        run: list[bytes] = []
         run_at = self.pos
         try:
             for block in blocks:
@@ -215,7 +219,7 @@ class ChunkWriter:
                 # The connection closed early: keep what arrived (the offset says how much).
                 raise PathError(f"the request ended {self.length - (self.pos - self.start)} bytes early; "
                                 f"resume from offset {self.pos}", 400)
-            if self.hash is not None and self.hash.digest() != self.checksum[1]:
+            if self.hash is not None and self.checksum is not None and self.hash.digest() != self.checksum[1]:
                 raise PathError("checksum mismatch: the chunk was discarded, send it again", 460)
         except BaseException:
             self.abort()
@@ -239,7 +243,7 @@ class ChunkWriter:
             self.fd = -1
 
 
-def _pwritev(fd: int, blocks: list, pos: int) -> None:
+def _pwritev(fd: int, blocks: list[bytes], pos: int) -> None:
     """Write `blocks` contiguously at `pos` (several per system call; short writes resumed)."""
     i = 0
     while i < len(blocks):
@@ -323,7 +327,7 @@ def cancel(session: UploadSession) -> None:
     session.delete()
 
 
-def cleanup_stale(*, user=None, max_age: timedelta | None = None) -> int:
+def cleanup_stale(*, user: User | None = None, max_age: timedelta | None = None) -> int:
     """Remove uploads untouched for `max_age` (settings.PFS_UPLOAD_TTL unless given; finished
     ones as old too), with their data. Without `user`, also sweep orphaned temporary files out
     of every `.uploads` directory."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -29,6 +30,9 @@ from quotas.units import format_bytes
 from .models import StorageReservation, StorageUsage, UploadSession
 from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath
 from .storage import tree_size_fd
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 # A reservation grows by at least this much at a time (fewer row locks per streamed write).
 STEP = 4 << 20
@@ -68,11 +72,11 @@ def _datacenter(name: str) -> Datacenter:
     return Datacenter.objects.only("id", "name").get(name=name)
 
 
-def _home(user, datacenter: Datacenter) -> PfsPath:
+def _home(user: User, datacenter: Datacenter) -> PfsPath:
     return PfsPath(datacenter.name, "home", user.get_username(), ())
 
 
-def _row(user, datacenter: Datacenter, *, lock: bool = False) -> StorageUsage:
+def _row(user: User, datacenter: Datacenter, *, lock: bool = False) -> StorageUsage:
     """The usage row, made with one walk of the home the first time it is needed. With `lock`
     (inside a transaction) it stays locked until the transaction ends."""
     rows = StorageUsage.objects.select_for_update() if lock else StorageUsage.objects
@@ -88,14 +92,14 @@ def _row(user, datacenter: Datacenter, *, lock: bool = False) -> StorageUsage:
     return rows.get(user=user, datacenter=datacenter)
 
 
-def _reserved(user, datacenter: Datacenter, *, exclude: int | None = None) -> int:
+def _reserved(user: User, datacenter: Datacenter, *, exclude: int | None = None) -> int:
     rows = StorageReservation.objects.filter(user=user, datacenter=datacenter)
     if exclude is not None:
         rows = rows.exclude(pk=exclude)
     return rows.aggregate(total=Sum("bytes"))["total"] or 0
 
 
-def get_usage(user, datacenter: Datacenter | str) -> Usage:
+def get_usage(user: User, datacenter: Datacenter | str) -> Usage:
     """The user's usage, reservations and limit in the datacenter (job admission calls this to
     refuse new jobs of an over-quota user)."""
     dc = _datacenter(datacenter) if isinstance(datacenter, str) else datacenter
@@ -161,7 +165,7 @@ class Reservation:
     def __enter__(self) -> Reservation:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 
@@ -183,7 +187,7 @@ def reservation_of(upload: UploadSession, target: PfsPath) -> Reservation:
     return r
 
 
-def _add(user, dc: Datacenter, delta: int) -> None:
+def _add(user: User, dc: Datacenter, delta: int) -> None:
     row = _row(user, dc)
     grown = F("grown_bytes") + max(0, delta)
     StorageUsage.objects.filter(pk=row.pk).update(used_bytes=F("used_bytes") + delta, grown_bytes=grown)
@@ -197,7 +201,7 @@ def adjust(target: PfsPath, delta: int) -> None:
     _add(get_user_model().objects.get(username=target.owner), _datacenter(target.datacenter), delta)
 
 
-def recompute(user, datacenter: Datacenter) -> int:
+def recompute(user: User, datacenter: Datacenter) -> int:
     """Walk the home once and store the true usage (what jobs wrote directly counts too). What
     grew while the walk ran is added on top: the walk may have passed it by (counting it twice
     until the next walk errs on the safe side)."""

@@ -137,3 +137,16 @@ def test_job_package_upload_counts_and_respects_quota(alice, datacenter, home_di
         packages.save_package(h.child("jobs", "b"), [SimpleUploadedFile("train.py", b"x" * 100)])
     assert e.value.message == "quota exceeded: used 100 B of 150 B"
     assert not (home_dir / "jobs" / "b").exists()
+
+
+def test_a_package_file_without_a_name_is_refused_and_leaves_nothing(alice, datacenter, home_dir):
+    from django.core.files.uploadedfile import InMemoryUploadedFile
+
+    from pfs import packages
+    from pfs.paths import home
+
+    nameless = InMemoryUploadedFile(io.BytesIO(b"x"), "files", None, "text/x-python", 1, None)
+    with pytest.raises(PathError) as e:
+        packages.save_package(home(alice, "local").child("jobs", "a"), [nameless])
+    assert (e.value.status, e.value.message) == (400, "every file of a package needs a name")
+    assert not (home_dir / "jobs").exists()
