@@ -12,8 +12,12 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from django.conf import settings
+
+if TYPE_CHECKING:
+    from .models import Replica
 
 MAX_READ = 1 << 20
 # Bounds of what a reader may ask for: a byte offset any file can have, and a tail length.
@@ -33,18 +37,18 @@ def job_dir(job_id: int) -> Path:
     return settings.LOGS_ROOT / str(job_id)
 
 
-def path(replica) -> Path:
+def path(replica: Replica) -> Path:
     return job_dir(replica.job_id) / f"{replica.role}-{replica.index}.log"
 
 
-def size(replica) -> int:
+def size(replica: Replica) -> int:
     try:
         return path(replica).stat().st_size
     except FileNotFoundError:
         return 0
 
 
-def append(replica, data: bytes) -> int:
+def append(replica: Replica, data: bytes) -> int:
     """Append raw bytes (from a log collector); returns the new end offset."""
     p = path(replica)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -53,7 +57,7 @@ def append(replica, data: bytes) -> int:
         return f.tell()
 
 
-def read(replica, offset: int = 0, limit: int = MAX_READ) -> LogChunk:
+def read(replica: Replica, offset: int = 0, limit: int = MAX_READ) -> LogChunk:
     """Bytes from `offset`, ending on a line boundary unless one line alone exceeds `limit`."""
     if not 0 <= offset <= MAX_LOG_OFFSET:
         raise ValueError(f"offset must be between 0 and {MAX_LOG_OFFSET}")
@@ -68,7 +72,7 @@ def read(replica, offset: int = 0, limit: int = MAX_READ) -> LogChunk:
     return LogChunk(data.decode("utf-8", "replace"), offset, offset + len(data))
 
 
-def tail(replica, lines: int) -> LogChunk:
+def tail(replica: Replica, lines: int) -> LogChunk:
     """The last `lines` complete lines (plus a trailing partial one), read backwards in blocks."""
     if not 0 <= lines <= MAX_LOG_LINES:
         raise ValueError(f"lines must be between 0 and {MAX_LOG_LINES}")
@@ -92,11 +96,11 @@ def tail(replica, lines: int) -> LogChunk:
     return LogChunk(raw.decode("utf-8", "replace"), end - len(raw), end)
 
 
-def _notice_path(replica) -> Path:
+def _notice_path(replica: Replica) -> Path:
     return path(replica).with_suffix(".notice")
 
 
-def notice(replica) -> str:
+def notice(replica: Replica) -> str:
     """Why the replica's log may be missing lines right now (its collector cannot read it), or ""."""
     try:
         return _notice_path(replica).read_text()
@@ -104,7 +108,7 @@ def notice(replica) -> str:
         return ""
 
 
-def set_notice(replica, text: str) -> None:
+def set_notice(replica: Replica, text: str) -> None:
     """Say (or with "", stop saying) why the log may be incomplete; viewers show it beside the log."""
     p = _notice_path(replica)
     if not text:

@@ -8,10 +8,22 @@ Format (one line, anywhere in a replica's output):
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, TypedDict
 
 from . import logstore
 
+if TYPE_CHECKING:
+    from .models import Job
+
 PREFIX = b"PADDLECLOUD_METRIC "
+
+# One replica's series: "step" and every other key, each a list aligned on the metric lines
+# (None where a line did not have that key).
+Series = dict[str, list[float | None]]
+
+
+class Metrics(TypedDict):
+    replicas: dict[str, Series]  # by replica name, e.g. "trainer-0"
 
 
 def parse_line(line: bytes) -> dict[str, float] | None:
@@ -27,9 +39,9 @@ def parse_line(line: bytes) -> dict[str, float] | None:
     return {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def parse_metrics(job) -> dict:
+def parse_metrics(job: Job) -> Metrics:
     """{"replicas": {"trainer-0": {"step": [...], "loss": [...]}}}, streamed from the logs."""
-    out: dict[str, dict[str, list[float | None]]] = {}
+    out: dict[str, Series] = {}
     for replica in job.replicas.filter(role="trainer"):
         try:
             with open(logstore.path(replica), "rb") as f:

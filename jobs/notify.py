@@ -14,7 +14,7 @@ def group(job_id: int) -> str:
     return f"job-{job_id}"
 
 
-def send(job_id: int, message: dict) -> None:
+def send(job_id: int, message: dict[str, str | int]) -> None:
     """Best effort: a live view missing one push catches up on its next poll or reconnect."""
     layer = get_channel_layer()
     if layer is None:

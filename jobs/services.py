@@ -4,7 +4,8 @@ these; none of them holds job logic of its own."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -21,8 +22,12 @@ from .models import ACTIVE_STATES, Job, JobEvent, JobState, Replica
 from .transitions import transition
 from .validation import admission_errors, validate_submission
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from django.core.files.uploadedfile import UploadedFile
 
-def visible_jobs(user) -> QuerySet[Job]:
+
+def visible_jobs(user: User) -> QuerySet[Job]:
     return Job.objects.filter(user=user, deleting=False).select_related("datacenter", "user")
 
 
@@ -33,13 +38,13 @@ def waiting_reason(job: Job) -> str:
     return "no worker is running: the job starts as soon as one does"
 
 
-def submit_job(user, data: dict) -> Job:
+def submit_job(user: User, data: Mapping[str, Any]) -> Job:
     """Validate and queue a job whose package is already in PFS. Raises ValidationError."""
     cleaned = validate_submission(user, data)
     return _create(user, cleaned)
 
 
-def submit_with_upload(user, data: dict, files: Sequence) -> Job:
+def submit_with_upload(user: User, data: Mapping[str, Any], files: Sequence[UploadedFile[bytes]]) -> Job:
     """Validate, put the uploaded package (files, or one .zip/.tar.gz) at jobs/<name>/ in the
     user's home, and queue the job. On any error nothing is left behind."""
     if not files:
@@ -57,7 +62,7 @@ def submit_with_upload(user, data: dict, files: Sequence) -> Job:
         raise
 
 
-def _package_path(user, data: dict) -> str:
+def _package_path(user: User, data: Mapping[str, Any]) -> str:
     """Where an uploaded package goes; a bad name is reported on the name field alone."""
     dc = data.get("datacenter") or settings.DEFAULT_DATACENTER
     name = str(data.get("name") or "").strip()
@@ -66,7 +71,7 @@ def _package_path(user, data: dict) -> str:
     return f"/pfs/{dc}/home/{user.get_username()}/jobs/{name}"
 
 
-def _create(user, cleaned: dict) -> Job:
+def _create(user: User, cleaned: dict[str, Any]) -> Job:
     """Admit and queue: the quota check and the new job that counts against it are one
     transaction holding the user's admission lock, so parallel submissions cannot all fit."""
     from .tasks import launch_job

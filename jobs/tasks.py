@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from . import logstore
@@ -47,7 +47,7 @@ def launch_job(job_id: int) -> None:
     if job is None:
         return
 
-    def heartbeat():
+    def heartbeat() -> None:
         Job.objects.filter(pk=job.pk, state__in=[JobState.BUILDING, JobState.STARTING]).update(heartbeat=timezone.now())
 
     backend = get_backend(job.datacenter)
@@ -90,7 +90,7 @@ def delete_job_task(job_id: int) -> None:
     job.delete()
 
 
-def jobs_to_watch():
+def jobs_to_watch() -> QuerySet[Job]:
     """Jobs whose replicas may still change: launched and active, or ended with some replica not
     known to be done (one may have been started by a launch racing the kill: it gets stopped)."""
     unsettled = [ReplicaState.RUNNING, ReplicaState.PENDING]

@@ -5,20 +5,24 @@ fields, finds the user's own objects by the names the old client sends, and buil
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from accounts import services as accounts
-from accounts.models import Registry
+from accounts.models import Datacenter, Registry
 from jobs import services as jobs
 from jobs.models import ACTIVE_STATES, REPLICA_DONE, Job, Replica
 from pfs import services as pfs
 from pfs.paths import PathError
 from pfs.services import Entry
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 class LegacyError(Exception):
@@ -48,7 +52,7 @@ def error_text(exc: Exception) -> tuple[int, str]:
 
 # --- auth ------------------------------------------------------------------------------------
 
-def legacy_token(user) -> str:
+def legacy_token(user: User) -> str:
     """A token for an old client, which caches it and never logs in again: it does not expire
     unless the operator sets LEGACY_TOKEN_TTL_DAYS."""
     days = settings.LEGACY_TOKEN_TTL_DAYS
@@ -65,7 +69,7 @@ _JOB_FIELDS = {"name": "name", "parallelism": "trainers", "cpu": "cpu", "gpu": "
                "datacenter": "datacenter", "passes": "passes", "image": "image"}
 
 
-def submission(user, body: dict[str, Any]) -> dict[str, Any]:
+def submission(user: User, body: Mapping[str, Any]) -> dict[str, Any]:
     """The v1 job JSON as jobs.services.submit_job's fields. The package is the PFS path the
     client gives, or, for a local package it uploaded first, jobs/<name>/ in the user's home
     (where the client put its files)."""
@@ -90,14 +94,15 @@ def submission(user, body: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _positive(value) -> bool:
+def _positive(value: Any) -> bool:
+    # Any: `value` is whatever the client's JSON holds; int() is the check
     try:
         return int(value) > 0
     except (TypeError, ValueError):
         return True  # let validation say what is wrong with it
 
 
-def registry_name(user, name: str) -> str:
+def registry_name(user: User, name: str) -> str:
     """The client names a registry as the user typed it or as `registry` stored it
     (`pcloud-registry-<name>`); either finds it."""
     if not Registry.objects.filter(user=user, name=name).exists():
@@ -107,14 +112,14 @@ def registry_name(user, name: str) -> str:
     return name
 
 
-def own_job(user, name) -> Job:
+def own_job(user: User, name: object) -> Job:
     job = jobs.visible_jobs(user).filter(name=str(name or "")).first() if "\x00" not in str(name) else None
     if job is None:
         raise LegacyError(f"no job named '{name}'")
     return job
 
 
-def kill(user, name, *, remove: bool) -> None:
+def kill(user: User, name: object, *, remove: bool) -> None:
     """`paddlectl kill J` stops the job; with `-rm` it is also removed from history."""
     job = own_job(user, name)
     if remove:
@@ -127,12 +132,12 @@ def pod_name(replica: Replica, job: Job) -> str:
     return f"{job.name}-{replica.role}-{replica.index}"
 
 
-def logs_text(user, jobname, lines, worker) -> str:
+def logs_text(user: User, jobname: str | None, lines: str | None, worker: str | None) -> str:
     """The last `lines` lines of each worker (or of worker `worker`), each after a
     `====<worker>====` header."""
     job = own_job(user, jobname)
     try:
-        lines = int(lines) if lines not in (None, "") else 10
+        count = int(lines) if lines not in (None, "") else 10
     except ValueError:
         raise ValidationError({"n": ["must be a whole number"]}) from None
     replicas = [r for r in job.replicas.all() if not worker or pod_name(r, job) == worker]
@@ -140,13 +145,13 @@ def logs_text(user, jobname, lines, worker) -> str:
         raise LegacyError(f"job '{job.name}' has no worker '{worker}'")
     out = []
     for r in replicas:
-        chunk = jobs.replica_log(r, lines=lines)
+        chunk = jobs.replica_log(r, lines=count)
         text = chunk.text if not chunk.text or chunk.text.endswith("\n") else chunk.text + "\n"
         out.append(f"===={pod_name(r, job)}====\n{text}")
     return "".join(out) or f"job '{job.name}' has no workers"
 
 
-def running_pods(user, datacenter) -> int:
+def running_pods(user: User, datacenter: Datacenter) -> int:
     """Workers of the user's active jobs in the datacenter that have not ended."""
     return Replica.objects.filter(job__user=user, job__datacenter=datacenter, job__state__in=ACTIVE_STATES) \
         .exclude(state__in=REPLICA_DONE).count()
@@ -154,7 +159,7 @@ def running_pods(user, datacenter) -> int:
 
 # --- registries ------------------------------------------------------------------------------
 
-def own_registry(user, name) -> Registry:
+def own_registry(user: User, name: object) -> Registry:
     registry = Registry.objects.filter(user=user, name=str(name or "")).first() if "\x00" not in str(name) else None
     if registry is None:
         raise LegacyError(f"no registry named '{name}'")
@@ -171,7 +176,7 @@ def _has_glob(part: str) -> bool:
     return any(c in part for c in "*?[")
 
 
-def expand(user, arg: str) -> list[str]:
+def expand(user: User, arg: str) -> list[str]:
     """The PFS paths a `paddlectl ls` argument names: itself, or what its glob components
     match (each directory read through pfs.services.listdir, so with its checks)."""
     parts = arg.split("/")
@@ -196,7 +201,7 @@ def expand(user, arg: str) -> list[str]:
     return sorted(found)
 
 
-def ls(user, args: list[str], *, recursive: bool) -> list[Entry]:
+def ls(user: User, args: list[str], *, recursive: bool) -> list[Entry]:
     out: list[Entry] = []
     for arg in args:
         for path in expand(user, arg):
@@ -220,7 +225,8 @@ def chunk_target(filename: str | None) -> tuple[str, int, int]:
         raise PathError("the chunk's filename must be chunksize=<n>&offset=<o>&path=<path>") from None
 
 
-def as_int(value, field: str) -> int:
+def as_int(value: Any, field: str) -> int:
+    # Any: `value` is a query parameter or whatever the client's JSON holds; int() is the check
     try:
         return int(value)
     except (TypeError, ValueError):

@@ -10,7 +10,7 @@ module is imported by the modules that drive it.
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from django.utils.module_loading import import_string
 
@@ -32,7 +32,7 @@ def backend_class(name: str) -> type[Backend]:
         path = BACKENDS[name]
     except KeyError:
         raise LookupError(name) from None
-    return import_string(path)
+    return cast("type[Backend]", import_string(path))  # import_string returns Any
 
 
 def get_backend(datacenter: Datacenter) -> Backend:
