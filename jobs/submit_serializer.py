@@ -11,15 +11,15 @@ from rest_framework import serializers
 from . import spec
 
 if TYPE_CHECKING:
-    from django.utils.functional import _StrPromise
+    from django_stubs_ext import StrPromise
 
-_INT_MESSAGES: dict[str, str | _StrPromise] = {
+_INT_MESSAGES: dict[str, str | StrPromise] = {
     "invalid": "must be a whole number", "max_string_length": "must be a whole number",
     "null": "must be a whole number", "min_value": "must be at least {min_value}",
     "max_value": "must be at most {max_value}"}
 
 
-def _text_messages(f: spec.Field) -> dict[str, str | _StrPromise]:
+def _text_messages(f: spec.Field) -> dict[str, str | StrPromise]:
     what = (f.label or f.name).lower()
     return {"required": f"the {what} is required", "blank": f"the {what} is required",
             "null": f"the {what} is required", "invalid": "must be text",
