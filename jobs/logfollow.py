@@ -154,7 +154,10 @@ class LogFollower:
             if start is None:  # viewers fetch history themselves; push only what is new
                 self.offsets[replica.pk] = logstore.size(replica)
                 continue
-            while True:
+            # Up to the end seen now, not on while the replica writes: chasing a fast writer would
+            # send a message per few lines, and starve the other replicas.
+            end = logstore.size(replica)
+            while start < end:
                 chunk = logstore.read(replica, start, MAX_PUSH)
                 if not chunk.text:
                     break
