@@ -278,6 +278,9 @@ KILL_GRACE_SECONDS = env.float("KILL_GRACE_SECONDS", 10.0)
 # A job stuck in Building/Starting with no heartbeat for this long is relaunched by reconcile.
 LAUNCH_LEASE_SECONDS = env.float("LAUNCH_LEASE_SECONDS", 60.0)
 WATCH_INTERVAL = env.float("WATCH_INTERVAL", 0.5)
+# Push new log lines as they are written (inotify on LOGS_ROOT); off where other hosts write the
+# log files (a network filesystem), so only the watcher's passes push them.
+LOG_INOTIFY = env.bool("LOG_INOTIFY", True)
 # Worker and watcher heartbeats in Redis (paddleweb/health.py): renewed every HEARTBEAT_INTERVAL
 # seconds, a process is reported gone HEARTBEAT_TTL seconds after its last one.
 HEARTBEAT_INTERVAL = env.float("HEARTBEAT_INTERVAL", 5.0)

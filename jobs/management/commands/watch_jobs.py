@@ -1,6 +1,7 @@
 """The status watcher: runs every registered backend's watcher (jobs/backends/registry.py),
 which observes its datacenters' replicas and has the lifecycle move jobs on, and streams new log
-output to each job's Channels group (one reader per replica, any number of viewers)."""
+output to each job's Channels group (one reader per replica, any number of viewers): on every
+pass, and between passes as soon as it is written (jobs/logfollow.py)."""
 
 import logging
 import signal
@@ -11,10 +12,10 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connection
 from django.db.models import QuerySet
 
-from jobs import logstore, notify
 from jobs.backends import registry
 from jobs.backends.base import Watcher
 from jobs.lifecycle import sync_job
+from jobs.logfollow import LogFollower
 from jobs.models import Job
 from jobs.tasks import jobs_to_watch
 from paddleweb import health
@@ -26,7 +27,7 @@ class WatchLoop:
     """The loop, and the WatchContext its backends' watchers call back into."""
 
     def __init__(self, watchers: list[Watcher] | None = None):
-        self.offsets: dict[int, int] = {}  # replica id -> log offset already pushed
+        self.logs = LogFollower()
         self.watchers = registry.watchers() if watchers is None else watchers
 
     # --- WatchContext ---------------------------------------------------------------------
@@ -37,15 +38,7 @@ class WatchLoop:
         sync_job(job)
 
     def push_logs(self, job: Job) -> None:
-        for replica in job.replicas.all():
-            start = self.offsets.get(replica.pk)
-            if start is None:  # viewers fetch history themselves; push only what is new
-                self.offsets[replica.pk] = logstore.size(replica)
-                continue
-            chunk = logstore.read(replica, start)
-            if chunk.text:
-                notify.log_data(job.pk, replica.name, chunk.offset, chunk.text, chunk.next_offset)
-                self.offsets[replica.pk] = chunk.next_offset
+        self.logs.follow(job)
 
     # --- the loop -------------------------------------------------------------------------
     def tick(self) -> None:
@@ -54,10 +47,14 @@ class WatchLoop:
                 watcher.tick(self)
             except Exception:
                 log.exception("%s watcher: pass failed", watcher.backend)
+        # Watchers may push a job's logs only on some passes (Kubernetes: when it changed), so
+        # followed logs are let go once their job is settled, not when a pass skipped them.
+        self.logs.retain(set(self.jobs_to_watch().values_list("pk", flat=True)))
 
     def stop(self) -> None:
         for watcher in self.watchers:
             watcher.stop()
+        self.logs.close()
 
     def run(self, stopping: threading.Event, interval: float | None = None) -> None:
         """Watch until `stopping` is set (the command, the tests and the benches all run this)."""
@@ -74,7 +71,7 @@ class WatchLoop:
                 except Exception:  # e.g. the database restarting: keep watching, say so
                     log.exception("watch pass failed; retrying")
                     stopping.wait(5)
-                stopping.wait(interval)
+                self.logs.wait(interval, stopping)
         finally:
             heartbeat.stop()
             self.stop()

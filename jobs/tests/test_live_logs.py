@@ -1,0 +1,146 @@
+"""Live logs pushed as they are written: the watch loop's follower against uvicorn, the real Redis
+channel layer and websocket viewers, with a writer appending to a replica's log file."""
+
+import itertools
+import json
+import threading
+import time
+from contextlib import ExitStack, contextmanager
+
+import pytest
+from websockets.sync.client import connect
+
+from accounts.services import issue_token
+from jobs import logstore, services
+from jobs.backends.base import Watcher
+from jobs.management.commands.watch_jobs import WatchLoop
+from jobs.models import Job, JobState
+from tests.support import LiveASGI, make_package, wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
+
+POLL = 600.0  # the loop's passes, far apart: what arrives sooner was pushed on the write itself
+
+
+class PushesLogs(Watcher):
+    """Only the log push of each watched job (the replicas' states are not the test's concern)."""
+
+    def start(self) -> None:
+        pass
+
+    def tick(self, ctx) -> None:
+        for job in ctx.jobs_to_watch():
+            ctx.push_logs(job)
+
+    def stop(self) -> None:
+        pass
+
+
+@pytest.fixture
+def running(alice):
+    pkg = make_package(alice, "fit", {"train.py": ""})
+    job = services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py",
+                                      "mode": "collective", "trainers": 1})
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
+    return job
+
+
+@contextmanager
+def watching(job, interval: float):
+    loop = WatchLoop([PushesLogs("test")])
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop, interval), daemon=True)
+    thread.start()
+    replica = job.replicas.get()
+    try:
+        wait_for(lambda: replica.pk in loop.logs.offsets, 30, "the first pass to follow the replica")
+        yield loop
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+@pytest.fixture
+def loop(running):
+    with watching(running, POLL) as loop:
+        assert loop.logs.inotify
+        yield loop
+
+
+class Viewer(threading.Thread):
+    """A websocket viewer of the job: keeps every pushed log message, and when it came."""
+
+    def __init__(self, stack: ExitStack, url: str, token: str):
+        super().__init__(daemon=True)
+        self.ws = stack.enter_context(connect(url, additional_headers={"Authorization": f"Token {token}"},
+                                              open_timeout=10))
+        assert json.loads(self.ws.recv(timeout=10))["type"] == "job"
+        self.pushes: list[tuple[float, dict]] = []
+
+    def run(self) -> None:
+        try:
+            for frame in self.ws:
+                message = json.loads(frame)
+                if message["type"] == "log":
+                    self.pushes.append((time.monotonic(), message))
+        except Exception:  # noqa: BLE001 - closed by the test
+            pass
+
+    def text(self) -> str:
+        return "".join(m["text"] for _, m in list(self.pushes))
+
+
+@contextmanager
+def viewers(alice, job, count: int):
+    with ExitStack() as stack:
+        server = stack.enter_context(LiveASGI())
+        url = server.url.replace("http://", "ws://") + f"/ws/jobs/{job.name}/"
+        token = issue_token(alice)
+        started = [Viewer(stack, url, token) for _ in range(count)]
+        for v in started:
+            v.start()
+        yield started
+
+
+def test_a_line_reaches_viewers_on_its_write_not_the_next_pass(alice, running, loop):
+    with viewers(alice, running, 1) as (viewer,):
+        replica = running.replicas.get()
+        written = time.monotonic()
+        logstore.append(replica, b"step 1 loss 0.5\n")  # the first line: its directory is new too
+        wait_for(lambda: viewer.text() == "step 1 loss 0.5\n", 20, lambda: f"the pushed line, got {viewer.pushes}")
+        assert viewer.pushes[0][0] - written < 5  # a pass would only come after POLL seconds
+        written = time.monotonic()
+        logstore.append(replica, b"step 2 loss 0.4\n")
+        wait_for(lambda: viewer.text().endswith("step 2 loss 0.4\n"), 20, "the second line")
+        assert viewer.pushes[-1][0] - written < 5
+        assert viewer.pushes[-1][1]["offset"] == len("step 1 loss 0.5\n")
+
+
+def test_without_inotify_the_passes_still_push(alice, running, settings):
+    settings.LOG_INOTIFY = False
+    with watching(running, 0.2) as loop, viewers(alice, running, 1) as (viewer,):
+        assert not loop.logs.inotify
+        logstore.append(running.replicas.get(), b"epoch 1\n")
+        wait_for(lambda: viewer.text() == "epoch 1\n", 20, lambda: f"the line, got {viewer.pushes}")
+
+
+def test_several_viewers_get_a_fast_writers_lines_once_each_in_few_messages(alice, running, loop):
+    replica = running.replicas.get()
+    lines = [f"line {n:06d} {'x' * 40}\n" for n in range(20_000)]
+    expected = "".join(lines)
+    with viewers(alice, running, 5) as started:
+        path = logstore.path(replica)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as f:
+            for line in lines:  # one write per line, as a training program flushing its prints
+                f.write(line)
+                f.flush()
+        for v in started:
+            wait_for(lambda v=v: len(v.text()) >= len(expected), 60,
+                     lambda v=v: f"all lines, got {len(v.text())} of {len(expected)} characters")
+        for v in started:
+            assert v.text() == expected  # nothing lost, nothing twice, in order
+            messages = [m for _, m in v.pushes]
+            assert messages[0]["offset"] == 0
+            assert all(a["next_offset"] == b["offset"] for a, b in itertools.pairwise(messages))
+            assert len(messages) < len(lines) / 20  # batched, not a message per line
