@@ -8,15 +8,19 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.utils.dateparse import parse_datetime
 from rest_framework import pagination
 from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.pagination import Cursor
 from rest_framework.request import Request
+from rest_framework.views import APIView
 
 MAX_OFFSET = 2**31 - 1  # far past any list of ours, and within every database's integers
 MAX_LIMIT = 1000
+PAGE_SIZE: int = settings.REST_FRAMEWORK["PAGE_SIZE"]
 
 
 def bounded_int(request: Request, name: str, low: int, high: int, default: int) -> int:
@@ -43,15 +47,15 @@ def with_bounds(params: list[dict[str, Any]], bounds: dict[str, tuple[int, int]]
 class StrictLimitOffsetPagination(pagination.LimitOffsetPagination):
     max_limit = MAX_LIMIT
 
-    def get_limit(self, request):
-        return bounded_int(request, self.limit_query_param, 1, self.max_limit, self.default_limit)
+    def get_limit(self, request: Request) -> int:
+        return bounded_int(request, self.limit_query_param, 1, MAX_LIMIT, self.default_limit or PAGE_SIZE)
 
-    def get_offset(self, request):
+    def get_offset(self, request: Request) -> int:
         return bounded_int(request, self.offset_query_param, 0, MAX_OFFSET, 0)
 
-    def get_schema_operation_parameters(self, view):
+    def get_schema_operation_parameters(self, view: APIView) -> list[dict[str, Any]]:
         return with_bounds(super().get_schema_operation_parameters(view),
-                           {self.limit_query_param: (1, self.max_limit), self.offset_query_param: (0, MAX_OFFSET)})
+                           {self.limit_query_param: (1, MAX_LIMIT), self.offset_query_param: (0, MAX_OFFSET)})
 
 
 class NewestFirstCursorPagination(pagination.CursorPagination):
@@ -61,21 +65,23 @@ class NewestFirstCursorPagination(pagination.CursorPagination):
     skip rows. `limit` keeps its limit/offset meaning; `offset` is refused: follow `next`."""
 
     ordering = ("-created", "-id")
-    page_size_query_param = "limit"
+    page_size_query_param: str | None = "limit"
     max_page_size = MAX_LIMIT
     invalid_cursor = "not a cursor of this list: use the `next` or `previous` link as given"
 
-    def paginate_queryset(self, queryset, request, view=None):
+    def paginate_queryset(self, queryset: QuerySet[Any], request: Request,  # type: ignore[override]
+                          view: APIView | None = None) -> list[Any] | None:
         if "offset" in request.query_params:
             raise ValidationError({"offset": ["this list pages with a cursor: follow the `next` link"]})
         return super().paginate_queryset(queryset, request, view)
 
-    def get_page_size(self, request):
+    def get_page_size(self, request: Request) -> int:
+        default = self.page_size or PAGE_SIZE
         if self.page_size_query_param is None:
-            return self.page_size
-        return bounded_int(request, self.page_size_query_param, 1, self.max_page_size, self.page_size)
+            return default
+        return bounded_int(request, self.page_size_query_param, 1, MAX_LIMIT, default)
 
-    def decode_cursor(self, request):
+    def decode_cursor(self, request: Request) -> Cursor | None:
         encoded = request.query_params.get(self.cursor_query_param)
         try:
             # DRF's decoding skips characters outside base64, so "%%%" would read as the first page.
@@ -85,13 +91,12 @@ class NewestFirstCursorPagination(pagination.CursorPagination):
         except (NotFound, ValueError, UnicodeError):
             raise ValidationError({self.cursor_query_param: [self.invalid_cursor]}) from None
         # The position goes into a query as a datetime: an unreadable one is the client's error, not a 500.
-        if cursor is not None and cursor.position is not None and not _is_datetime(cursor.position):
+        if cursor is not None and cursor.position is not None and not _is_datetime(str(cursor.position)):
             raise ValidationError({self.cursor_query_param: [self.invalid_cursor]})
         return cursor
 
-    def get_schema_operation_parameters(self, view):
-        return with_bounds(super().get_schema_operation_parameters(view),
-                           {self.page_size_query_param: (1, self.max_page_size)})
+    def get_schema_operation_parameters(self, view: APIView) -> list[dict[str, Any]]:
+        return with_bounds(super().get_schema_operation_parameters(view), {"limit": (1, MAX_LIMIT)})
 
 
 def _is_datetime(text: str) -> bool:
