@@ -73,6 +73,8 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created"]
+        # A user's list, newest first, in the order of its cursor (paddleweb.pagination).
+        indexes = [models.Index(fields=["user", "-created", "-id"], name="job_user_newest_first")]
         constraints = [
             models.UniqueConstraint(fields=["user", "name"], name="job_unique_name_per_user"),
             models.UniqueConstraint(fields=["user", "k8s_name"], name="job_unique_k8s_name_per_user"),

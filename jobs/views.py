@@ -1,10 +1,11 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
+
+from paddleweb.pagination import cursor_page
 
 from . import services
 from .filtersets import JobFilterSet
@@ -17,12 +18,9 @@ from .models import JobState, ReplicaState
 def job_list(request):
     # The API's FilterSet: the page's filters are the API's, with the same names and values.
     filters = JobFilterSet(request.GET, queryset=services.visible_jobs(request.user))
-    page = Paginator(filters.qs, 25).get_page(request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
+    page = cursor_page(filters.qs, request, page_size=25)
     template = "jobs/_job_rows.html" if request.htmx else "jobs/job_list.html"
-    return render(request, template, {"page": page, "filters": filters, "query": query.urlencode(),
-                                      "states": JobState.values})
+    return render(request, template, {"page": page, "filters": filters, "states": JobState.values})
 
 
 @login_required

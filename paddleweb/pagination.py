@@ -1,37 +1,140 @@
-"""The pagination of every /api/v2 list (settings.REST_FRAMEWORK): DRF's limit/offset, except
-that a bad `limit` or `offset` is refused with a 400 instead of silently replaced."""
+"""The pagination of the /api/v2 lists. Most take DRF's limit/offset (settings.REST_FRAMEWORK);
+lists that grow without bound (jobs) walk a cursor instead, so a page costs the same at the
+100,000th job as at the first. Either way a bad `limit`, `offset` or `cursor` is refused with a
+400 naming it instead of being silently replaced."""
 
+import binascii
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
+from django.utils.dateparse import parse_datetime
 from rest_framework import pagination
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.pagination import Cursor
+from rest_framework.request import Request
+from rest_framework.views import APIView
 
 MAX_OFFSET = 2**31 - 1  # far past any list of ours, and within every database's integers
+MAX_LIMIT = 1000
+PAGE_SIZE: int = settings.REST_FRAMEWORK["PAGE_SIZE"]
+
+
+def bounded_int(request: Request, name: str, low: int, high: int, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError({name: ["must be a whole number"]}) from None
+    if not low <= value <= high:
+        raise ValidationError({name: [f"must be between {low} and {high}"]})
+    return value
+
+
+def with_bounds(params: list[dict[str, Any]], bounds: dict[str, tuple[int, int]]) -> list[dict[str, Any]]:
+    for param in params:
+        if param["name"] in bounds:
+            low, high = bounds[param["name"]]
+            param["schema"] = {**param["schema"], "minimum": low, "maximum": high}
+    return params
 
 
 class StrictLimitOffsetPagination(pagination.LimitOffsetPagination):
-    max_limit = 1000
+    max_limit = MAX_LIMIT
 
-    def get_limit(self, request):
-        return self._bounded(request, self.limit_query_param, 1, self.max_limit, self.default_limit)
+    def get_limit(self, request: Request) -> int:
+        return bounded_int(request, self.limit_query_param, 1, MAX_LIMIT, self.default_limit or PAGE_SIZE)
 
-    def get_offset(self, request):
-        return self._bounded(request, self.offset_query_param, 0, MAX_OFFSET, 0)
+    def get_offset(self, request: Request) -> int:
+        return bounded_int(request, self.offset_query_param, 0, MAX_OFFSET, 0)
 
-    def _bounded(self, request, name: str, low: int, high: int, default: int) -> int:
-        raw = request.query_params.get(name)
-        if raw is None:
+    def get_schema_operation_parameters(self, view: APIView) -> list[dict[str, Any]]:
+        return with_bounds(super().get_schema_operation_parameters(view),
+                           {self.limit_query_param: (1, MAX_LIMIT), self.offset_query_param: (0, MAX_OFFSET)})
+
+
+class NewestFirstCursorPagination(pagination.CursorPagination):
+    """Newest first by `created`, `id` breaking ties, for a model with an index on
+    (owner, -created, -id): every page is one index range scan, and there is no COUNT.
+    A cursor marks a row, so jobs submitted while a client walks the list neither repeat nor
+    skip rows. `limit` keeps its limit/offset meaning; `offset` is refused: follow `next`."""
+
+    ordering = ("-created", "-id")
+    page_size_query_param: str | None = "limit"
+    max_page_size = MAX_LIMIT
+    invalid_cursor = "not a cursor of this list: use the `next` or `previous` link as given"
+
+    def paginate_queryset(self, queryset: QuerySet[Any], request: Request,  # type: ignore[override]
+                          view: APIView | None = None) -> list[Any] | None:
+        if "offset" in request.query_params:
+            raise ValidationError({"offset": ["this list pages with a cursor: follow the `next` link"]})
+        return super().paginate_queryset(queryset, request, view)
+
+    def get_page_size(self, request: Request) -> int:
+        default = self.page_size or PAGE_SIZE
+        if self.page_size_query_param is None:
             return default
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValidationError({name: ["must be a whole number"]}) from None
-        if not low <= value <= high:
-            raise ValidationError({name: [f"must be between {low} and {high}"]})
-        return value
+        return bounded_int(request, self.page_size_query_param, 1, MAX_LIMIT, default)
 
-    def get_schema_operation_parameters(self, view):
-        bounds = {self.limit_query_param: (1, self.max_limit), self.offset_query_param: (0, MAX_OFFSET)}
-        params = super().get_schema_operation_parameters(view)
-        for param in params:
-            low, high = bounds[param["name"]]
-            param["schema"] = {**param["schema"], "minimum": low, "maximum": high}
-        return params
+    def decode_cursor(self, request: Request) -> Cursor | None:
+        encoded = request.query_params.get(self.cursor_query_param)
+        try:
+            # DRF's decoding skips characters outside base64, so "%%%" would read as the first page.
+            if encoded is not None and not binascii.a2b_base64(encoded.encode("ascii"), strict_mode=True):
+                raise ValueError("empty")
+            cursor = super().decode_cursor(request)
+        except (NotFound, ValueError, UnicodeError):
+            raise ValidationError({self.cursor_query_param: [self.invalid_cursor]}) from None
+        # The position goes into a query as a datetime: an unreadable one is the client's error, not a 500.
+        if cursor is not None and cursor.position is not None and not _is_datetime(str(cursor.position)):
+            raise ValidationError({self.cursor_query_param: [self.invalid_cursor]})
+        return cursor
+
+    def get_schema_operation_parameters(self, view: APIView) -> list[dict[str, Any]]:
+        return with_bounds(super().get_schema_operation_parameters(view), {"limit": (1, MAX_LIMIT)})
+
+
+def _is_datetime(text: str) -> bool:
+    try:
+        return "\x00" not in text and parse_datetime(text) is not None
+    except ValueError:  # well formed but out of range, e.g. month 13
+        return False
+
+
+@dataclass
+class CursorPage:
+    items: list[Model]
+    older: str  # "?<query>" of the next (older) page, or "" at the end
+    newer: str  # "?<query>" of the previous (newer) page, or "" on the first page
+
+
+def cursor_page(queryset: QuerySet[Any], request: HttpRequest, page_size: int) -> CursorPage:
+    """One page of `queryset` for a dashboard page, with the API's cursor. An unreadable cursor
+    (a hand-edited URL) shows the first page, as the page's filters ignore what they cannot read."""
+    paginator = NewestFirstCursorPagination()
+    paginator.page_size, paginator.page_size_query_param = page_size, None
+    query = request.GET.copy()
+    query.pop("offset", None)
+    try:
+        items = paginator.paginate_queryset(queryset, _with_query(request, query))
+    except ValidationError:
+        query.pop(paginator.cursor_query_param, None)
+        items = paginator.paginate_queryset(queryset, _with_query(request, query))
+    return CursorPage(items=list(items or []), older=_relative(paginator.get_next_link()),
+                      newer=_relative(paginator.get_previous_link()))
+
+
+def _with_query(request: HttpRequest, query: Any) -> Request:
+    copy = HttpRequest()
+    copy.path, copy.GET = request.path, query
+    copy.META = {**request.META, "QUERY_STRING": query.urlencode()}  # the links are built from it
+    return Request(copy)
+
+
+def _relative(link: str | None) -> str:
+    return "?" + urlsplit(link).query if link else ""

@@ -185,7 +185,7 @@ class API:
         return self.request("DELETE", path, **kwargs)
 
     def paginate(self, url: str, /, **params: Any) -> Iterator[Any]:
-        """Every item of a list endpoint, following DRF's limit/offset pages."""
+        """Every item of a list endpoint, following each page's `next` link (a cursor or limit/offset)."""
         params = {k: v for k, v in params.items() if v is not None}
         page = self.request("GET", url, params=params)
         while True:

@@ -284,3 +284,14 @@ def test_seed_003_short_flags_and_a_refused_upload_leaves_nothing(config, settin
     assert res.code == 1 and "memory" in res.err.lower()
     jobs_dir = settings.PFS_ROOT / "local" / "home" / "alice" / "jobs"
     assert sorted(p.name for p in jobs_dir.iterdir()) == ["job-word-emb"]
+
+
+def test_get_jobs_follows_the_cursor_past_the_first_page(config, alice, datacenter):
+    from jobs.models import Job
+
+    Job.objects.bulk_create(
+        Job(user=alice, datacenter=datacenter, name=f"job-{i}", k8s_name=f"job-{i}", state="Succeeded", mode="ps",
+            pservers=1, trainers=1, package="/pfs/local/home/alice/pkg", entry="python train.py")
+        for i in range(120))  # over two of the server's 50-job pages
+    names = run_cli("get", "jobs", "-a", "-o", "name").lines
+    assert sorted(names) == sorted(f"job-{i}" for i in range(120))

@@ -9,6 +9,7 @@ from jobs import services
 from jobs.filtersets import JobFilterSet
 from jobs.models import Job, JobEvent
 from paddleweb.api import OwnedViewSet, field_errors
+from paddleweb.pagination import NewestFirstCursorPagination
 
 from .serializers import JobDetailSerializer, JobSerializer, JobSubmitSerializer, LogQuerySerializer, LogSerializer
 
@@ -18,6 +19,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
     filterset_class = JobFilterSet
+    pagination_class = NewestFirstCursorPagination  # a user may have 100,000 jobs
 
     def get_queryset(self):
         qs = super().get_queryset()

