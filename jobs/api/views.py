@@ -5,12 +5,19 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from jobs import services
+from jobs import services, usage
 from jobs.filtersets import JobFilterSet
 from jobs.models import Job, JobEvent
 from paddleweb.api import OwnedViewSet, field_errors
 
-from .serializers import JobDetailSerializer, JobSerializer, JobSubmitSerializer, LogQuerySerializer, LogSerializer
+from .serializers import (
+    JobDetailSerializer,
+    JobSerializer,
+    JobSubmitSerializer,
+    LogQuerySerializer,
+    LogSerializer,
+    ReplicaUsageSerializer,
+)
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet):
@@ -51,6 +58,14 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
         if job is None:  # deleted meanwhile
             raise NotFound()
         return Response(JobDetailSerializer(job).data)
+
+    @extend_schema(responses={200: ReplicaUsageSerializer(many=True)})
+    @action(detail=True, methods=["get"], pagination_class=None, filterset_class=None)
+    def usage(self, request, name=None):
+        """Each replica's kept CPU and memory samples, oldest first (kept after the job ends)."""
+        job = self.get_object()
+        out = [{"replica": r.name, "samples": usage.series(r)} for r in job.replicas.all()]
+        return Response(ReplicaUsageSerializer(out, many=True).data)
 
     @extend_schema(
         parameters=[LogQuerySerializer],

@@ -5,13 +5,14 @@ output to each job's Channels group (one reader per replica, any number of viewe
 import logging
 import signal
 import threading
+import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connection
 from django.db.models import QuerySet
 
-from jobs import logstore, notify
+from jobs import logstore, notify, usage
 from jobs.backends import registry
 from jobs.backends.base import Watcher
 from jobs.lifecycle import sync_job
@@ -27,6 +28,7 @@ class WatchLoop:
 
     def __init__(self, watchers: list[Watcher] | None = None):
         self.offsets: dict[int, int] = {}  # replica id -> log offset already pushed
+        self.sampled: dict[int, float] = {}  # job id -> monotonic time of its last usage sample
         self.watchers = registry.watchers() if watchers is None else watchers
 
     # --- WatchContext ---------------------------------------------------------------------
@@ -46,6 +48,19 @@ class WatchLoop:
             if chunk.text:
                 notify.log_data(job.pk, replica.name, chunk.offset, chunk.text, chunk.next_offset)
                 self.offsets[replica.pk] = chunk.next_offset
+
+    def record_usage(self, job: Job) -> None:
+        if not job.is_active:
+            self.sampled.pop(job.pk, None)
+            return
+        now = time.monotonic()
+        if now - self.sampled.get(job.pk, -float("inf")) < settings.USAGE_SAMPLE_SECONDS:
+            return
+        self.sampled[job.pk] = now
+        try:
+            usage.sample(job, registry.get_backend(job.datacenter))
+        except Exception:  # a measurement must never stop the job's watching
+            log.exception("job %s: usage sample failed", job.pk)
 
     # --- the loop -------------------------------------------------------------------------
     def tick(self) -> None:
