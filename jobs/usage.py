@@ -5,9 +5,10 @@ job ends too; the job page and the API read them back."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from django.conf import settings
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from .backends.base import Backend, Usage
@@ -59,8 +60,21 @@ def sample(job: Job, backend: Backend) -> list[ReplicaSample]:
     return record(job, backend.usage(job))
 
 
+def with_latest(replicas: QuerySet[Replica]) -> QuerySet[Replica]:
+    """The replicas with their newest sample read in the same query (for `latest`)."""
+    newest = ReplicaSample.objects.filter(replica=OuterRef("pk")).order_by("-taken")
+    return replicas.annotate(**{f"usage_{field}": Subquery(newest.values(field)[:1])
+                                for field in Point.__annotations__})
+
+
 def latest(replica: Replica) -> Point | None:
-    """The replica's newest sample, or None before the first."""
+    """The replica's newest sample, or None before the first (no query after `with_latest`)."""
+    if hasattr(replica, "usage_taken"):
+        annotated: Any = replica  # the fields with_latest added
+        if annotated.usage_taken is None:
+            return None
+        return Point(taken=annotated.usage_taken, cpu_percent=annotated.usage_cpu_percent,
+                     memory_bytes=annotated.usage_memory_bytes)
     last = replica.samples.order_by("-taken").first()
     return _point(last) if last else None
 

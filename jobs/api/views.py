@@ -7,7 +7,7 @@ from rest_framework.response import Response
 
 from jobs import services, usage
 from jobs.filtersets import JobFilterSet
-from jobs.models import Job, JobEvent
+from jobs.models import Job, JobEvent, Replica
 from paddleweb.api import OwnedViewSet, field_errors
 
 from .serializers import (
@@ -29,7 +29,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
     def get_queryset(self):
         qs = super().get_queryset()
         if self.action != "list":
-            qs = qs.prefetch_related("replicas", Prefetch("events", JobEvent.objects.select_related("replica")))
+            qs = qs.prefetch_related(Prefetch("replicas", usage.with_latest(Replica.objects.all())),
+                                     Prefetch("events", JobEvent.objects.select_related("replica")))
         return qs
 
     def get_serializer_class(self):
