@@ -84,5 +84,16 @@ def series(replica: Replica) -> list[Point]:
     return [_point(s) for s in replica.samples.order_by("taken")]
 
 
+def chart_series(job: Job) -> dict[str, dict[str, list[float | None]]]:
+    """Per replica name: sample times (Unix seconds), CPU % and memory (MiB), for the job page."""
+    out: dict[str, dict[str, list[float | None]]] = {}
+    for replica in job.replicas.all():
+        points = series(replica)
+        out[replica.name] = {"time": [p["taken"].timestamp() for p in points],
+                             "cpu": [p["cpu_percent"] for p in points],
+                             "memory": [round(p["memory_bytes"] / 2**20, 1) for p in points]}
+    return out
+
+
 def _point(s: ReplicaSample) -> Point:
     return {"taken": s.taken, "cpu_percent": s.cpu_percent, "memory_bytes": s.memory_bytes}

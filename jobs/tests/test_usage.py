@@ -122,3 +122,20 @@ def test_another_users_job_usage_is_not_found(alice, bob):
                                       "entry": "python t.py"})
     assert token_client(bob).get(f"/api/v2/jobs/{job.name}/usage/").status_code == 404
     assert token_client(alice).get(f"/api/v2/jobs/{job.name}/usage/").status_code == 200
+
+
+def test_the_job_page_shows_each_replicas_latest_usage_and_charts_its_series(client, alice, bob):
+    job = services.submit_job(alice, {"name": "shown", "package": make_package(alice, "shown", {"t.py": ""}),
+                                      "entry": "python t.py", "mode": "collective", "pservers": 0, "trainers": 2})
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    usage.record(job, {("trainer", 0): Usage(memory_bytes=3 * 2**20, cpu_seconds=0.0)}, now=t0)
+    usage.record(job, {("trainer", 0): Usage(memory_bytes=200 * 2**20, cpu_seconds=1.5)}, now=t0 + timedelta(seconds=2))
+    client.force_login(alice)
+    status = client.get("/jobs/shown/?part=status", headers={"HX-Request": "true"}).content.decode()
+    assert "<td class=\"usage\">75%</td>" in status and "200.0\xa0MB" in status
+    assert 'id="usage-chart"' in client.get("/jobs/shown/").content.decode()
+    assert client.get("/jobs/shown/usage/").json() == {"replicas": {
+        "trainer-0": {"time": [t0.timestamp(), t0.timestamp() + 2], "cpu": [None, 75.0], "memory": [3.0, 200.0]},
+        "trainer-1": {"time": [], "cpu": [], "memory": []}}}
+    client.force_login(bob)
+    assert client.get("/jobs/shown/usage/").status_code == 404
