@@ -4,6 +4,7 @@ served by metrics-server). A cluster without it answers 404: no usage, quietly."
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,16 +22,23 @@ GROUP, VERSION = "metrics.k8s.io", "v1beta1"
 # The metrics API is polled every sample: one quick try, never the client's retries, so a
 # missing or slow metrics-server never holds the watch loop up.
 TIMEOUT = (3, 5)
+# A cluster that answered "no metrics API" is asked again only after this long.
+ABSENT_RECHECK_SECONDS = 60.0
+_absent_until: dict[str, float] = {}  # API server URL -> monotonic time to ask again
 
 
 def pod_metrics(api: Api, namespace: str, job_id: int) -> list[dict[str, Any]]:
     """The PodMetrics of the job's pods; [] where the cluster has no metrics API."""
+    server = api.client.configuration.host
+    if time.monotonic() < _absent_until.get(server, 0.0):
+        return []
     try:
         found = api.custom.list_namespaced_custom_object(
             GROUP, VERSION, namespace, "pods", label_selector=f"{LABEL_JOB_ID}={job_id}", _request_timeout=TIMEOUT)
     except ApiException as e:
         if e.status in (404, 503):  # not installed; installed but its server not ready
-            log.debug("no pod metrics in %s: %s", namespace, e.status)
+            log.debug("no pod metrics at %s: %s", server, e.status)
+            _absent_until[server] = time.monotonic() + ABSENT_RECHECK_SECONDS
             return []
         raise
     items = found.get("items") if isinstance(found, dict) else None
