@@ -146,3 +146,21 @@ class JobEvent(models.Model):
     def __str__(self) -> str:
         who = self.replica.name if self.replica_id else "job"
         return f"{who} {self.state}: {self.reason}"
+
+
+class ReplicaSample(models.Model):
+    """A replica's CPU and memory at one moment (jobs/usage.py): at most USAGE_SAMPLES_KEPT per
+    replica, the oldest dropped first; kept after the job ends, deleted with it."""
+
+    replica = models.ForeignKey(Replica, on_delete=models.CASCADE, related_name="samples")
+    taken = models.DateTimeField()
+    cpu_percent = models.FloatField(null=True, blank=True, help_text="100 = one core busy; null: not known yet.")
+    cpu_seconds = models.FloatField(null=True, blank=True, help_text="Cumulative CPU time, where measured so.")
+    memory_bytes = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["replica", "taken"]
+        indexes = [models.Index(fields=["replica", "taken"], name="replica_sample_taken")]
+
+    def __str__(self) -> str:
+        return f"{self.replica} at {self.taken}"

@@ -9,6 +9,7 @@ urlpatterns = [
     path("<jobname:name>/", views.job_detail, name="detail"),
     path("<jobname:name>/logs/<slug:replica>/", views.replica_log, name="log"),
     path("<jobname:name>/metrics/", views.job_metrics, name="metrics"),
+    path("<jobname:name>/usage/", views.job_usage, name="usage"),
     path("<jobname:name>/kill/", views.job_kill, name="kill"),
     path("<jobname:name>/delete/", views.job_delete, name="delete"),
 ]

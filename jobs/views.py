@@ -7,7 +7,7 @@ from django.views.decorators.http import require_POST
 
 from paddleweb.pagination import cursor_page
 
-from . import services
+from . import services, usage
 from .filtersets import JobFilterSet
 from .forms import JobForm, LogLinesForm
 from .metrics import parse_metrics
@@ -46,7 +46,7 @@ def job_submit(request):
 @login_required
 def job_detail(request, name):
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
-    replicas = list(job.replicas.all())
+    replicas = list(usage.with_latest(job.replicas.all()))
     # Keep refreshing until every replica has settled: pservers stop just after a job succeeds.
     live = job.is_active or any(r.state in (ReplicaState.PENDING, ReplicaState.RUNNING) for r in replicas)
     context = {"job": job, "replicas": replicas, "events": job.events.select_related("replica"), "live": live,
@@ -74,6 +74,13 @@ def job_metrics(request, name):
     """Metric lines printed by the trainers, as series for the job page's chart."""
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
     return JsonResponse(parse_metrics(job))
+
+
+@login_required
+def job_usage(request, name):
+    """Each replica's CPU and memory samples, as series for the job page's usage charts."""
+    job = get_object_or_404(services.visible_jobs(request.user), name=name)
+    return JsonResponse({"replicas": usage.chart_series(job)})
 
 
 @login_required

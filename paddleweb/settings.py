@@ -281,6 +281,10 @@ WATCH_INTERVAL = env.float("WATCH_INTERVAL", 0.5)
 # Push new log lines as they are written (inotify on LOGS_ROOT); off where other hosts write the
 # log files (a network filesystem), so only the watcher's passes push them.
 LOG_INOTIFY = env.bool("LOG_INOTIFY", True)
+# Replica CPU and memory (jobs/usage.py): sampled every USAGE_SAMPLE_SECONDS per job while it
+# runs; the newest USAGE_SAMPLES_KEPT per replica are kept (720 at 5 s: its last hour).
+USAGE_SAMPLE_SECONDS = env.float("USAGE_SAMPLE_SECONDS", 5.0)
+USAGE_SAMPLES_KEPT = env.int("USAGE_SAMPLES_KEPT", 720)
 # Worker and watcher heartbeats in Redis (paddleweb/health.py): renewed every HEARTBEAT_INTERVAL
 # seconds, a process is reported gone HEARTBEAT_TTL seconds after its last one.
 HEARTBEAT_INTERVAL = env.float("HEARTBEAT_INTERVAL", 5.0)

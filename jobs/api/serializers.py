@@ -1,21 +1,40 @@
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from jobs import services
+from jobs import services, usage
 from jobs.logstore import MAX_LOG_LINES, MAX_LOG_OFFSET
 from jobs.models import Job, JobEvent, Replica
 from jobs.spec import SPEC
 from jobs.submit_serializer import JobSubmitSerializer
 
-__all__ = ["JobSubmitSerializer", "JobSerializer", "JobDetailSerializer", "LogQuerySerializer", "LogSerializer"]
+__all__ = ["JobSubmitSerializer", "JobSerializer", "JobDetailSerializer", "LogQuerySerializer", "LogSerializer",
+           "ReplicaUsageSerializer"]
+
+
+class UsagePointSerializer(serializers.Serializer):
+    taken = serializers.DateTimeField()
+    cpu_percent = serializers.FloatField(allow_null=True, help_text="100 = one core busy; null until known.")
+    memory_bytes = serializers.IntegerField()
+
+
+class ReplicaUsageSerializer(serializers.Serializer):
+    replica = serializers.CharField()
+    samples = UsagePointSerializer(many=True, help_text="Oldest first; the newest USAGE_SAMPLES_KEPT.")
 
 
 class ReplicaSerializer(serializers.ModelSerializer):
     name = serializers.CharField(read_only=True)
+    usage = serializers.SerializerMethodField(help_text="The newest CPU and memory sample; null before the first.")
 
     class Meta:
         model = Replica
         fields = ["name", "role", "index", "state", "reason", "message", "host", "port", "pod", "exit_code",
-                  "restarts", "started", "finished"]
+                  "restarts", "started", "finished", "usage"]
+
+    @extend_schema_field(UsagePointSerializer(allow_null=True))
+    def get_usage(self, replica: Replica):
+        point = usage.latest(replica)
+        return UsagePointSerializer(point).data if point else None
 
 
 class JobEventSerializer(serializers.ModelSerializer):

@@ -5,13 +5,20 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
-from jobs import services
+from jobs import services, usage
 from jobs.filtersets import JobFilterSet
-from jobs.models import Job, JobEvent
+from jobs.models import Job, JobEvent, Replica
 from paddleweb.api import OwnedViewSet, field_errors
 from paddleweb.pagination import NewestFirstCursorPagination
 
-from .serializers import JobDetailSerializer, JobSerializer, JobSubmitSerializer, LogQuerySerializer, LogSerializer
+from .serializers import (
+    JobDetailSerializer,
+    JobSerializer,
+    JobSubmitSerializer,
+    LogQuerySerializer,
+    LogSerializer,
+    ReplicaUsageSerializer,
+)
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet):
@@ -24,7 +31,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
     def get_queryset(self):
         qs = super().get_queryset()
         if self.action != "list":
-            qs = qs.prefetch_related("replicas", Prefetch("events", JobEvent.objects.select_related("replica")))
+            qs = qs.prefetch_related(Prefetch("replicas", usage.with_latest(Replica.objects.all())),
+                                     Prefetch("events", JobEvent.objects.select_related("replica")))
         return qs
 
     def get_serializer_class(self):
@@ -53,6 +61,14 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
         if job is None:  # deleted meanwhile
             raise NotFound()
         return Response(JobDetailSerializer(job).data)
+
+    @extend_schema(responses={200: ReplicaUsageSerializer(many=True)})
+    @action(detail=True, methods=["get"], pagination_class=None, filterset_class=None)
+    def usage(self, request, name=None):
+        """Each replica's kept CPU and memory samples, oldest first (kept after the job ends)."""
+        job = self.get_object()
+        out = [{"replica": r.name, "samples": usage.series(r)} for r in job.replicas.all()]
+        return Response(ReplicaUsageSerializer(out, many=True).data)
 
     @extend_schema(
         parameters=[LogQuerySerializer],

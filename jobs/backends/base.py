@@ -41,6 +41,17 @@ class ReplicaStatus:
     finished: datetime | None = None
 
 
+@dataclass(frozen=True)
+class Usage:
+    """One replica's resource use at one moment. CPU comes either as a cumulative counter
+    (`cpu_seconds`, local processes: the percentage follows from the previous sample) or as a
+    rate the backend measured itself (`cpu_percent`, 100 = one core: Kubernetes' metrics API)."""
+
+    memory_bytes: int
+    cpu_seconds: float | None = None
+    cpu_percent: float | None = None
+
+
 class WatchContext(Protocol):
     """What the watch loop (manage.py watch_jobs) gives each backend's watcher: the lifecycle
     and the live-log push live above the backends, so they are handed down, not imported."""
@@ -53,6 +64,10 @@ class WatchContext(Protocol):
 
     def push_logs(self, job: Job) -> None:
         """Send the job's new log output to its live viewers."""
+
+    def record_usage(self, job: Job) -> None:
+        """Sample the CPU and memory of the job's running replicas (Backend.usage), at most
+        every USAGE_SAMPLE_SECONDS per job; call it on every tick for each running job."""
 
 
 class Watcher(ABC):
@@ -111,6 +126,11 @@ class Backend(ABC):
     @abstractmethod
     def observe(self, job: Job) -> dict[tuple[str, int], ReplicaStatus]:
         """Current status of each replica, keyed by (role, index)."""
+
+    def usage(self, job: Job) -> dict[tuple[str, int], Usage]:
+        """CPU and memory of each running replica, keyed by (role, index); replicas it cannot
+        measure are left out. Optional: a backend without a way to measure returns {}."""
+        return {}
 
 
 def copy_tree_atomic(src: Path, dest: Path) -> None:

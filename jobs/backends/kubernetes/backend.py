@@ -29,8 +29,9 @@ from django.conf import settings as django_settings
 from quotas.services import effective_quota
 
 from ...models import Job, JobState, Replica
-from ..base import Backend, LaunchError, ReplicaStatus, snapshot_package
+from ..base import Backend, LaunchError, ReplicaStatus, Usage, snapshot_package
 from . import hardening, manifests, watch
+from . import usage as pod_usage
 from .client import Api, api_for
 from .config import K8sSettings, SettingsError, for_datacenter, parse
 from .observe import observe_job
@@ -303,6 +304,15 @@ class KubernetesBackend(Backend):
         shutil.rmtree(self.snapshot(job), ignore_errors=True)
 
     # --- observe ---------------------------------------------------------------------------
+    def usage(self, job: Job) -> dict[tuple[str, int], Usage]:
+        """From the metrics API, for the pods the watcher process sees (elsewhere: none)."""
+        watcher = watch.running(self.datacenter.pk)
+        if watcher is None or not watcher.state.ready():
+            return {}
+        live, _ = watcher.state.pods_of(job.pk)
+        ns = self.namespace(job)
+        return pod_usage.parse(pod_usage.pod_metrics(self.api, ns, job.pk), live)
+
     def observe(self, job: Job) -> dict[tuple[str, int], ReplicaStatus]:
         """What the watcher process has seen. Elsewhere (worker, web) nothing is reported and
         the job keeps its recorded replica states: status is the watcher's, not a poll's."""

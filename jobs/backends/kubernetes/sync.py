@@ -138,6 +138,7 @@ class KubernetesWatcher(Watcher):
         live, _ = watcher.state.pods_of(job.pk)
         self._pod_details(backend, job, live, ns)
         ctx.push_logs(job)
+        ctx.record_usage(job)
         if job.state in TERMINAL_STATES and not live:
             watcher.state.forget(job.pk)
             watcher.logs.forget(job.pk)

@@ -35,8 +35,8 @@ from pfs.paths import PfsPath, resolve
 
 from ... import contract, logstore
 from ...models import Job, Replica, ReplicaState
-from ..base import Backend, LaunchError, ReplicaStatus, copy_tree_atomic, snapshot_package
-from . import cgroups, config, egress, netns, runtime, sandbox
+from ..base import Backend, LaunchError, ReplicaStatus, Usage, copy_tree_atomic, snapshot_package
+from . import cgroups, config, egress, netns, runtime, sandbox, usage
 from .watcher import LocalWatcher
 
 SHIM = Path(__file__).resolve().parents[2] / "shim.py"
@@ -305,6 +305,15 @@ class LocalBackend(Backend):
         if all(s.state in DONE for s in statuses.values()):
             self._release(job, replicas)
         return statuses
+
+    def usage(self, job: Job) -> dict[tuple[str, int], Usage]:
+        measured = {}
+        for replica in job.replicas.filter(state=ReplicaState.RUNNING):
+            pid = self._live_shim(self.replica_dir(replica) / "state")
+            found = usage.measure(pid) if pid else None
+            if found:
+                measured[(replica.role, replica.index)] = found
+        return measured
 
     def _observe_one(self, replica: Replica) -> ReplicaStatus:
         state = self.replica_dir(replica) / "state"

@@ -1,6 +1,6 @@
 """The local backend's watcher in `manage.py watch_jobs`: every tick, each unsettled job of a
-local datacenter is observed (its process keepers' state files) and synced, and its new log
-output pushed."""
+local datacenter is observed (its process keepers' state files) and synced, its new log
+output pushed and its replicas' CPU and memory sampled."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ class LocalWatcher(Watcher):
             try:
                 ctx.sync(job)
                 ctx.push_logs(job)
+                ctx.record_usage(job)
             except Exception:
                 log.exception("job %s: watch failed", job.pk)
 

@@ -6,12 +6,14 @@ pass, and between passes as soon as it is written (jobs/logfollow.py)."""
 import logging
 import signal
 import threading
+import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connection
 from django.db.models import QuerySet
 
+from jobs import usage
 from jobs.backends import registry
 from jobs.backends.base import Watcher
 from jobs.lifecycle import sync_job
@@ -28,6 +30,7 @@ class WatchLoop:
 
     def __init__(self, watchers: list[Watcher] | None = None):
         self.logs = LogFollower()
+        self.sampled: dict[int, float] = {}  # job id -> monotonic time of its last usage sample
         self.watchers = registry.watchers() if watchers is None else watchers
 
     # --- WatchContext ---------------------------------------------------------------------
@@ -39,6 +42,19 @@ class WatchLoop:
 
     def push_logs(self, job: Job) -> None:
         self.logs.follow(job)
+
+    def record_usage(self, job: Job) -> None:
+        if not job.is_active:
+            self.sampled.pop(job.pk, None)
+            return
+        now = time.monotonic()
+        if now - self.sampled.get(job.pk, -float("inf")) < settings.USAGE_SAMPLE_SECONDS:
+            return
+        self.sampled[job.pk] = now
+        try:
+            usage.sample(job, registry.get_backend(job.datacenter))
+        except Exception:  # a measurement must never stop the job's watching
+            log.exception("job %s: usage sample failed", job.pk)
 
     # --- the loop -------------------------------------------------------------------------
     def tick(self) -> None:

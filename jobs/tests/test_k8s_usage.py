@@ -1,0 +1,97 @@
+# ruff: noqa: F811 - pytest fixtures imported from k8s_fixtures are used as parameters
+"""Replica usage on Kubernetes: PodMetrics from the metrics API (metrics.k8s.io), served here
+by a reaction in front of the emulated cluster in the form metrics-server gives; a cluster
+without the API (404) gives no samples and no errors."""
+
+import logging
+import re
+
+import kmock
+import pytest
+
+from jobs.backends.base import Usage
+from jobs.backends.kubernetes import manifests
+from jobs.backends.kubernetes import usage as pod_usage
+from jobs.backends.kubernetes.usage import parse
+from jobs.models import ReplicaSample
+
+from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+METRICS_PATH = re.compile(r"^/apis/metrics\.k8s\.io/v1beta1/namespaces/[^/]+/pods")
+
+
+@pytest.fixture(autouse=True)
+def no_remembered_absence():
+    pod_usage._absent_until.clear()
+    yield
+    pod_usage._absent_until.clear()
+
+
+def pod_metrics(name: str, cpu: str, memory: str) -> dict:
+    """A PodMetrics as metrics-server returns it (two containers: the replica and a sidecar)."""
+    return {"kind": "PodMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
+            "metadata": {"name": name, "namespace": "pc-alice", "creationTimestamp": "2026-11-23T10:00:00Z",
+                         "labels": {manifests.LABEL_ROLE: "trainer"}},
+            "timestamp": "2026-11-23T10:00:00Z", "window": "10.004s",
+            "containers": [{"name": "trainer", "usage": {"cpu": cpu, "memory": memory}},
+                           {"name": "sidecar", "usage": {"cpu": "0", "memory": "1Mi"}}]}
+
+
+def running_trainer(alice, cluster, part) -> tuple:
+    job = submit(alice, "fit", mode="collective", pservers=0, trainers=1)
+    launch(job)
+    ns = ns_of(job)
+    part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
+    part.until(lambda: cluster.store.find("jobs", ns), what="the trainer Job")
+    pod = cluster.run_job(ns, manifests.trainer_name(job))[0]
+    cluster.pod_running(ns, pod)
+    part.until(lambda: part.job(job).replicas.get().state == "Running", what="the trainer to run")
+    return job, pod
+
+
+def test_pod_metrics_become_each_replicas_usage(alice, cluster, part, settings):
+    settings.USAGE_SAMPLE_SECONDS = 0
+    served = {}
+
+    async def metrics(request: kmock.Request):
+        return {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {},
+                "items": [pod_metrics(name, "250000000n", "200Mi") for name in served]}
+
+    cluster.kmock[kmock.method("GET"), METRICS_PATH] << metrics
+    job, pod = running_trainer(alice, cluster, part)
+    served[pod] = True
+    sample = part.until(lambda: ReplicaSample.objects.filter(replica__job=job).last(), what="a usage sample")
+    assert (sample.cpu_percent, sample.memory_bytes) == (25.0, 201 * 2**20)
+
+
+def test_a_cluster_without_the_metrics_api_gives_no_usage_quietly(alice, cluster, part, settings, caplog):
+    settings.USAGE_SAMPLE_SECONDS = 0
+    asked = []
+
+    async def absent(request: kmock.Request):
+        asked.append(request)
+        raise kmock.KubernetesError(404, "NotFound", "the server could not find the requested resource")
+
+    cluster.kmock[kmock.method("GET"), METRICS_PATH] << absent
+    job, _ = running_trainer(alice, cluster, part)
+    with caplog.at_level(logging.WARNING):
+        part.until(lambda: asked, what="the metrics API to be asked")
+        for _ in range(5):
+            part.tick()
+    assert len(asked) == 1, "a cluster without the API is not asked again at once"
+    assert not ReplicaSample.objects.filter(replica__job=job).exists()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_only_metrics_of_the_jobs_watched_pods_count_and_malformed_ones_are_skipped():
+    pods = [{"metadata": {"name": "fit-trainer-0-x", "labels": {manifests.LABEL_JOB_ID: "7",
+                                                                 manifests.LABEL_ROLE: "trainer",
+                                                                 manifests.LABEL_INDEX: "0"}}},
+            {"metadata": {"name": "fit-pserver-1", "labels": {manifests.LABEL_JOB_ID: "7",
+                                                               manifests.LABEL_ROLE: "pserver",
+                                                               manifests.LABEL_INDEX: "1"}}}]
+    metrics = [pod_metrics("fit-trainer-0-x", "1500m", "1Gi"), pod_metrics("someone-elses", "4", "1Gi"),
+               {**pod_metrics("fit-pserver-1", "1", "1Gi"), "containers": [{"name": "ps", "usage": {"cpu": "lots"}}]}]
+    assert parse(metrics, pods) == {("trainer", 0): Usage(memory_bytes=2**30 + 2**20, cpu_percent=150.0)}
