@@ -5,6 +5,7 @@ output to each job's Channels group (one reader per replica, any number of viewe
 import logging
 import signal
 import threading
+import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
@@ -17,7 +18,7 @@ from jobs.backends.base import Watcher
 from jobs.lifecycle import sync_job
 from jobs.models import Job
 from jobs.tasks import jobs_to_watch
-from paddleweb import health
+from paddleweb import health, metrics_store
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +50,13 @@ class WatchLoop:
 
     # --- the loop -------------------------------------------------------------------------
     def tick(self) -> None:
+        started = time.perf_counter()
         for watcher in self.watchers:
             try:
                 watcher.tick(self)
             except Exception:
                 log.exception("%s watcher: pass failed", watcher.backend)
+        metrics_store.observe(metrics_store.WATCHER_TICK, time.perf_counter() - started)
 
     def stop(self) -> None:
         for watcher in self.watchers:
