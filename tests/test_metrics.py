@@ -1,16 +1,30 @@
 """/metrics: Prometheus text scraped through the real URL, after real jobs ran on the local backend."""
 
+import json
+import re
+
 import pytest
+from django.conf import settings
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from jobs.backends.local import LocalBackend
 from jobs.management.commands.watch_jobs import WatchLoop
 from jobs.models import Job
-from jobs.tests.test_local_backend import PS_WORKLOAD, run_until_done, submit
+from jobs.tests.test_local_backend import run_until_done, submit
 from paddleweb import health
 
 TOKEN = "s3cret-scrape-token"
+
+# Trainers live long enough for the job to be seen Running (one that ends before any pass saw all
+# its replicas started goes from Starting straight to its end, and is never observed Running).
+WORKLOAD = """
+import os, sys, time
+if os.environ["TRAINING_ROLE"] == "PSERVER":
+    time.sleep(600)
+time.sleep(2)
+sys.exit(3 if os.environ.get("FAIL_TRAINER") == os.environ["PADDLE_TRAINER_ID"] else 0)
+"""
 
 
 @pytest.fixture
@@ -54,8 +68,8 @@ def test_metrics_answers_only_the_configured_bearer_token(client, settings):
 def test_a_scrape_after_jobs_ran_counts_them_by_state_and_observes_their_waits(alice, scrape):
     before = scrape()
     try:
-        ok = run_until_done(submit(alice, "ok", {"train.py": PS_WORKLOAD}))
-        failed = run_until_done(submit(alice, "bad", {"train.py": PS_WORKLOAD}, env={"FAIL_TRAINER": "1"}))
+        ok = run_until_done(submit(alice, "ok", {"train.py": WORKLOAD}))
+        failed = run_until_done(submit(alice, "bad", {"train.py": WORKLOAD}, env={"FAIL_TRAINER": "1"}))
     finally:
         for job in Job.objects.select_related("datacenter"):
             LocalBackend(job.datacenter).delete(job)
@@ -140,3 +154,13 @@ def test_a_scrape_without_redis_still_counts_jobs_and_says_redis_is_down(datacen
     assert value(samples, "paddlecloud_redis_up") == 0
     assert value(samples, "paddlecloud_jobs", state="Queued", datacenter="local") == 0
     assert ("paddlecloud_jobs", frozenset({"state": "Queued", "datacenter": "local"}.items())) in samples
+
+
+@pytest.mark.django_db
+def test_the_grafana_dashboard_queries_only_metrics_that_are_served(datacenter, scrape):
+    dashboard = json.loads((settings.BASE_DIR / "deploy" / "grafana" / "paddlecloud.json").read_text())
+    used = {name for panel in dashboard["panels"] for target in panel["targets"]
+            for name in re.findall(r"\bpaddlecloud_[a-z_]+", target["expr"])}
+    scrape()  # so this process has timed a request
+    served = {name for name, _ in scrape()}
+    assert used and used <= served, used - served
