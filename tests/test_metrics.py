@@ -164,3 +164,23 @@ def test_the_grafana_dashboard_queries_only_metrics_that_are_served(datacenter, 
     scrape()  # so this process has timed a request
     served = {name for name, _ in scrape()}
     assert used and used <= served, used - served
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_requests_served_under_asgi_are_timed_too(settings):
+    from asgiref.sync import sync_to_async
+    from django.test import AsyncClient
+
+    from paddleweb.prometheus import REGISTRY
+
+    settings.METRICS_TOKEN = TOKEN
+    labels = {"view": "metrics", "method": "GET", "status": "200"}
+
+    @sync_to_async
+    def count():  # the registry's collectors read the database
+        return REGISTRY.get_sample_value("paddlecloud_http_request_duration_seconds_count", labels) or 0
+
+    before = await count()
+    response = await AsyncClient().get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert response.status_code == 200
+    assert await count() == before + 1
