@@ -13,7 +13,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from . import notify
+from . import notify, timings
 from .models import ACTIVE_STATES, TERMINAL_STATES, Job, JobEvent, JobState
 
 
@@ -36,6 +36,8 @@ def transition(job: Job, to: str, reason: str, message: str = "", *, from_states
         for key, value in fields.items():
             setattr(job, key, value)
         transaction.on_commit(lambda: notify.job_changed(job.pk))
+        if to == JobState.RUNNING:
+            transaction.on_commit(lambda: timings.observe_running(job), robust=True)  # a metric never fails a job
     return bool(updated)
 
 

@@ -25,7 +25,7 @@ ROLES = ("worker", "watcher")
 PREFIX = "paddlecloud:alive:"
 
 
-def _redis() -> redis.Redis:
+def redis_client() -> redis.Redis:
     return _client(settings.REDIS_URL)
 
 
@@ -37,17 +37,17 @@ def _client(url: str) -> redis.Redis:
 
 def beat(role: str, host: str | None = None) -> None:
     """Say that this host's `role` process is alive (for HEARTBEAT_TTL seconds)."""
-    _redis().set(f"{PREFIX}{role}:{host or socket.gethostname()}", "1", ex=settings.HEARTBEAT_TTL)
+    redis_client().set(f"{PREFIX}{role}:{host or socket.gethostname()}", "1", ex=settings.HEARTBEAT_TTL)
 
 
 def forget(role: str, host: str | None = None) -> None:
     """A clean stop: gone at once rather than after the time to live."""
-    _redis().delete(f"{PREFIX}{role}:{host or socket.gethostname()}")
+    redis_client().delete(f"{PREFIX}{role}:{host or socket.gethostname()}")
 
 
 def alive(role: str) -> list[str]:
     """The hosts whose `role` process beat within HEARTBEAT_TTL."""
-    return sorted(k.decode().rsplit(":", 1)[1] for k in _redis().scan_iter(f"{PREFIX}{role}:*"))
+    return sorted(k.decode().rsplit(":", 1)[1] for k in redis_client().scan_iter(f"{PREFIX}{role}:*"))
 
 
 class Heartbeat(threading.Thread):
@@ -88,7 +88,7 @@ def status() -> dict[str, dict]:
     except Exception as e:  # any database failure means "down"; its kind says which
         parts["db"] = {"up": False, "error": type(e).__name__}
     try:
-        _redis().ping()
+        redis_client().ping()
         parts["redis"] = {"up": True}
         for role in ROLES:
             hosts = alive(role)

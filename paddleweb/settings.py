@@ -82,6 +82,8 @@ MIDDLEWARE = [
     # First, so it sees the response every other middleware made (WhiteNoise's static files too):
     # file bodies by the server's zero-copy send under ASGI (pfs/asgi_responses.py).
     "pfs.asgi_responses.FileBodies",
+    # Next, so its API latency includes every other middleware's time (paddleweb/prometheus.py).
+    "paddleweb.prometheus.request_latency",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -289,6 +291,9 @@ USAGE_SAMPLES_KEPT = env.int("USAGE_SAMPLES_KEPT", 720)
 # seconds, a process is reported gone HEARTBEAT_TTL seconds after its last one.
 HEARTBEAT_INTERVAL = env.float("HEARTBEAT_INTERVAL", 5.0)
 HEARTBEAT_TTL = env.int("HEARTBEAT_TTL", 15)
+
+# Prometheus scrapes /metrics with `Authorization: Bearer <METRICS_TOKEN>`; unset, /metrics is 404.
+METRICS_TOKEN = env.str("METRICS_TOKEN", "")
 PIP_INDEX_URL = env.str("PIP_INDEX_URL", "")
 # Sandboxed local replicas run as JOB_UID_BASE + the user's id: uids that own nothing on the host.
 JOB_UID_BASE = env.int("JOB_UID_BASE", 200000)

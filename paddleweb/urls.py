@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from paddleweb import prometheus
 from pfs import views as pfs_views
 
 urlpatterns = [
@@ -15,5 +16,6 @@ urlpatterns = [
     path("", include("legacy.urls")),  # /api/v1/ and /api-token-auth/ (protocol-v1.md)
     path("jobs/", include("jobs.urls")),
     path("files/", include("pfs.urls")),
+    path("metrics", prometheus.metrics_view, name="metrics"),
     path("filepub/", pfs_views.filepub, name="filepub"),
 ]

@@ -124,7 +124,7 @@ def test_worker_killed_while_building_the_runtime_is_taken_over_after_restart(al
 def no_heartbeats():
     """No worker or watcher beats for this test's start (none outlives its test, but a
     heartbeat left by a killed one lasts its time to live)."""
-    r = health._redis()
+    r = health.redis_client()
     for key in r.scan_iter(f"{health.PREFIX}*"):
         r.delete(key)
 

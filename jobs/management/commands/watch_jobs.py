@@ -20,7 +20,7 @@ from jobs.lifecycle import sync_job
 from jobs.logfollow import LogFollower
 from jobs.models import Job
 from jobs.tasks import jobs_to_watch
-from paddleweb import health
+from paddleweb import health, metrics_store
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,7 @@ class WatchLoop:
 
     # --- the loop -------------------------------------------------------------------------
     def tick(self) -> None:
+        started = time.perf_counter()
         for watcher in self.watchers:
             try:
                 watcher.tick(self)
@@ -66,6 +67,7 @@ class WatchLoop:
         # Watchers may push a job's logs only on some passes (Kubernetes: when it changed), so
         # followed logs are let go once their job is settled, not when a pass skipped them.
         self.logs.retain(set(self.jobs_to_watch().values_list("pk", flat=True)))
+        metrics_store.observe(metrics_store.WATCHER_TICK, time.perf_counter() - started)
 
     def stop(self) -> None:
         for watcher in self.watchers:
