@@ -8,6 +8,7 @@ urlpatterns = [
     path("new/", views.job_submit, name="submit"),
     path("<jobname:name>/", views.job_detail, name="detail"),
     path("<jobname:name>/logs/<slug:replica>/", views.replica_log, name="log"),
+    path("<jobname:name>/logs/<slug:replica>/download/", views.replica_log_download, name="log_download"),
     path("<jobname:name>/metrics/", views.job_metrics, name="metrics"),
     path("<jobname:name>/kill/", views.job_kill, name="kill"),
     path("<jobname:name>/delete/", views.job_delete, name="delete"),

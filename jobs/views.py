@@ -2,11 +2,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import JsonResponse
+from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from . import services
+from . import job_page, services
 from .filtersets import JobFilterSet
 from .forms import JobForm, LogLinesForm
 from .metrics import parse_metrics
@@ -49,26 +50,48 @@ def job_submit(request):
 def job_detail(request, name):
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
     replicas = list(job.replicas.all())
+    for r in replicas:
+        r.stopped_after_success = job_page.stopped_after_success(job, r)
     # Keep refreshing until every replica has settled: pservers stop just after a job succeeds.
     live = job.is_active or any(r.state in (ReplicaState.PENDING, ReplicaState.RUNNING) for r in replicas)
+    now = timezone.now()
     context = {"job": job, "replicas": replicas, "events": job.events.select_related("replica"), "live": live,
-               "waiting": services.waiting_reason(job)}
+               "waiting": services.waiting_reason(job), "timing": job_page.timing(job, now),
+               "progress": job_page.progress(job, parse_metrics(job), now),
+               "log_replica": job_page.default_log_replica(replicas)}
     if request.htmx and request.GET.get("part") == "status":
         return render(request, "jobs/_job_status.html", context)
     return render(request, "jobs/job_detail.html", context)
 
 
+def _replica(request, name, replica):
+    job = get_object_or_404(services.visible_jobs(request.user), name=name)
+    return job, next((r for r in job.replicas.all() if r.name == replica), None)
+
+
 @login_required
 def replica_log(request, name, replica):
-    job = get_object_or_404(services.visible_jobs(request.user), name=name)
-    rep = next((r for r in job.replicas.all() if r.name == replica), None)
+    job, rep = _replica(request, name, replica)
     if rep is None:
         return render(request, "jobs/_log.html", {"error": f"no replica {replica}"}, status=404)
     query = LogLinesForm(request.GET)
     if not query.is_valid():
         return render(request, "jobs/_log.html", {"error": f"lines: {query.errors['lines'][0]}"}, status=400)
     chunk = services.replica_log(rep, lines=query.cleaned_data["lines"] or 300)
-    return render(request, "jobs/_log.html", {"job": job, "replica": rep, "chunk": chunk})
+    text, trace = chunk.text, ""
+    if job_page.stopped_after_success(job, rep):
+        text, trace = job_page.split_stop_trace(chunk.text)
+    return render(request, "jobs/_log.html", {"job": job, "replica": rep, "chunk": chunk, "text": text,
+                                              "trace": trace})
+
+
+@login_required
+def replica_log_download(request, name, replica):
+    """The replica's whole log as a file (the page shows only its last lines)."""
+    job, rep = _replica(request, name, replica)
+    if rep is None:
+        raise Http404(f"no replica {replica}")
+    return job_page.log_download(rep, f"{job.name}-{rep.name}.log")
 
 
 @login_required

@@ -1,0 +1,129 @@
+"""What the job page shows beyond the stored fields: times, training progress with an ETA, and
+which parts of the replicas' state are ours rather than the program's (a pserver we stopped after
+the trainers succeeded is normal, and its C++ "Termination signal" trace is noise)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from django.http import HttpResponse, HttpResponseBase
+from django.utils.http import content_disposition_header
+
+from pfs.transfer import FileSpan, SpanResponse
+
+from . import logstore
+from .metrics import Metrics
+from .models import JobState, ReplicaState
+
+if TYPE_CHECKING:
+    from .models import Job, Replica
+
+
+@dataclass(frozen=True)
+class Timing:
+    queued: timedelta | None  # submission to start (so far, while still waiting)
+    elapsed: timedelta | None  # start to end (so far, while running)
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int  # passes every trainer has completed
+    total: int
+    eta: timedelta | None  # remaining time at the pace so far, while the job runs
+
+    @property
+    def percent(self) -> int:
+        return min(100, self.done * 100 // self.total) if self.total else 0
+
+
+def timing(job: Job, now: datetime) -> Timing:
+    if job.started is None:
+        end = job.finished or now
+        return Timing(queued=end - job.created, elapsed=None)
+    return Timing(queued=job.started - job.created, elapsed=(job.finished or now) - job.started)
+
+
+def _passes_done(series: dict[str, list[float | None]]) -> int:
+    # A line's "pass" key when the program gives one; otherwise `step` counts passes, as in
+    # examples/fit_a_line (one metric line after each pass).
+    values = [v for v in series.get("pass") or series.get("step") or [] if v is not None]
+    return int(max(values)) if values else 0
+
+
+def progress(job: Job, metrics: Metrics, now: datetime) -> Progress | None:
+    """Pass X of Y from the trainers' metric lines: the slowest trainer's; None when the lines do
+    not count passes (more of them than the job has passes) or there are none yet."""
+    trainers = metrics["replicas"]
+    if not trainers or not job.passes:
+        return None
+    done = min(_passes_done(series) for series in trainers.values())
+    if done > job.passes:
+        return None
+    eta = None
+    if job.state == JobState.RUNNING and job.started and 0 < done < job.passes:
+        per_pass = (now - job.started) / done
+        eta = per_pass * (job.passes - done)
+    return Progress(done=done, total=job.passes, eta=eta)
+
+
+def stopped_after_success(job: Job, replica: Replica) -> bool:
+    """A replica (a pserver) that we stopped because the trainers had all succeeded: the normal end."""
+    return job.state == JobState.SUCCEEDED and replica.state == ReplicaState.TERMINATED
+
+
+# Paddle's C++ side prints this when the pserver receives our SIGTERM; the trace above the
+# summary starts with a "C++ Traceback" banner.
+_TERMINATION = re.compile(r"FatalError: `Termination signal` is detected")
+_TRACE_START = re.compile(r"^-+\nC\+\+ Traceback", re.MULTILINE)
+
+
+def split_stop_trace(text: str) -> tuple[str, str]:
+    """(log, trace): the log without the trace printed when we stopped the process, and that trace
+    ("" when there is none) for the page to fold away."""
+    end = _TERMINATION.search(text)
+    if end is None:
+        return text, ""
+    starts = [m.start() for m in _TRACE_START.finditer(text, 0, end.start())]
+    cut = starts[-1] if starts else text.rfind("\n", 0, end.start()) + 1
+    return text[:cut], text[cut:]
+
+
+def default_log_replica(replicas: Iterable[Replica]) -> Replica | None:
+    """The log tab to open first: trainer-0, whose output is the training's, else the first replica."""
+    replicas = list(replicas)
+    trainers = [r for r in replicas if r.role == "trainer"]
+    return min(trainers, key=lambda r: r.index) if trainers else (replicas[0] if replicas else None)
+
+
+def duration(value: timedelta | None) -> str:
+    """1h 02m 03s, 2m 05s, 7s."""
+    if value is None:
+        return ""
+    seconds = max(0, int(value.total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m {seconds:02d}s"
+    if minutes:
+        return f"{minutes}m {seconds:02d}s"
+    return f"{seconds}s"
+
+
+def log_download(replica: Replica, filename: str) -> HttpResponseBase:
+    """The replica's whole log as it is now, streamed (zero-copy where the server offers it)."""
+    try:
+        fd = os.open(logstore.path(replica), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        resp: HttpResponseBase = HttpResponse(b"", content_type="text/plain; charset=utf-8")
+    else:
+        span = FileSpan(fd, 0, os.fstat(fd).st_size)  # what was written by now; the file may grow
+        resp = SpanResponse(span, content_type="text/plain; charset=utf-8")
+        resp.file_span = span
+        resp["Content-Length"] = str(span.length)
+    resp["Content-Disposition"] = content_disposition_header(True, filename) or ""
+    return resp
