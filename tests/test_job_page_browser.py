@@ -1,0 +1,69 @@
+"""The job page in a real browser (Debian's Chromium driven by Playwright): the first log tab,
+searching the log, the layout on a 390 px phone, and the banner while the live connection is down."""
+
+import pytest
+from playwright.sync_api import expect
+
+from jobs import logstore, services
+from jobs.models import Job
+from tests.support import LiveASGI, logged_in_browser, make_package, needs_chromium
+
+pytestmark = [pytest.mark.timeout(180), needs_chromium]
+
+
+def submit(alice):
+    pkg = make_package(alice, "fit", {"train.py": ""})
+    job = services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py", "pservers": 2,
+                                      "trainers": 2})
+    logstore.append(job.replicas.get(role="pserver", index=0), b"pserver output\n")
+    logstore.append(job.replicas.get(role="trainer", index=0),
+                    b"".join(b"trainer pass %d loss 0.5\n" % i for i in range(40)) + b"x" * 3000 + b"\n")
+    return job
+
+
+def test_the_log_panel_opens_on_trainer_0_and_finds_what_is_searched(page, live_server, alice):
+    job = submit(alice)
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    expect(page.locator(".tabs a.current")).to_have_text("trainer-0")
+    expect(page.locator("#log pre.log")).to_contain_text("trainer pass 39 loss")
+    page.fill("#log-search", "PASS 3")  # case-insensitive: pass 3 and pass 30..39
+    expect(page.locator("#log pre.log mark")).to_have_count(11)
+    expect(page.locator("#log-matches")).to_have_text("11 matches")
+    page.fill("#log-search", "")
+    expect(page.locator("#log pre.log mark")).to_have_count(0)
+
+    page.click(".tabs a:has-text('pserver-0')")
+    expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
+    expect(page.locator("#log-download")).to_have_attribute("href", f"/jobs/{job.name}/logs/pserver-0/download/")
+
+
+def test_the_job_page_fits_a_390_px_phone_without_horizontal_scrolling(page, live_server, alice):
+    job = submit(alice)
+    Job.objects.filter(pk=job.pk).update(message="a long message without spaces " + "y" * 400)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    expect(page.locator("#log pre.log")).to_contain_text("trainer pass 39")
+    page.uncheck("#log-wrap")  # long lines scroll inside the log, not the page
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.evaluate("document.querySelector('#logs').classList.contains('nowrap')")
+
+
+def test_the_page_says_when_the_live_connection_is_lost_and_when_it_is_back(transactional_db, alice, monkeypatch):
+    job = submit(alice)
+    routes = []
+
+    def through(ws):  # the real server behind a route the test can cut
+        ws.connect_to_server()
+        routes.append(ws)
+
+    with LiveASGI() as server, logged_in_browser(server.url, monkeypatch) as page:
+        page.route_web_socket("**/ws/jobs/**", through)
+        page.goto(f"{server.url}/jobs/{job.name}/")
+        page.wait_for_function("document.body.dataset.live === 'open'")
+        expect(page.locator("#live-lost")).to_be_hidden()
+        routes[-1].close()
+        expect(page.locator("#live-lost")).to_be_visible()
+        expect(page.locator("#live-lost")).to_have_text("Live connection lost — reconnecting…")
+        page.wait_for_function("document.body.dataset.live === 'open'")  # the page reconnected by itself
+        expect(page.locator("#live-lost")).to_be_hidden()
+        assert len(routes) == 2
