@@ -67,3 +67,35 @@ def test_the_page_says_when_the_live_connection_is_lost_and_when_it_is_back(tran
         page.wait_for_function("document.body.dataset.live === 'open'")  # the page reconnected by itself
         expect(page.locator("#live-lost")).to_be_hidden()
         assert len(routes) == 2
+
+
+def test_the_loss_chart_switches_to_a_log_scale_and_smooths(page, live_server, alice):
+    job = submit(alice)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    logstore.append(job.replicas.get(role="trainer", index=0),
+                    b"".join(b'PADDLECLOUD_METRIC {"step": %d, "loss": %f}\n' % (i, 10 / i) for i in range(1, 30)))
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    page.locator("#chart canvas").first.wait_for()
+    before = page.locator("#chart canvas").first.screenshot()
+    page.check("#chart-log")
+    page.locator("#chart-smooth").fill("0.9")
+    expect(page.locator("#chart canvas")).to_have_count(1)
+    assert page.locator("#chart canvas").first.screenshot() != before  # redrawn on the new scale
+    assert errors == []
+
+
+def test_following_keeps_the_newest_lines_in_view_and_unfollowing_keeps_the_place(page, live_server, alice):
+    job = submit(alice)  # its replicas are Pending: the log panel refreshes itself
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    pre = page.locator("#log pre.log")
+    expect(pre).to_contain_text("trainer pass 39")
+    at_end = "(pre) => pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 2"
+    assert pre.evaluate(at_end)
+    page.uncheck("#log-follow")
+    pre.evaluate("(pre) => { pre.scrollTop = 50; }")
+    page.evaluate("""() => new Promise((done) =>
+        document.body.addEventListener("htmx:afterSwap", done, { once: true }))""")  # the next refresh
+    assert page.locator("#log pre.log").evaluate("(pre) => pre.scrollTop") == 50
+    page.check("#log-follow")
+    assert page.locator("#log pre.log").evaluate(at_end)

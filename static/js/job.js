@@ -142,8 +142,22 @@
     wrap.addEventListener("change", apply);
     apply();
   }
-  // Logs show their newest lines (unless the user stopped following): after each refresh.
-  document.body.addEventListener("htmx:afterSwap", () => { highlight(); scrollLog(); });
+  // Logs show their newest lines after each refresh; a user who stopped following keeps
+  // the place they scrolled to.
+  let kept = null;
+  document.body.addEventListener("htmx:beforeSwap", () => {
+    const pre = document.querySelector("#log pre.log");
+    kept = pre ? { replica: pre.dataset.replica, top: pre.scrollTop } : null;
+  });
+  document.body.addEventListener("htmx:afterSwap", () => {
+    highlight();
+    const pre = document.querySelector("#log pre.log");
+    if (pre && follow && !follow.checked && kept && kept.replica === pre.dataset.replica && !(search && search.value)) {
+      pre.scrollTop = kept.top;
+    } else {
+      scrollLog();
+    }
+  });
 
   // ---- Live updates pushed by the watcher: new log output is appended as it is written, a
   // state change refreshes the status panel. Polling stays as the fallback. While the
