@@ -76,10 +76,16 @@ def stopped_after_success(job: Job, replica: Replica) -> bool:
     return job.state == JobState.SUCCEEDED and replica.state == ReplicaState.TERMINATED
 
 
-# Paddle's C++ side prints this when the pserver receives our SIGTERM; the trace above the
-# summary starts with a "C++ Traceback" banner.
+# Paddle's C++ side prints this when the process receives our SIGTERM: a "C++ Traceback" banner
+# (not always), an "Error Message Summary" banner, then the FatalError line.
 _TERMINATION = re.compile(r"FatalError: `Termination signal` is detected")
 _TRACE_START = re.compile(r"^-+\nC\+\+ Traceback", re.MULTILINE)
+_SUMMARY_START = re.compile(r"^-+\nError Message Summary:", re.MULTILINE)
+
+
+def _last(pattern: re.Pattern[str], text: str, end: int, start: int = 0) -> int | None:
+    found = [m.start() for m in pattern.finditer(text, start, end)]
+    return found[-1] if found else None
 
 
 def split_stop_trace(text: str) -> tuple[str, str]:
@@ -88,8 +94,13 @@ def split_stop_trace(text: str) -> tuple[str, str]:
     end = _TERMINATION.search(text)
     if end is None:
         return text, ""
-    starts = [m.start() for m in _TRACE_START.finditer(text, 0, end.start())]
-    cut = starts[-1] if starts else text.rfind("\n", 0, end.start()) + 1
+    cut = _last(_SUMMARY_START, text, end.start())
+    if cut is None:
+        cut = text.rfind("\n", 0, end.start()) + 1
+    trace = _last(_TRACE_START, text, cut)
+    # The traceback belongs to this summary only if no other error's summary comes between them.
+    if trace is not None and _last(_SUMMARY_START, text, cut, trace) is None:
+        cut = trace
     return text[:cut], text[cut:]
 
 

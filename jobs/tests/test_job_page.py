@@ -159,6 +159,17 @@ def test_split_stop_trace_leaves_logs_without_one_alone():
         "x\n", "FatalError: `Termination signal` is detected\n")
 
 
+def test_split_stop_trace_folds_a_summary_without_a_traceback():
+    summary = STOP_TRACE[STOP_TRACE.index("----------------------\nError Message Summary"):]
+    assert job_page.split_stop_trace("serving\n" + summary) == ("serving\n", summary)
+
+
+def test_split_stop_trace_keeps_an_earlier_errors_traceback_in_view():
+    earlier = STOP_TRACE.replace("FatalError: `Termination signal` is detected", "InvalidArgument: bad shape")
+    summary = STOP_TRACE[STOP_TRACE.index("----------------------\nError Message Summary"):]
+    assert job_page.split_stop_trace(earlier + "recovered\n" + summary) == (earlier + "recovered\n", summary)
+
+
 def test_the_favicon_is_linked_and_served(web):
     assert 'rel="icon" href="/static/img/favicon.svg"' in web.get("/jobs/").content.decode()
     res = web.get("/favicon.ico")
