@@ -16,8 +16,7 @@ from django.utils.http import content_disposition_header
 
 from pfs.transfer import FileSpan, SpanResponse
 
-from . import logstore
-from .metrics import Metrics
+from . import logstore, metrics
 from .models import JobState, ReplicaState
 
 if TYPE_CHECKING:
@@ -48,22 +47,30 @@ def timing(job: Job, now: datetime) -> Timing:
     return Timing(queued=job.started - job.created, elapsed=(job.finished or now) - job.started)
 
 
-def _passes_done(series: dict[str, list[float | None]]) -> int:
-    # A line's "pass" key when the program gives one; otherwise `step` counts passes, as in
-    # examples/fit_a_line (one metric line after each pass).
-    values = [v for v in series.get("pass") or series.get("step") or [] if v is not None]
-    return int(max(values)) if values else 0
+# How far back from a log's end to look for the latest metric line (the page polls this).
+TAIL_LINES = 2000
 
 
-def progress(job: Job, metrics: Metrics, now: datetime) -> Progress | None:
-    """Pass X of Y from the trainers' metric lines: the slowest trainer's; None when the lines do
-    not count passes (more of them than the job has passes) or there are none yet."""
-    trainers = metrics["replicas"]
-    if not trainers or not job.passes:
+def last_metrics(replica: Replica) -> dict[str, float] | None:
+    """The replica's latest metric line, read from the end of its log: cheap on any log size."""
+    for line in reversed(logstore.tail(replica, TAIL_LINES).text.splitlines()):
+        if (values := metrics.parse_line(line.encode())) is not None:
+            return values
+    return None
+
+
+def progress(job: Job, trainers: Iterable[Replica], now: datetime) -> Progress | None:
+    """Pass X of Y from the trainers' latest metric lines: the slowest trainer's. A line's "pass"
+    key when the program gives one, otherwise `step` counts passes (as in examples/fit_a_line,
+    one line after each pass). None before any line, or when the lines do not count passes
+    (a number past the job's passes)."""
+    latest = [last_metrics(r) for r in trainers]
+    if not job.passes or not any(latest):
         return None
-    done = min(_passes_done(series) for series in trainers.values())
-    if done > job.passes:
+    passes = [int(values.get("pass", values["step"])) if values else 0 for values in latest]
+    if max(passes) > job.passes:
         return None
+    done = min(passes)
     eta = None
     if job.state == JobState.RUNNING and job.started and 0 < done < job.passes:
         per_pass = (now - job.started) / done

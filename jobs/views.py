@@ -57,7 +57,7 @@ def job_detail(request, name):
     now = timezone.now()
     context = {"job": job, "replicas": replicas, "events": job.events.select_related("replica"), "live": live,
                "waiting": services.waiting_reason(job), "timing": job_page.timing(job, now),
-               "progress": job_page.progress(job, parse_metrics(job), now),
+               "progress": job_page.progress(job, [r for r in replicas if r.role == "trainer"], now),
                "log_replica": job_page.default_log_replica(replicas)}
     if request.htmx and request.GET.get("part") == "status":
         return render(request, "jobs/_job_status.html", context)

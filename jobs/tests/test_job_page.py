@@ -83,11 +83,18 @@ def test_a_queued_job_counts_its_waiting_time_and_shows_no_progress(web, job):
 
 
 def test_metric_lines_that_do_not_count_passes_give_no_progress(job):
+    trainers = list(job.replicas.filter(role="trainer"))
     now = timezone.now()
-    many = {"replicas": {"trainer-0": {"step": [float(s) for s in range(1, 501)]}}}
-    assert job_page.progress(job, many, now) is None
-    by_pass = {"replicas": {"trainer-0": {"step": [1.0, 2.0, 3.0], "pass": [0.0, 1.0, 2.0]}}}
-    assert job_page.progress(job, by_pass, now).done == 2
+    assert job_page.progress(job, trainers, now) is None  # no line yet
+    metric_lines(trainers[0], 500)  # one line per batch, not per pass
+    assert job_page.progress(job, trainers, now) is None
+
+
+def test_a_pass_key_counts_passes_and_a_trainer_without_lines_counts_none(job):
+    trainer_0, trainer_1 = job.replicas.filter(role="trainer")
+    logstore.append(trainer_0, b'PADDLECLOUD_METRIC {"step": 700, "pass": 3, "loss": 0.1}\nmore output\n')
+    assert job_page.progress(job, [trainer_0], timezone.now()).done == 3
+    assert job_page.progress(job, [trainer_0, trainer_1], timezone.now()).done == 0
 
 
 def test_state_and_reason_are_not_repeated(web, job):
