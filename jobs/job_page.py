@@ -35,10 +35,6 @@ class Progress:
     total: int
     eta: timedelta | None  # remaining time at the pace so far, while the job runs
 
-    @property
-    def percent(self) -> int:
-        return min(100, self.done * 100 // self.total) if self.total else 0
-
 
 def timing(job: Job, now: datetime) -> Timing:
     if job.started is None:
