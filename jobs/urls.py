@@ -10,6 +10,7 @@ urlpatterns = [
     path("<jobname:name>/logs/<slug:replica>/", views.replica_log, name="log"),
     path("<jobname:name>/logs/<slug:replica>/download/", views.replica_log_download, name="log_download"),
     path("<jobname:name>/metrics/", views.job_metrics, name="metrics"),
+    path("<jobname:name>/compare/", views.job_compare, name="compare"),
     path("<jobname:name>/kill/", views.job_kill, name="kill"),
     path("<jobname:name>/delete/", views.job_delete, name="delete"),
 ]

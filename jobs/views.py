@@ -4,6 +4,7 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
@@ -99,6 +100,17 @@ def job_metrics(request, name):
     """Metric lines printed by the trainers, as series for the job page's chart."""
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
     return JsonResponse(parse_metrics(job))
+
+
+@login_required
+def job_compare(request, name):
+    """The loss curves of this job and the jobs named in ?with=, overlaid on one chart."""
+    job = get_object_or_404(services.visible_jobs(request.user), name=name)
+    others, error = job_page.compare_with(request.user, job, request.GET.getlist("with"))
+    jobs = [job, *others]
+    series = [[j.name, reverse("jobs:metrics", args=[j.name])] for j in jobs]
+    return render(request, "jobs/job_compare.html", {"job": job, "jobs": jobs, "series": series, "error": error},
+                  status=400 if error else 200)
 
 
 @login_required

@@ -99,3 +99,21 @@ def test_following_keeps_the_newest_lines_in_view_and_unfollowing_keeps_the_plac
     assert page.locator("#log pre.log").evaluate("(pre) => pre.scrollTop") == 50
     page.check("#log-follow")
     assert page.locator("#log pre.log").evaluate(at_end)
+
+
+def test_the_compare_page_overlays_each_jobs_loss_curve(page, live_server, alice):
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    for name, scale in [("fit", 10), ("fit.v2", 5)]:
+        job = submit(alice) if name == "fit" else services.submit_job(alice, {
+            "name": name, "package": make_package(alice, name, {"train.py": ""}), "entry": "python train.py"})
+        lines = (b'PADDLECLOUD_METRIC {"step": %d, "loss": %f}\n' % (i, scale / i) for i in range(1, 9))
+        logstore.append(job.replicas.get(role="trainer", index=0), b"".join(lines))
+    page.goto(f"{live_server.url}/jobs/fit/")
+    page.fill("input[name=with]", "fit.v2")
+    page.click(".compare-form button")
+    page.wait_for_url(f"{live_server.url}/jobs/fit/compare/?with=fit.v2")
+    page.locator("#chart canvas").first.wait_for()
+    expect(page.locator("#chart .u-legend .u-series")).to_have_count(3)  # step + one line per job
+    expect(page.locator("#chart .u-legend")).to_contain_text("fit.v2 loss")
+    assert errors == []

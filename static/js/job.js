@@ -41,16 +41,33 @@
     }, shown(lastData), box);
   }
 
+  async function fetchReplicas(url) {
+    const res = await fetch(url, { credentials: "same-origin" });
+    return res.ok ? (await res.json()).replicas : {};
+  }
+
+  // The series to draw by label: each trainer of this job, or on the compare page each job's
+  // trainer-0 (its first trainer with metric lines).
+  async function load() {
+    const compared = document.getElementById("compare-series");
+    if (!compared) return fetchReplicas(box.dataset.url);
+    const series = {};
+    for (const [name, url] of JSON.parse(compared.textContent)) {
+      const replicas = await fetchReplicas(url);
+      const first = replicas["trainer-0"] || replicas[Object.keys(replicas)[0]];
+      if (first) series[name] = first;
+    }
+    return series;
+  }
+
   async function refresh() {
-    const res = await fetch(box.dataset.url, { credentials: "same-origin" });
-    if (!res.ok) return;
-    const { replicas } = await res.json();
+    const replicas = await load();
     const names = Object.keys(replicas);
     if (!names.length) return;
     metricName = Object.keys(replicas[names[0]]).find((k) => k !== "step" && k !== "pass") || "loss";
     const steps = [...new Set(names.flatMap((n) => replicas[n].step))].sort((a, b) => a - b);
     lastData = [steps, ...names.map((n) => {
-      const byStep = new Map(replicas[n].step.map((s, i) => [s, replicas[n][metricName][i]]));
+      const byStep = new Map(replicas[n].step.map((s, i) => [s, (replicas[n][metricName] || [])[i] ?? null]));
       return steps.map((s) => (byStep.has(s) ? byStep.get(s) : null));
     })];
     const key = names.join(",") + metricName;
