@@ -148,6 +148,7 @@ def test_a_pserver_stopped_after_success_is_shown_as_normal_with_its_trace_folde
     shown, folded = log.split('<details class="stop-trace">')
     assert "pserver listening" in shown and "FatalError" not in shown and "C++ Traceback" not in shown
     assert "C++ Traceback" in folded and "Termination signal" in folded
+    assert "pserver-0 · Stopped ·" in shown
 
 
 def test_a_pserver_terminated_when_the_job_failed_keeps_its_state_and_trace(web, job):
