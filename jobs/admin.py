@@ -4,6 +4,17 @@ from . import services
 from .models import Job, JobEvent, Replica
 
 
+class RecordAdmin(admin.ModelAdmin):
+    """Replicas and events are written by the watcher: viewed, never added or edited by hand
+    (deleting a job deletes them with it)."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
 class ReplicaInline(admin.TabularInline):
     model = Replica
     extra = 0
@@ -35,6 +46,10 @@ class JobAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False  # jobs are submitted through the service, which validates and launches them
 
+    def has_change_permission(self, request, obj=None):
+        # A finished job is history: it can be viewed (and deleted), not edited.
+        return super().has_change_permission(request, obj) and not (obj is not None and not obj.is_active)
+
     @admin.action(description="Kill selected jobs")
     def kill_jobs(self, request, queryset):
         killed = sum(services.kill_job(job) for job in queryset)
@@ -49,7 +64,7 @@ class JobAdmin(admin.ModelAdmin):
 
 
 @admin.register(JobEvent)
-class JobEventAdmin(admin.ModelAdmin):
+class JobEventAdmin(RecordAdmin):
     list_display = ["created", "job", "replica", "state", "reason"]
     list_filter = ["state", "reason"]
     search_fields = ["job__name", "reason", "message"]
@@ -57,10 +72,9 @@ class JobEventAdmin(admin.ModelAdmin):
 
 
 @admin.register(Replica)
-class ReplicaAdmin(admin.ModelAdmin):
+class ReplicaAdmin(RecordAdmin):
     list_display = ["__str__", "job", "role", "index", "state", "exit_code", "host", "port", "pod", "started",
                     "finished"]
     list_filter = ["state", "role"]
     search_fields = ["job__name", "pod", "host"]
     list_select_related = ["job"]
-    readonly_fields = [f.name for f in Replica._meta.fields]

@@ -8,8 +8,10 @@ urlpatterns = [
     path("new/", views.job_submit, name="submit"),
     path("<jobname:name>/", views.job_detail, name="detail"),
     path("<jobname:name>/logs/<slug:replica>/", views.replica_log, name="log"),
+    path("<jobname:name>/logs/<slug:replica>/download/", views.replica_log_download, name="log_download"),
     path("<jobname:name>/metrics/", views.job_metrics, name="metrics"),
     path("<jobname:name>/usage/", views.job_usage, name="usage"),
+    path("<jobname:name>/compare/", views.job_compare, name="compare"),
     path("<jobname:name>/kill/", views.job_kill, name="kill"),
     path("<jobname:name>/delete/", views.job_delete, name="delete"),
 ]

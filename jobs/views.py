@@ -1,13 +1,15 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import JsonResponse
+from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from paddleweb.pagination import cursor_page
 
-from . import services, usage
+from . import job_page, services, usage
 from .filtersets import JobFilterSet
 from .forms import JobForm, LogLinesForm
 from .metrics import parse_metrics
@@ -47,26 +49,48 @@ def job_submit(request):
 def job_detail(request, name):
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
     replicas = list(usage.with_latest(job.replicas.all()))
+    for r in replicas:
+        r.stopped_after_success = job_page.stopped_after_success(job, r)
     # Keep refreshing until every replica has settled: pservers stop just after a job succeeds.
     live = job.is_active or any(r.state in (ReplicaState.PENDING, ReplicaState.RUNNING) for r in replicas)
+    now = timezone.now()
     context = {"job": job, "replicas": replicas, "events": job.events.select_related("replica"), "live": live,
-               "waiting": services.waiting_reason(job)}
+               "waiting": services.waiting_reason(job), "timing": job_page.timing(job, now),
+               "progress": job_page.progress(job, [r for r in replicas if r.role == "trainer"], now),
+               "log_replica": job_page.default_log_replica(replicas)}
     if request.htmx and request.GET.get("part") == "status":
         return render(request, "jobs/_job_status.html", context)
     return render(request, "jobs/job_detail.html", context)
 
 
+def _replica(request, name, replica):
+    job = get_object_or_404(services.visible_jobs(request.user), name=name)
+    return job, next((r for r in job.replicas.all() if r.name == replica), None)
+
+
 @login_required
 def replica_log(request, name, replica):
-    job = get_object_or_404(services.visible_jobs(request.user), name=name)
-    rep = next((r for r in job.replicas.all() if r.name == replica), None)
+    job, rep = _replica(request, name, replica)
     if rep is None:
         return render(request, "jobs/_log.html", {"error": f"no replica {replica}"}, status=404)
     query = LogLinesForm(request.GET)
     if not query.is_valid():
         return render(request, "jobs/_log.html", {"error": f"lines: {query.errors['lines'][0]}"}, status=400)
     chunk = services.replica_log(rep, lines=query.cleaned_data["lines"] or 300)
-    return render(request, "jobs/_log.html", {"job": job, "replica": rep, "chunk": chunk})
+    text, trace = chunk.text, ""
+    if job_page.stopped_after_success(job, rep):
+        text, trace = job_page.split_stop_trace(chunk.text)
+    return render(request, "jobs/_log.html", {"job": job, "replica": rep, "chunk": chunk, "text": text,
+                                              "trace": trace})
+
+
+@login_required
+def replica_log_download(request, name, replica):
+    """The replica's whole log as a file (the page shows only its last lines)."""
+    job, rep = _replica(request, name, replica)
+    if rep is None:
+        raise Http404(f"no replica {replica}")
+    return job_page.log_download(rep, f"{job.name}-{rep.name}.log")
 
 
 @login_required
@@ -81,6 +105,16 @@ def job_usage(request, name):
     """Each replica's CPU and memory samples, as series for the job page's usage charts."""
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
     return JsonResponse({"replicas": usage.chart_series(job)})
+
+
+def job_compare(request, name):
+    """The loss curves of this job and the jobs named in ?with=, overlaid on one chart."""
+    job = get_object_or_404(services.visible_jobs(request.user), name=name)
+    others, error = job_page.compare_with(request.user, job, request.GET.getlist("with"))
+    jobs = [job, *others]
+    series = [[j.name, reverse("jobs:metrics", args=[j.name])] for j in jobs]
+    return render(request, "jobs/job_compare.html", {"job": job, "jobs": jobs, "series": series, "error": error},
+                  status=400 if error else 200)
 
 
 @login_required

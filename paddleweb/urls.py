@@ -1,12 +1,18 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
 from paddleweb import prometheus
 from pfs import views as pfs_views
 
+admin.site.site_header = admin.site.site_title = "PaddleCloud administration"
+admin.site.index_title = "PaddleCloud"
+
 urlpatterns = [
+    # Browsers ask for /favicon.ico whatever the page links to.
+    path("favicon.ico", RedirectView.as_view(url=static("img/favicon.svg"), permanent=True)),
     path("", RedirectView.as_view(pattern_name="jobs:list"), name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

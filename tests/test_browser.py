@@ -41,11 +41,11 @@ def test_submit_fit_a_line_from_the_form_and_watch_it_succeed(system, page, live
     job = Job.objects.get(name="fit-a-line")
     assert job.state == "Succeeded", (job.state, job.message[-2000:])
     # the page keeps refreshing until the pservers, stopped after the trainers' success, have ended
-    expect(page.locator("#status tbody .state.terminated")).to_have_count(2, timeout=30_000)
+    expect(page.locator("#status tbody .state.stopped")).to_have_count(2, timeout=30_000)
     rows = page.locator("#status table.grid tbody tr")
     states = {rows.nth(i).locator("td").nth(0).inner_text(): rows.nth(i).locator("td").nth(1).inner_text()
               for i in range(rows.count())}
-    assert states == {"pserver-0": "Terminated", "pserver-1": "Terminated",
+    assert states == {"pserver-0": "Stopped", "pserver-1": "Stopped",
                       "trainer-0": "Succeeded", "trainer-1": "Succeeded"}
     page.click(".tabs a:has-text('trainer-1')")
     page.locator("pre.log", has_text="pass 10 loss").wait_for()

@@ -47,3 +47,30 @@ def test_the_kill_action_uses_the_service(admin_client, job):
 def test_deleting_in_admin_goes_through_the_service(admin_client, job):
     admin_client.post(f"/admin/jobs/job/{job.pk}/delete/", {"post": "yes"})
     assert Job.objects.get(pk=job.pk).deleting  # cleanup continues in the background task
+
+
+def test_the_admin_is_branded_paddlecloud(admin_client):
+    page = admin_client.get("/admin/").content.decode()
+    assert "<title>PaddleCloud | PaddleCloud administration</title>" in page
+    assert "Django administration" not in page
+
+
+def test_replicas_and_events_are_read_only(admin_client, job):
+    replica, event = job.replicas.first(), job.events.first()
+    for url in [f"/admin/jobs/replica/{replica.pk}/change/", f"/admin/jobs/jobevent/{event.pk}/change/"]:
+        page = admin_client.get(url)
+        assert page.status_code == 200 and 'name="_save"' not in page.content.decode()
+        assert admin_client.post(url, {"state": "Failed", "reason": "edited"}).status_code == 403
+    for url in ["/admin/jobs/replica/add/", "/admin/jobs/jobevent/add/"]:
+        assert admin_client.get(url).status_code == 403
+    replica.refresh_from_db()
+    assert replica.reason != "edited"
+
+
+def test_a_finished_job_is_read_only_and_still_deletable(admin_client, job):
+    url = f"/admin/jobs/job/{job.pk}/change/"
+    assert 'name="_save"' in admin_client.get(url).content.decode()  # while it runs, operators may fix it
+    services.kill_job(job)
+    page = admin_client.get(url).content.decode()
+    assert 'name="_save"' not in page and "/delete/" in page
+    assert admin_client.post(url, {"passes": 99}).status_code == 403

@@ -1,52 +1,196 @@
-// Loss curves on the job page: one line per trainer for the first metric after `step`.
+// The job page: loss curves, the log panel's tools, and live updates over a websocket.
 (function () {
+  // ---- Loss curves: one line per trainer for the first metric after `step`.
   const box = document.getElementById("chart");
-  if (!box) return;
-  let plot = null, lastKey = "";
+  const logScale = document.getElementById("chart-log");
+  const smoothing = document.getElementById("chart-smooth");
+  let plot = null, lastKey = "", lastData = null, lastNames = [], metricName = "loss";
+
+  // Exponential moving average (TensorBoard's smoothing), skipping gaps.
+  function smooth(values, weight) {
+    if (!weight) return values;
+    let last = null;
+    return values.map((v) => {
+      if (v === null) return null;
+      last = last === null ? v : last * weight + v * (1 - weight);
+      return last;
+    });
+  }
+
+  function shown(data) {
+    const weight = Number(smoothing ? smoothing.value : 0);
+    const log = logScale && logScale.checked;
+    // A log scale has no place for zero or negative values: they become gaps.
+    return [data[0], ...data.slice(1).map((ys) => smooth(ys, weight).map((v) => (log && v !== null && v <= 0 ? null : v)))];
+  }
+
+  function draw(names) {
+    box.innerHTML = "";
+    const colors = ["#2453d4", "#d97706", "#15803d", "#b42318", "#7c3aed", "#0891b2"];
+    const log = logScale && logScale.checked;
+    plot = new uPlot({
+      width: Math.max(200, box.clientWidth - 16), height: 260,
+      scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
+      axes: [
+        // Steps are whole numbers: ticks only on integers.
+        { label: "step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 100000],
+          values: (u, ticks) => ticks.map((v) => (Number.isInteger(v) ? String(v) : "")) },
+        { label: metricName },
+      ],
+      series: [{ label: "step" }, ...names.map((n, i) => ({ label: `${n} ${metricName}`, stroke: colors[i % colors.length], width: 2, spanGaps: true }))],
+    }, shown(lastData), box);
+  }
+
+  async function fetchReplicas(url) {
+    const res = await fetch(url, { credentials: "same-origin" });
+    return res.ok ? (await res.json()).replicas : {};
+  }
+
+  // The series to draw by label: each trainer of this job, or on the compare page each job's
+  // trainer-0 (its first trainer with metric lines).
+  async function load() {
+    const compared = document.getElementById("compare-series");
+    if (!compared) return fetchReplicas(box.dataset.url);
+    const series = {};
+    for (const [name, url] of JSON.parse(compared.textContent)) {
+      const replicas = await fetchReplicas(url);
+      const first = replicas["trainer-0"] || replicas[Object.keys(replicas)[0]];
+      if (first) series[name] = first;
+    }
+    return series;
+  }
 
   async function refresh() {
-    const res = await fetch(box.dataset.url, { credentials: "same-origin" });
-    if (!res.ok) return;
-    const { replicas } = await res.json();
+    const replicas = await load();
     const names = Object.keys(replicas);
     if (!names.length) return;
-    const metric = Object.keys(replicas[names[0]]).find((k) => k !== "step") || "loss";
+    metricName = Object.keys(replicas[names[0]]).find((k) => k !== "step" && k !== "pass") || "loss";
     const steps = [...new Set(names.flatMap((n) => replicas[n].step))].sort((a, b) => a - b);
-    const data = [steps, ...names.map((n) => {
-      const byStep = new Map(replicas[n].step.map((s, i) => [s, replicas[n][metric][i]]));
+    lastData = [steps, ...names.map((n) => {
+      const byStep = new Map(replicas[n].step.map((s, i) => [s, (replicas[n][metricName] || [])[i] ?? null]));
       return steps.map((s) => (byStep.has(s) ? byStep.get(s) : null));
     })];
-    const key = names.join(",") + metric;
+    const key = names.join(",") + metricName;
+    lastNames = names;
     if (!plot || key !== lastKey) {
-      box.innerHTML = "";
-      const colors = ["#2453d4", "#d97706", "#15803d", "#b42318", "#7c3aed", "#0891b2"];
-      plot = new uPlot({
-        width: box.clientWidth - 16, height: 260,
-        scales: { x: { time: false } },
-        axes: [{ label: "step" }, { label: metric }],
-        series: [{ label: "step" }, ...names.map((n, i) => ({ label: `${n} ${metric}`, stroke: colors[i % colors.length], width: 2, spanGaps: true }))],
-      }, data, box);
+      draw(names);
       lastKey = key;
     } else {
-      plot.setData(data);
+      plot.setData(shown(lastData));
     }
   }
 
-  function loop() {
-    refresh().catch(() => {});
-    if (box.dataset.active === "1") setTimeout(loop, 3000);
+  function redraw() {
+    if (lastData) draw(lastNames);
   }
-  window.addEventListener("load", loop);
+  if (box) {
+    const loop = () => {
+      refresh().catch(() => {});
+      if (box.dataset.active === "1") setTimeout(loop, 3000);
+    };
+    window.addEventListener("load", loop);
+    if (logScale) logScale.addEventListener("change", redraw);
+    if (smoothing) smoothing.addEventListener("input", () => { if (plot && lastData) plot.setData(shown(lastData)); });
+  }
 
-  // Live updates pushed by the watcher over a websocket: new log output is appended as it is
-  // written, a state change refreshes the status panel. Polling stays as the fallback.
+  // ---- Log panel: tabs, search, follow, wrap.
   const logs = document.getElementById("logs");
+  const search = document.getElementById("log-search");
+  const matches = document.getElementById("log-matches");
+  const follow = document.getElementById("log-follow");
+  const wrap = document.getElementById("log-wrap");
+  const download = document.getElementById("log-download");
+
+  function escapeRegExp(s) { return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }
+
+  // Marks every match of the search box in the shown log; returns how many.
+  function highlight() {
+    const pre = document.querySelector("#log pre.log");
+    if (!pre) return 0;
+    const text = pre.textContent;
+    const query = search ? search.value : "";
+    if (!query) {
+      if (pre.querySelector("mark")) pre.textContent = text;
+      if (matches) matches.textContent = "";
+      return 0;
+    }
+    const parts = text.split(new RegExp(`(${escapeRegExp(query)})`, "i"));
+    const frag = document.createDocumentFragment();
+    parts.forEach((part, i) => {
+      if (i % 2) {
+        const mark = document.createElement("mark");
+        mark.textContent = part;
+        frag.append(mark);
+      } else if (part) {
+        frag.append(part);
+      }
+    });
+    pre.replaceChildren(frag);
+    const found = (parts.length - 1) / 2;
+    if (matches) matches.textContent = found === 1 ? "1 match" : `${found} matches`;
+    return found;
+  }
+
+  function scrollLog() {
+    const pre = document.querySelector("#log pre.log");
+    if (!pre) return;
+    const mark = search && search.value ? pre.querySelector("mark") : null;
+    if (mark) {
+      pre.scrollTop = mark.offsetTop - pre.offsetTop - 40;
+    } else if (!follow || follow.checked) {
+      pre.scrollTop = pre.scrollHeight;
+    }
+  }
+
+  if (logs) {
+    logs.addEventListener("click", (event) => {
+      const tab = event.target.closest(".tabs a");
+      if (!tab) return;
+      event.preventDefault();
+      logs.querySelectorAll(".tabs a").forEach((a) => a.classList.remove("current"));
+      tab.classList.add("current");
+      if (download) download.href = tab.dataset.download;
+    });
+  }
+  if (search) search.addEventListener("input", () => { highlight(); scrollLog(); });
+  if (follow) follow.addEventListener("change", scrollLog);
+  if (wrap && logs) {
+    const apply = () => logs.classList.toggle("nowrap", !wrap.checked);
+    wrap.addEventListener("change", apply);
+    apply();
+  }
+  // Logs show their newest lines after each refresh; a user who stopped following keeps
+  // the place they scrolled to.
+  let kept = null;
+  document.body.addEventListener("htmx:beforeSwap", () => {
+    const pre = document.querySelector("#log pre.log");
+    kept = pre ? { replica: pre.dataset.replica, top: pre.scrollTop } : null;
+  });
+  document.body.addEventListener("htmx:afterSwap", () => {
+    highlight();
+    const pre = document.querySelector("#log pre.log");
+    if (pre && follow && !follow.checked && kept && kept.replica === pre.dataset.replica && !(search && search.value)) {
+      pre.scrollTop = kept.top;
+    } else {
+      scrollLog();
+    }
+  });
+
+  // ---- Live updates pushed by the watcher: new log output is appended as it is written, a
+  // state change refreshes the status panel. Polling stays as the fallback. While the
+  // connection is down the page says so, and reconnects with backoff.
+  const lost = document.getElementById("live-lost");
   function connect(delay) {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     const ws = new WebSocket(`${scheme}://${location.host}${logs.dataset.ws}`);
-    ws.onopen = () => { document.body.dataset.live = "open"; delay = 1000; };
+    ws.onopen = () => {
+      document.body.dataset.live = "open";
+      if (lost) lost.hidden = true;
+      delay = 1000;
+    };
     ws.onclose = () => {
       document.body.dataset.live = "closed";
+      if (lost) lost.hidden = false;
       setTimeout(() => connect(Math.min(delay * 2, 30000)), delay);
     };
     ws.onmessage = (event) => {
@@ -66,14 +210,11 @@
         if (pre && Number(pre.dataset.next) === msg.offset) {
           pre.append(msg.text);
           pre.dataset.next = msg.next_offset;
-          pre.scrollTop = pre.scrollHeight;
+          if (search && search.value) highlight();
+          scrollLog();
         }
       }
     };
   }
   if (logs && logs.dataset.ws) connect(1000);
-  // Logs show their newest lines: keep the log panel scrolled to the end after each refresh.
-  document.body.addEventListener("htmx:afterSwap", () => {
-    document.querySelectorAll("pre.log").forEach((pre) => { pre.scrollTop = pre.scrollHeight; });
-  });
 })();

@@ -1,0 +1,161 @@
+"""What the job page shows beyond the stored fields: times, training progress with an ETA, and
+which parts of the replicas' state are ours rather than the program's (a pserver we stopped after
+the trainers succeeded is normal, and its C++ "Termination signal" trace is noise)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from django.http import HttpResponse, HttpResponseBase
+from django.utils.http import content_disposition_header
+
+from pfs.transfer import FileSpan, SpanResponse
+
+from . import logstore, metrics, services
+from .models import JobState, ReplicaState
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from .models import Job, Replica
+
+
+@dataclass(frozen=True)
+class Timing:
+    queued: timedelta | None  # submission to start (so far, while still waiting)
+    elapsed: timedelta | None  # start to end (so far, while running)
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int  # passes every trainer has completed
+    total: int
+    eta: timedelta | None  # remaining time at the pace so far, while the job runs
+
+
+def timing(job: Job, now: datetime) -> Timing:
+    if job.started is None:
+        end = job.finished or now
+        return Timing(queued=end - job.created, elapsed=None)
+    return Timing(queued=job.started - job.created, elapsed=(job.finished or now) - job.started)
+
+
+# How far back from a log's end to look for the latest metric line (the page polls this).
+TAIL_LINES = 2000
+
+
+def last_metrics(replica: Replica) -> dict[str, float] | None:
+    """The replica's latest metric line, read from the end of its log: cheap on any log size."""
+    for line in reversed(logstore.tail(replica, TAIL_LINES).text.splitlines()):
+        if (values := metrics.parse_line(line.encode())) is not None:
+            return values
+    return None
+
+
+def progress(job: Job, trainers: Iterable[Replica], now: datetime) -> Progress | None:
+    """Pass X of Y from the trainers' latest metric lines: the slowest trainer's. A line's "pass"
+    key when the program gives one, otherwise `step` counts passes (as in examples/fit_a_line,
+    one line after each pass). None before any line, or when the lines do not count passes
+    (a number past the job's passes)."""
+    latest = [last_metrics(r) for r in trainers]
+    if not job.passes or not any(latest):
+        return None
+    passes = [int(values.get("pass", values["step"])) if values else 0 for values in latest]
+    if max(passes) > job.passes:
+        return None
+    done = min(passes)
+    eta = None
+    if job.state == JobState.RUNNING and job.started and 0 < done < job.passes:
+        per_pass = (now - job.started) / done
+        eta = per_pass * (job.passes - done)
+    return Progress(done=done, total=job.passes, eta=eta)
+
+
+def stopped_after_success(job: Job, replica: Replica) -> bool:
+    """A replica (a pserver) that we stopped because the trainers had all succeeded: the normal end."""
+    return job.state == JobState.SUCCEEDED and replica.state == ReplicaState.TERMINATED
+
+
+# Paddle's C++ side prints this when the process receives our SIGTERM: a "C++ Traceback" banner
+# (not always), an "Error Message Summary" banner, then the FatalError line.
+_TERMINATION = re.compile(r"FatalError: `Termination signal` is detected")
+_TRACE_START = re.compile(r"^-+\nC\+\+ Traceback", re.MULTILINE)
+_SUMMARY_START = re.compile(r"^-+\nError Message Summary:", re.MULTILINE)
+
+
+def _last(pattern: re.Pattern[str], text: str, end: int, start: int = 0) -> int | None:
+    found = [m.start() for m in pattern.finditer(text, start, end)]
+    return found[-1] if found else None
+
+
+def split_stop_trace(text: str) -> tuple[str, str]:
+    """(log, trace): the log without the trace printed when we stopped the process, and that trace
+    ("" when there is none) for the page to fold away."""
+    end = _TERMINATION.search(text)
+    if end is None:
+        return text, ""
+    cut = _last(_SUMMARY_START, text, end.start())
+    if cut is None:
+        cut = text.rfind("\n", 0, end.start()) + 1
+    trace = _last(_TRACE_START, text, cut)
+    # The traceback belongs to this summary only if no other error's summary comes between them.
+    if trace is not None and _last(_SUMMARY_START, text, cut, trace) is None:
+        cut = trace
+    return text[:cut], text[cut:]
+
+
+MAX_COMPARED = 5  # other jobs on one chart: beyond that the curves cannot be told apart
+
+
+def compare_with(user: User, job: Job, names: list[str]) -> tuple[list[Job], str]:
+    """The user's other jobs named in `names` (blank entries and repeats ignored), in that order,
+    and "" — or no jobs and why the names cannot be compared."""
+    wanted = list(dict.fromkeys(n.strip() for n in names if n.strip() and n.strip() != job.name))
+    if len(wanted) > MAX_COMPARED:
+        return [], f"at most {MAX_COMPARED} jobs can be compared with {job.name}"
+    found = {j.name: j for j in services.visible_jobs(user).filter(name__in=wanted)}
+    missing = [n for n in wanted if n not in found]
+    if missing:
+        return [], "no job named " + ", ".join(missing)
+    return [found[n] for n in wanted], ""
+
+
+def default_log_replica(replicas: Iterable[Replica]) -> Replica | None:
+    """The log tab to open first: trainer-0, whose output is the training's, else the first replica."""
+    replicas = list(replicas)
+    trainers = [r for r in replicas if r.role == "trainer"]
+    return min(trainers, key=lambda r: r.index) if trainers else (replicas[0] if replicas else None)
+
+
+def duration(value: timedelta | None) -> str:
+    """1h 02m 03s, 2m 05s, 7s."""
+    if value is None:
+        return ""
+    seconds = max(0, int(value.total_seconds()))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m {seconds:02d}s"
+    if minutes:
+        return f"{minutes}m {seconds:02d}s"
+    return f"{seconds}s"
+
+
+def log_download(replica: Replica, filename: str) -> HttpResponseBase:
+    """The replica's whole log as it is now, streamed (zero-copy where the server offers it)."""
+    try:
+        fd = os.open(logstore.path(replica), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        resp: HttpResponseBase = HttpResponse(b"", content_type="text/plain; charset=utf-8")
+    else:
+        span = FileSpan(fd, 0, os.fstat(fd).st_size)  # what was written by now; the file may grow
+        resp = SpanResponse(span, content_type="text/plain; charset=utf-8")
+        resp.file_span = span
+        resp["Content-Length"] = str(span.length)
+    resp["Content-Disposition"] = content_disposition_header(True, filename) or ""
+    return resp

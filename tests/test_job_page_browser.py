@@ -1,0 +1,119 @@
+"""The job page in a real browser (Debian's Chromium driven by Playwright): the first log tab,
+searching the log, the layout on a 390 px phone, and the banner while the live connection is down."""
+
+import pytest
+from playwright.sync_api import expect
+
+from jobs import logstore, services
+from jobs.models import Job
+from tests.support import LiveASGI, logged_in_browser, make_package, needs_chromium
+
+pytestmark = [pytest.mark.timeout(180), needs_chromium]
+
+
+def submit(alice):
+    pkg = make_package(alice, "fit", {"train.py": ""})
+    job = services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py", "pservers": 2,
+                                      "trainers": 2})
+    logstore.append(job.replicas.get(role="pserver", index=0), b"pserver output\n")
+    logstore.append(job.replicas.get(role="trainer", index=0),
+                    b"".join(b"trainer pass %d loss 0.5\n" % i for i in range(40)) + b"x" * 3000 + b"\n")
+    return job
+
+
+def test_the_log_panel_opens_on_trainer_0_and_finds_what_is_searched(page, live_server, alice):
+    job = submit(alice)
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    expect(page.locator(".tabs a.current")).to_have_text("trainer-0")
+    expect(page.locator("#log pre.log")).to_contain_text("trainer pass 39 loss")
+    page.fill("#log-search", "PASS 3")  # case-insensitive: pass 3 and pass 30..39
+    expect(page.locator("#log pre.log mark")).to_have_count(11)
+    expect(page.locator("#log-matches")).to_have_text("11 matches")
+    page.fill("#log-search", "")
+    expect(page.locator("#log pre.log mark")).to_have_count(0)
+
+    page.click(".tabs a:has-text('pserver-0')")
+    expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
+    expect(page.locator("#log-download")).to_have_attribute("href", f"/jobs/{job.name}/logs/pserver-0/download/")
+
+
+def test_the_job_page_fits_a_390_px_phone_without_horizontal_scrolling(page, live_server, alice):
+    job = submit(alice)
+    Job.objects.filter(pk=job.pk).update(message="a long message without spaces " + "y" * 400)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    expect(page.locator("#log pre.log")).to_contain_text("trainer pass 39")
+    page.uncheck("#log-wrap")  # long lines scroll inside the log, not the page
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.evaluate("document.querySelector('#logs').classList.contains('nowrap')")
+
+
+def test_the_page_says_when_the_live_connection_is_lost_and_when_it_is_back(transactional_db, alice, monkeypatch):
+    job = submit(alice)
+    routes = []
+
+    def through(ws):  # the real server behind a route the test can cut
+        ws.connect_to_server()
+        routes.append(ws)
+
+    with LiveASGI() as server, logged_in_browser(server.url, monkeypatch) as page:
+        page.route_web_socket("**/ws/jobs/**", through)
+        page.goto(f"{server.url}/jobs/{job.name}/")
+        page.wait_for_function("document.body.dataset.live === 'open'")
+        expect(page.locator("#live-lost")).to_be_hidden()
+        routes[-1].close()
+        expect(page.locator("#live-lost")).to_be_visible()
+        expect(page.locator("#live-lost")).to_have_text("Live connection lost — reconnecting…")
+        page.wait_for_function("document.body.dataset.live === 'open'")  # the page reconnected by itself
+        expect(page.locator("#live-lost")).to_be_hidden()
+        assert len(routes) == 2
+
+
+def test_the_loss_chart_switches_to_a_log_scale_and_smooths(page, live_server, alice):
+    job = submit(alice)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    logstore.append(job.replicas.get(role="trainer", index=0),
+                    b"".join(b'PADDLECLOUD_METRIC {"step": %d, "loss": %f}\n' % (i, 10 / i) for i in range(1, 30)))
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    page.locator("#chart canvas").first.wait_for()
+    before = page.locator("#chart canvas").first.screenshot()
+    page.check("#chart-log")
+    page.locator("#chart-smooth").fill("0.9")
+    expect(page.locator("#chart canvas")).to_have_count(1)
+    assert page.locator("#chart canvas").first.screenshot() != before  # redrawn on the new scale
+    assert errors == []
+
+
+def test_following_keeps_the_newest_lines_in_view_and_unfollowing_keeps_the_place(page, live_server, alice):
+    job = submit(alice)  # its replicas are Pending: the log panel refreshes itself
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    pre = page.locator("#log pre.log")
+    expect(pre).to_contain_text("trainer pass 39")
+    at_end = "(pre) => pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 2"
+    assert pre.evaluate(at_end)
+    page.uncheck("#log-follow")
+    pre.evaluate("(pre) => { pre.scrollTop = 50; }")
+    page.evaluate("""() => new Promise((done) =>
+        document.body.addEventListener("htmx:afterSwap", done, { once: true }))""")  # the next refresh
+    assert page.locator("#log pre.log").evaluate("(pre) => pre.scrollTop") == 50
+    page.check("#log-follow")
+    assert page.locator("#log pre.log").evaluate(at_end)
+
+
+def test_the_compare_page_overlays_each_jobs_loss_curve(page, live_server, alice):
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    for name, scale in [("fit", 10), ("fit.v2", 5)]:
+        job = submit(alice) if name == "fit" else services.submit_job(alice, {
+            "name": name, "package": make_package(alice, name, {"train.py": ""}), "entry": "python train.py"})
+        lines = (b'PADDLECLOUD_METRIC {"step": %d, "loss": %f}\n' % (i, scale / i) for i in range(1, 9))
+        logstore.append(job.replicas.get(role="trainer", index=0), b"".join(lines))
+    page.goto(f"{live_server.url}/jobs/fit/")
+    page.fill("input[name=with]", "fit.v2")
+    page.click(".compare-form button")
+    page.wait_for_url(f"{live_server.url}/jobs/fit/compare/?with=fit.v2")
+    page.locator("#chart canvas").first.wait_for()
+    expect(page.locator("#chart .u-legend .u-series")).to_have_count(3)  # step + one line per job
+    expect(page.locator("#chart .u-legend")).to_contain_text("fit.v2 loss")
+    assert errors == []
