@@ -36,6 +36,7 @@ def transition(job: Job, to: str, reason: str, message: str = "", *, from_states
         for key, value in fields.items():
             setattr(job, key, value)
         transaction.on_commit(lambda: notify.job_changed(job.pk))
+        transaction.on_commit(lambda: notify.job_state_changed(job, to))
     return bool(updated)
 
 
