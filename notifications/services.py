@@ -28,22 +28,41 @@ MAX_WEBHOOKS = 20  # per user: each job change fans out to all of them
 MESSAGE_MAX = 2000  # of a job's message in a payload or an e-mail (failure messages carry log lines)
 
 
-def _clean(url: str, events: Iterable[str]) -> tuple[str, list[str]]:
-    errors: dict[str, list[str]] = {}
+def _clean_url(url: str) -> str:
     url = (url or "").strip()
     try:
         check_url(url)
     except AddressRefused as e:
-        errors["url"] = [str(e)]
+        raise ValidationError({"url": [str(e)]}) from None
+    return url
+
+
+def _clean_events(events: Iterable[str]) -> list[str]:
     events = list(dict.fromkeys(events))
     unknown = [e for e in events if e not in Event.values]
     if unknown:
-        errors["events"] = [f"unknown event(s) {', '.join(map(str, unknown))}; choose from {', '.join(Event.values)}"]
-    elif not events:
-        errors["events"] = ["choose at least one of " + ", ".join(Event.values)]
+        raise ValidationError({"events": [f"unknown event(s) {', '.join(map(str, unknown))}; "
+                                          f"choose from {', '.join(Event.values)}"]})
+    if not events:
+        raise ValidationError({"events": ["choose at least one of " + ", ".join(Event.values)]})
+    return events
+
+
+def _clean(url: str | None, events: Iterable[str] | None) -> tuple[str | None, list[str] | None]:
+    """The checked URL and events (None where not given), every field's errors at once."""
+    errors: dict[str, list[str]] = {}
+    clean_url = clean_events = None
+    try:
+        clean_url = None if url is None else _clean_url(url)
+    except ValidationError as e:
+        errors.update(e.message_dict)
+    try:
+        clean_events = None if events is None else _clean_events(events)
+    except ValidationError as e:
+        errors.update(e.message_dict)
     if errors:
         raise ValidationError(errors)
-    return url, events
+    return clean_url, clean_events
 
 
 def webhooks_of(user: User) -> QuerySet[Webhook]:
@@ -52,21 +71,31 @@ def webhooks_of(user: User) -> QuerySet[Webhook]:
 
 def create_webhook(user: User, *, url: str, events: Iterable[str], secret: str = "") -> Webhook:
     """A new webhook; without a secret one is made (the caller shows it once)."""
-    url, events = _clean(url, events)
+    errors: dict[str, list[str]] = {}
+    try:
+        _clean(url, events)
+    except ValidationError as e:
+        errors.update(e.message_dict)
     if secret and len(secret) < 16:
-        raise ValidationError({"secret": ["use at least 16 characters (or leave it empty to have one made)"]})
+        errors["secret"] = ["use at least 16 characters (or leave it empty to have one made)"]
+    if errors:
+        raise ValidationError(errors)
     with transaction.atomic():
         # Counted under the user's row lock so two requests at once cannot both take the last slot.
         get_user_model().objects.select_for_update().filter(pk=user.pk).first()
         if webhooks_of(user).count() >= MAX_WEBHOOKS:
             raise ValidationError({"url": [f"you already have {MAX_WEBHOOKS} webhooks; delete one first"]})
-        return Webhook.objects.create(user=user, url=url, events=events, secret=secret or secrets.token_hex(32))
+        return Webhook.objects.create(user=user, url=url.strip(), events=list(dict.fromkeys(events)),
+                                      secret=secret or secrets.token_hex(32))
 
 
 def update_webhook(webhook: Webhook, *, url: str | None = None, events: Iterable[str] | None = None,
                    active: bool | None = None) -> Webhook:
-    webhook.url, webhook.events = _clean(webhook.url if url is None else url,
-                                         webhook.events if events is None else events)
+    """Change what is given; only a new URL is checked again (so a webhook whose host no longer
+    resolves can still be turned off)."""
+    clean_url, clean_events = _clean(url, events)
+    webhook.url = clean_url or webhook.url
+    webhook.events = clean_events or webhook.events
     if active is not None:
         webhook.active = active
     webhook.save(update_fields=["url", "events", "active"])

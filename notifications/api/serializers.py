@@ -4,6 +4,9 @@ from notifications.models import Delivery, Event, Webhook
 
 
 class WebhookSerializer(serializers.ModelSerializer):
+    # Every rule (schemes, addresses, events) lives in notifications.services, which reports all
+    # errors at once, each with its reason.
+    url = serializers.CharField(max_length=2000, allow_blank=True, help_text="http:// or https://, public address")
     events = serializers.ListField(child=serializers.CharField(max_length=40), max_length=len(Event.values),
                                    help_text="any of " + ", ".join(Event.values))
     secret = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=200,
@@ -13,9 +16,6 @@ class WebhookSerializer(serializers.ModelSerializer):
         model = Webhook
         fields = ["id", "url", "events", "secret", "active", "created"]
         read_only_fields = ["created"]
-        # Every rule (schemes, addresses, events) lives in notifications.services, which reports
-        # all errors at once.
-        extra_kwargs = {"url": {"validators": [], "allow_blank": True, "max_length": 2000}}
 
 
 class NewWebhookSerializer(WebhookSerializer):

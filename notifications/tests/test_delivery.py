@@ -1,0 +1,117 @@
+"""Job state changes reach webhooks (signed, retried, logged) and opted-in e-mail, through a real
+Celery worker and a real local HTTP receiver."""
+
+import json
+import time
+
+import pytest
+from django.core import mail
+
+from jobs.services import kill_job
+from jobs.transitions import transition
+from notifications import delivery, services
+from notifications.models import Delivery
+from tests.support import token_client, wait_for
+
+from .helpers import expected_signature, make_job
+from .receiver import receiver
+
+
+def _add_hook(user, url, events=("job.succeeded", "job.failed", "job.killed")):
+    res = token_client(user).post("/api/v2/webhooks/", {"url": url, "events": list(events)}, format="json")
+    assert res.status_code == 201, res.content
+    return res.json()
+
+
+def test_a_failed_job_posts_a_signed_message_the_receiver_can_verify(worker, alice, datacenter, hook_receiver):
+    hook = _add_hook(alice, hook_receiver.url)
+    job = make_job(alice, datacenter)
+    assert transition(job, "Failed", "ReplicaFailed", "trainer-0 exited 3")
+
+    sent = wait_for(lambda: hook_receiver.requests, what="the webhook message")[0]
+    assert sent.path == "/hook?from=paddlecloud"
+    stamp = sent.headers["X-PaddleCloud-Timestamp"]
+    assert abs(int(stamp) - time.time()) < 60
+    assert sent.headers["X-PaddleCloud-Signature"] == expected_signature(hook["secret"], stamp, sent.body)
+    assert sent.headers["X-PaddleCloud-Event"] == "job.failed"
+    payload = json.loads(sent.body)
+    assert payload["event"] == "job.failed" and payload["webhook"] == hook["id"]
+    assert payload["job"]["name"] == "fit" and payload["job"]["message"] == "trainer-0 exited 3"
+    logged = wait_for(lambda: Delivery.objects.filter(status="succeeded").first(), what="the logged delivery")
+    assert (logged.attempts, logged.status_code, logged.error) == (1, 200, "")
+    assert logged.response.startswith("ok ok") and len(logged.response) == delivery.RESPONSE_PREFIX
+
+
+def test_a_message_tampered_with_or_replayed_late_fails_the_signature_check(alice):
+    body = b'{"event":"job.failed"}'
+    good = delivery.signature("s" * 32, "1000", body)
+    assert good == expected_signature("s" * 32, "1000", body)
+    assert good != delivery.signature("s" * 32, "1000", body.replace(b"failed", b"succeeded"))
+    assert good != delivery.signature("s" * 32, "2000", body)  # the timestamp is in the signed material
+
+
+def test_a_receiver_answering_500_is_retried_until_it_accepts(worker, alice, datacenter, allow_private):
+    with receiver(answers=[500, 503]) as r:
+        _add_hook(alice, r.url)
+        job = make_job(alice, datacenter)
+        assert transition(job, "Succeeded", "Completed", "all 1 trainers exited 0")
+        done = wait_for(lambda: Delivery.objects.filter(status="succeeded").first(), what="the retried delivery")
+    assert (done.attempts, done.status_code) == (3, 200)
+    assert len(r.requests) == 3
+    assert len({req.headers["X-PaddleCloud-Delivery"] for req in r.requests}) == 1
+    assert {json.loads(req.body)["event"] for req in r.requests} == {"job.succeeded"}
+
+
+def test_a_delivery_is_given_up_after_the_last_attempt_and_a_refusal_is_not_retried(alice, datacenter,
+                                                                                       allow_private):
+    allow_private.WEBHOOK_MAX_ATTEMPTS = 2
+    with receiver(answers=[500, 500, 404]) as r:
+        hook = services.create_webhook(alice, url=r.url, events=["job.failed"])
+        first = Delivery.objects.create(webhook=hook, event="job.failed", payload={"event": "job.failed"})
+        assert delivery.attempt(first.pk) == pytest.approx(0.2)
+        assert delivery.attempt(first.pk) is None
+        first.refresh_from_db()
+        assert (first.status, first.attempts, first.status_code, first.error) == ("failed", 2, 500, "HTTP 500")
+        assert delivery.attempt(first.pk) is None and len(r.requests) == 2  # never sent again
+
+        refused = Delivery.objects.create(webhook=hook, event="job.failed", payload={"event": "job.failed"})
+        assert delivery.attempt(refused.pk) is None
+        refused.refresh_from_db()
+        assert (refused.status, refused.attempts, refused.status_code) == ("failed", 1, 404)
+
+
+def test_an_unreachable_receiver_is_logged_as_an_error(alice, allow_private):
+    with receiver() as r:
+        url = r.url  # closed on leaving: nothing listens there any more
+    hook = services.create_webhook(alice, url=url, events=["job.failed"])
+    d = Delivery.objects.create(webhook=hook, event="job.failed", payload={})
+    assert delivery.attempt(d.pk) == pytest.approx(0.2)
+    d.refresh_from_db()
+    assert d.status == "pending" and d.status_code is None and "Connection" in d.error
+
+
+def test_only_subscribed_active_webhooks_of_the_jobs_owner_are_sent_the_event(worker, alice, bob, datacenter,
+                                                                                allow_private):
+    with receiver() as started_only, receiver() as inactive, receiver() as bobs, receiver() as killed:
+        services.create_webhook(alice, url=started_only.url, events=["job.started"])
+        off = services.create_webhook(alice, url=inactive.url, events=["job.killed"])
+        services.update_webhook(off, active=False)
+        services.create_webhook(bob, url=bobs.url, events=["job.killed"])
+        services.create_webhook(alice, url=killed.url, events=["job.killed"])
+        kill_job(make_job(alice, datacenter))
+        wait_for(lambda: killed.requests, what="the job.killed message")
+        assert json.loads(killed.requests[0].body)["job"]["state"] == "Killed"
+        assert Delivery.objects.count() == 1
+    assert not started_only.requests and not inactive.requests and not bobs.requests
+
+
+def test_a_job_end_is_emailed_to_owners_who_opted_in(worker, alice, bob, datacenter):
+    services.set_email_on_job_end(alice, True)
+    transition(make_job(bob, datacenter, "bobs"), "Failed", "ReplicaFailed", "exit 1")
+    job = make_job(alice, datacenter)
+    transition(job, "Running", "Running", "all 2 replicas started", from_states=["Starting", "Running"])
+    transition(job, "Succeeded", "Completed", "all 1 trainers exited 0")
+    message = wait_for(lambda: mail.outbox, what="the e-mail")[0]
+    assert message.to == ["alice@example.com"] and message.subject == "[PaddleCloud] job fit succeeded"
+    assert "all 1 trainers exited 0" in message.body and "/jobs/fit/" in message.body
+    assert len(mail.outbox) == 1  # not bob's (not opted in), and none for the start
