@@ -1,8 +1,10 @@
-"""A real local HTTP server standing in for a user's webhook receiver: it records every request
+"""A real local HTTP(S) server standing in for a user's webhook receiver: it records every request
 and answers with the status codes it is told, in turn (200 once they run out)."""
 
 from __future__ import annotations
 
+import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +27,7 @@ class Receiver:
 
 
 @contextmanager
-def receiver(answers: list[int] | None = None) -> Iterator[Receiver]:
+def receiver(answers: list[int] | None = None, tls: ssl.SSLContext | None = None) -> Iterator[Receiver]:
     state = Receiver(url="", answers=list(answers or []))
     lock = threading.Lock()
 
@@ -43,7 +45,9 @@ def receiver(answers: list[int] | None = None) -> Iterator[Receiver]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    state.url = f"http://127.0.0.1:{server.server_port}/hook?from=paddlecloud"
+    if tls:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    state.url = f"{'https' if tls else 'http'}://127.0.0.1:{server.server_port}/hook?from=paddlecloud"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -51,4 +55,32 @@ def receiver(answers: list[int] | None = None) -> Iterator[Receiver]:
     finally:
         server.shutdown()
         server.server_close()
+        thread.join(10)
+
+
+@contextmanager
+def trickling_receiver() -> Iterator[str]:
+    """A receiver that answers one byte of its head every 0.2 s, never finishing (slowloris)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)
+            for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10000:
+                if stop.wait(0.2):
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/"
+    finally:
+        stop.set()
+        listener.close()
         thread.join(10)

@@ -2,6 +2,7 @@
 Celery worker and a real local HTTP receiver."""
 
 import json
+import ssl
 import time
 
 import pytest
@@ -14,7 +15,7 @@ from notifications.models import Delivery
 from tests.support import token_client, wait_for
 
 from .helpers import expected_signature, make_job
-from .receiver import receiver
+from .receiver import receiver, trickling_receiver
 
 
 def _add_hook(user, url, events=("job.succeeded", "job.failed", "job.killed")):
@@ -115,3 +116,37 @@ def test_a_job_end_is_emailed_to_owners_who_opted_in(worker, alice, bob, datacen
     assert message.to == ["alice@example.com"] and message.subject == "[PaddleCloud] job fit succeeded"
     assert "all 1 trainers exited 0" in message.body and "/jobs/fit/" in message.body
     assert len(mail.outbox) == 1  # not bob's (not opted in), and none for the start
+
+
+def test_a_receiver_trickling_its_answer_is_cut_off_at_the_timeout(alice, allow_private):
+    allow_private.WEBHOOK_TIMEOUT = 1.0
+    with trickling_receiver() as url:
+        hook = services.create_webhook(alice, url=url, events=["job.failed"])
+        d = Delivery.objects.create(webhook=hook, event="job.failed", payload={})
+        began = time.monotonic()
+        assert delivery.attempt(d.pk) == pytest.approx(0.2)
+        took = time.monotonic() - began
+    d.refresh_from_db()
+    assert took < 5 and d.error == "no complete answer within 1 s" and d.status == "pending"
+
+
+def test_https_receivers_get_the_message_only_with_a_certificate_that_verifies(alice, allow_private, tmp_path,
+                                                                                monkeypatch):
+    from client.tests.tls_proxy import CertAuthority
+
+    ca = CertAuthority(tmp_path / "ca")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(*ca.issue("receiver", server=True))
+    with receiver(tls=context) as r:
+        hook = services.create_webhook(alice, url=r.url, events=["job.failed"])
+        untrusted = Delivery.objects.create(webhook=hook, event="job.failed", payload={})
+        assert delivery.attempt(untrusted.pk) is not None  # retried later: the CA is not trusted
+        untrusted.refresh_from_db()
+        assert "CERTIFICATE_VERIFY_FAILED" in untrusted.error and not r.requests
+
+        monkeypatch.setenv("SSL_CERT_FILE", str(ca.cert))  # read by ssl.create_default_context
+        trusted = Delivery.objects.create(webhook=hook, event="job.failed", payload={"event": "job.failed"})
+        assert delivery.attempt(trusted.pk) is None
+    trusted.refresh_from_db()
+    assert (trusted.status, trusted.status_code) == ("succeeded", 200)
+    assert r.requests[0].headers["Host"] == f"127.0.0.1:{r.url.split(':')[2].split('/')[0]}"
