@@ -125,3 +125,15 @@ def test_the_page_turns_job_end_email_on_and_off(client, alice):
     assert 'checked' in client.get("/account/webhooks/").content.decode()
     client.post("/account/webhooks/email/", {})
     assert not services.email_on_job_end(alice)
+
+
+def test_staff_see_webhooks_and_deliveries_in_the_admin_but_never_a_secret(client, staff, alice):
+    hook = services.create_webhook(alice, url=PUBLIC, events=["job.failed"])
+    Delivery.objects.create(webhook=hook, event="job.failed", payload={}, status="failed", error="HTTP 502")
+    client.force_login(staff)
+    staff.is_superuser = True
+    staff.save()
+    for url in ("/admin/notifications/webhook/", f"/admin/notifications/webhook/{hook.pk}/change/",
+                "/admin/notifications/delivery/"):
+        res = client.get(url)
+        assert res.status_code == 200 and hook.secret not in res.content.decode()
