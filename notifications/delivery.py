@@ -14,9 +14,10 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from .addresses import AddressRefused, Target, resolve
@@ -26,6 +27,10 @@ SIGNATURE_HEADER = "X-PaddleCloud-Signature"
 TIMESTAMP_HEADER = "X-PaddleCloud-Timestamp"
 RESPONSE_PREFIX = 200  # bytes of a receiver's answer kept in the log; the rest is never read
 MAX_BACKOFF = 3600.0
+LOG_DAYS = 30  # deliveries older than this leave the log
+# A pending delivery not tried for this long has lost its task (a broker outage when it was
+# queued, or a retry message lost): longer than any wait between attempts.
+STALLED = MAX_BACKOFF + 600
 # Answers that mean "try again later"; any other non-2xx is the receiver refusing the message.
 RETRYABLE = {408, 425, 429}
 
@@ -127,3 +132,16 @@ def attempt(delivery_id: int) -> float | None:
         attempts=F("attempts") + 1, status=status, status_code=outcome.status_code, error=outcome.error,
         response=outcome.response, last_attempt=timezone.now())
     return None if done else backoff(attempts)
+
+
+def stalled() -> list[int]:
+    """Pending deliveries no task will try any more (see STALLED)."""
+    before = timezone.now() - timedelta(seconds=STALLED)
+    pending = Delivery.objects.filter(status=Delivery.Status.PENDING)
+    return list(pending.filter(Q(last_attempt__lt=before) | Q(last_attempt__isnull=True, created__lt=before))
+                .values_list("pk", flat=True)[:1000])
+
+
+def prune() -> int:
+    """Drop log entries older than LOG_DAYS; how many went."""
+    return Delivery.objects.filter(created__lt=timezone.now() - timedelta(days=LOG_DAYS)).delete()[0]

@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import QuerySet
+from django.urls import reverse
 
 from jobs.models import Job, JobState
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 EVENT_OF_STATE = {JobState.RUNNING: Event.STARTED, JobState.SUCCEEDED: Event.SUCCEEDED,
                   JobState.FAILED: Event.FAILED, JobState.KILLED: Event.KILLED}
 MAX_WEBHOOKS = 20  # per user: each job change fans out to all of them
+SECRET_MIN = 16
 MESSAGE_MAX = 2000  # of a job's message in a payload or an e-mail (failure messages carry log lines)
 
 
@@ -48,7 +50,8 @@ def _clean_events(events: Iterable[str]) -> list[str]:
     return events
 
 
-def _clean(url: str | None, events: Iterable[str] | None) -> tuple[str | None, list[str] | None]:
+def _clean(url: str | None, events: Iterable[str] | None,
+           secret: str | None) -> tuple[str | None, list[str] | None]:
     """The checked URL and events (None where not given), every field's errors at once."""
     errors: dict[str, list[str]] = {}
     clean_url = clean_events = None
@@ -60,6 +63,8 @@ def _clean(url: str | None, events: Iterable[str] | None) -> tuple[str | None, l
         clean_events = None if events is None else _clean_events(events)
     except ValidationError as e:
         errors.update(e.message_dict)
+    if secret and len(secret) < SECRET_MIN:
+        errors["secret"] = [f"use at least {SECRET_MIN} characters (or leave it empty to have one made)"]
     if errors:
         raise ValidationError(errors)
     return clean_url, clean_events
@@ -71,15 +76,8 @@ def webhooks_of(user: User) -> QuerySet[Webhook]:
 
 def create_webhook(user: User, *, url: str, events: Iterable[str], secret: str = "") -> Webhook:
     """A new webhook; without a secret one is made (the caller shows it once)."""
-    errors: dict[str, list[str]] = {}
-    try:
-        _clean(url, events)
-    except ValidationError as e:
-        errors.update(e.message_dict)
-    if secret and len(secret) < 16:
-        errors["secret"] = ["use at least 16 characters (or leave it empty to have one made)"]
-    if errors:
-        raise ValidationError(errors)
+    events = list(events)
+    _clean(url, events, secret)
     with transaction.atomic():
         # Counted under the user's row lock so two requests at once cannot both take the last slot.
         get_user_model().objects.select_for_update().filter(pk=user.pk).first()
@@ -90,15 +88,16 @@ def create_webhook(user: User, *, url: str, events: Iterable[str], secret: str =
 
 
 def update_webhook(webhook: Webhook, *, url: str | None = None, events: Iterable[str] | None = None,
-                   active: bool | None = None) -> Webhook:
-    """Change what is given; only a new URL is checked again (so a webhook whose host no longer
-    resolves can still be turned off)."""
-    clean_url, clean_events = _clean(url, events)
+                   active: bool | None = None, secret: str | None = None) -> Webhook:
+    """Change what is given (a new secret replaces the old one at once); only a new URL is
+    checked again, so a webhook whose host no longer resolves can still be turned off."""
+    clean_url, clean_events = _clean(url, events, secret)
     webhook.url = clean_url or webhook.url
     webhook.events = clean_events or webhook.events
+    webhook.secret = secret or webhook.secret
     if active is not None:
         webhook.active = active
-    webhook.save(update_fields=["url", "events", "active"])
+    webhook.save(update_fields=["url", "events", "active", "secret"])
     return webhook
 
 
@@ -125,7 +124,7 @@ def job_payload(job: Job, event: str) -> dict[str, Any]:
         "message": job.message[:MESSAGE_MAX], "datacenter": job.datacenter.name,
         "started": job.started.isoformat() if job.started else None,
         "finished": job.finished.isoformat() if job.finished else None,
-        "url": f"{settings.SITE_URL.rstrip('/')}/jobs/{job.name}/"}}
+        "url": settings.SITE_URL.rstrip("/") + reverse("jobs:detail", kwargs={"name": job.name})}}
 
 
 def job_state_changed(job: Job, state: str) -> None:
@@ -147,7 +146,7 @@ def job_state_changed(job: Job, state: str) -> None:
 
 
 def send_job_email(job: Job) -> None:
-    name, state = job.name, job.state.lower()
+    name, state = " ".join(job.name.split()), job.state.lower()  # a header holds no line breaks
     url = job_payload(job, "")["job"]["url"]
     body = f"Your job {name} {state}: {job.reason}\n\n{job.message[:MESSAGE_MAX]}\n\n{url}\n"
     send_mail(f"[PaddleCloud] job {name} {state}", body, None, [job.user.email])

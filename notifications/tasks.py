@@ -18,8 +18,17 @@ def deliver(self: Any, delivery_id: int) -> None:
         raise self.retry(countdown=wait)
 
 
-@shared_task
+# smtplib's errors are OSErrors: a mail server that is down or refusing for now is tried again.
+@shared_task(autoretry_for=(OSError,), retry_backoff=30, retry_backoff_max=3600, max_retries=8)
 def send_job_email(job_id: int) -> None:
     job = Job.objects.select_related("user").filter(pk=job_id).first()
     if job is not None:
         services.send_job_email(job)
+
+
+@shared_task
+def housekeeping() -> None:
+    """Queue again deliveries whose task was lost, and drop old log entries."""
+    for delivery_id in delivery.stalled():
+        deliver.delay(delivery_id)
+    delivery.prune()

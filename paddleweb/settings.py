@@ -169,6 +169,8 @@ WEBHOOK_ALLOW_PRIVATE = env.bool("WEBHOOK_ALLOW_PRIVATE", False)
 WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", 10.0)
 WEBHOOK_MAX_ATTEMPTS = env.int("WEBHOOK_MAX_ATTEMPTS", 6)
 WEBHOOK_RETRY_BACKOFF = env.float("WEBHOOK_RETRY_BACKOFF", 30.0)  # seconds before the 2nd attempt, doubling after
+# Queues again the deliveries whose task was lost, drops delivery log entries older than 30 days.
+CELERY_BEAT_SCHEDULE["webhook-housekeeping"] = {"task": "notifications.tasks.housekeeping", "schedule": 600.0}
 # Job-end e-mail (users opt in on their Webhooks page): Django's mail settings.
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = env.str("EMAIL_HOST", "localhost")

@@ -10,7 +10,8 @@ class WebhookSerializer(serializers.ModelSerializer):
     events = serializers.ListField(child=serializers.CharField(max_length=40), max_length=len(Event.values),
                                    help_text="any of " + ", ".join(Event.values))
     secret = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=200,
-                                   help_text="signs every message (HMAC-SHA256); made for you when empty")
+                                   help_text="signs every message (HMAC-SHA256); made for you when empty on "
+                                             "creation; a new one (PATCH) replaces the old at once")
 
     class Meta:
         model = Webhook

@@ -34,7 +34,7 @@ class WebhookViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.De
         fields = data.validated_data
         with field_errors():
             services.update_webhook(hook, url=fields.get("url"), events=fields.get("events"),
-                                    active=fields.get("active"))
+                                    active=fields.get("active"), secret=fields.get("secret"))
         return Response(WebhookSerializer(hook).data)
 
     def perform_destroy(self, instance):

@@ -137,3 +137,13 @@ def test_staff_see_webhooks_and_deliveries_in_the_admin_but_never_a_secret(clien
                 "/admin/notifications/delivery/"):
         res = client.get(url)
         assert res.status_code == 200 and hook.secret not in res.content.decode()
+
+
+def test_a_new_secret_replaces_the_old_one_at_once(alice_api, alice):
+    hook = services.create_webhook(alice, url=PUBLIC, events=["job.failed"])
+    old = hook.secret
+    assert alice_api.patch(f"/api/v2/webhooks/{hook.pk}/", {"secret": "short"}, format="json").status_code == 400
+    res = alice_api.patch(f"/api/v2/webhooks/{hook.pk}/", {"secret": "n" * 24}, format="json")
+    assert res.status_code == 200 and "secret" not in res.json()
+    hook.refresh_from_db()
+    assert hook.secret == "n" * 24 != old

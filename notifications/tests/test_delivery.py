@@ -150,3 +150,40 @@ def test_https_receivers_get_the_message_only_with_a_certificate_that_verifies(a
     trusted.refresh_from_db()
     assert (trusted.status, trusted.status_code) == ("succeeded", 200)
     assert r.requests[0].headers["Host"] == f"127.0.0.1:{r.url.split(':')[2].split('/')[0]}"
+
+
+def test_deliveries_whose_task_was_lost_are_found_and_old_log_entries_dropped(alice):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    hook = services.create_webhook(alice, url="https://93.184.216.34/", events=["job.failed"])
+    long_ago = timezone.now() - timedelta(seconds=delivery.STALLED + 60)
+    never_tried = Delivery.objects.create(webhook=hook, event="job.failed", payload={})
+    waiting = Delivery.objects.create(webhook=hook, event="job.failed", payload={}, attempts=3,
+                                      last_attempt=timezone.now())
+    lost_retry = Delivery.objects.create(webhook=hook, event="job.failed", payload={}, attempts=2,
+                                         last_attempt=long_ago)
+    done = Delivery.objects.create(webhook=hook, event="job.failed", payload={}, status="succeeded",
+                                   last_attempt=long_ago)
+    Delivery.objects.filter(pk__in=[never_tried.pk, lost_retry.pk, done.pk]).update(created=long_ago)
+    assert sorted(delivery.stalled()) == [never_tried.pk, lost_retry.pk]
+    assert waiting.pk not in delivery.stalled()
+
+    Delivery.objects.filter(pk=done.pk).update(created=timezone.now() - timedelta(days=delivery.LOG_DAYS + 1))
+    assert delivery.prune() == 1 and not Delivery.objects.filter(pk=done.pk).exists()
+
+
+def test_housekeeping_sends_a_delivery_whose_task_was_lost(worker, alice, hook_receiver):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from notifications.tasks import housekeeping
+
+    hook = services.create_webhook(alice, url=hook_receiver.url, events=["job.failed"])
+    lost = Delivery.objects.create(webhook=hook, event="job.failed", payload={"event": "job.failed"})
+    Delivery.objects.filter(pk=lost.pk).update(created=timezone.now() - timedelta(seconds=delivery.STALLED + 60))
+    housekeeping()
+    wait_for(lambda: Delivery.objects.filter(pk=lost.pk, status="succeeded").exists(), what="the lost delivery")
+    assert len(hook_receiver.requests) == 1
