@@ -119,9 +119,14 @@ def backoff(attempts: int) -> float:
 
 def attempt(delivery_id: int) -> float | None:
     """Try a pending delivery once and log how it went; seconds until the next try, or None
-    when it is done (sent, given up on, or gone)."""
-    delivery = Delivery.objects.select_related("webhook").filter(
-        pk=delivery_id, status=Delivery.Status.PENDING).first()
+    when it is done (sent, given up on, gone, or being tried by another worker right now)."""
+    now = timezone.now()
+    # Claimed for the longest a send may take, so a task delivered twice (a worker lost before
+    # acknowledging it, or the housekeeping's resend) does not send the message twice at once.
+    claimed = Delivery.objects.filter(pk=delivery_id, status=Delivery.Status.PENDING).filter(
+        Q(sending_until__isnull=True) | Q(sending_until__lt=now)).update(
+        sending_until=now + timedelta(seconds=settings.WEBHOOK_TIMEOUT + 30))
+    delivery = Delivery.objects.select_related("webhook").filter(pk=delivery_id).first() if claimed else None
     if delivery is None:
         return None
     outcome = send(delivery)
@@ -130,7 +135,7 @@ def attempt(delivery_id: int) -> float | None:
     status = (Delivery.Status.SUCCEEDED if outcome.ok else Delivery.Status.FAILED) if done else Delivery.Status.PENDING
     Delivery.objects.filter(pk=delivery.pk).update(
         attempts=F("attempts") + 1, status=status, status_code=outcome.status_code, error=outcome.error,
-        response=outcome.response, last_attempt=timezone.now())
+        response=outcome.response, last_attempt=timezone.now(), sending_until=None)
     return None if done else backoff(attempts)
 
 

@@ -48,6 +48,8 @@ class Delivery(models.Model):
     response = models.CharField(max_length=200, blank=True, help_text="the start of the last response's body")
     created = models.DateTimeField(auto_now_add=True)
     last_attempt = models.DateTimeField(null=True, blank=True)
+    # Set while a worker is sending it (notifications.delivery.attempt), so only one does at a time.
+    sending_until = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-id"]

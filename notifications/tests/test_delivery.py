@@ -187,3 +187,19 @@ def test_housekeeping_sends_a_delivery_whose_task_was_lost(worker, alice, hook_r
     housekeeping()
     wait_for(lambda: Delivery.objects.filter(pk=lost.pk, status="succeeded").exists(), what="the lost delivery")
     assert len(hook_receiver.requests) == 1
+
+
+def test_a_delivery_being_sent_is_not_sent_again_at_the_same_time(alice, allow_private):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    with receiver() as r:
+        hook = services.create_webhook(alice, url=r.url, events=["job.failed"])
+        d = Delivery.objects.create(webhook=hook, event="job.failed", payload={},
+                                    sending_until=timezone.now() + timedelta(seconds=30))
+        assert delivery.attempt(d.pk) is None and not r.requests  # another worker holds it
+        Delivery.objects.filter(pk=d.pk).update(sending_until=timezone.now() - timedelta(seconds=1))
+        assert delivery.attempt(d.pk) is None and len(r.requests) == 1  # that worker was lost: sent now
+    d.refresh_from_db()
+    assert d.status == "succeeded" and d.sending_until is None
