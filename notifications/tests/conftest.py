@@ -1,5 +1,7 @@
 import pytest
 
+from tests.support import running_system
+
 from .receiver import receiver
 
 
@@ -20,15 +22,5 @@ def hook_receiver(allow_private):
 @pytest.fixture
 def worker(transactional_db):
     """A real Celery worker in threads of this process (no jobs watcher: the tests move jobs)."""
-    from celery.contrib.testing.worker import start_worker
-    from celery.signals import task_postrun
-
-    from paddleweb.celery import app
-    from tests.support import close_task_connection
-
-    task_postrun.connect(close_task_connection)
-    try:
-        with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, shutdown_timeout=30):
-            yield
-    finally:
-        task_postrun.disconnect(close_task_connection)
+    with running_system(watcher=False):
+        yield
