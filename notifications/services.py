@@ -130,12 +130,12 @@ def job_payload(job: Job, event: str) -> dict[str, Any]:
 def job_state_changed(job: Job, state: str) -> None:
     """Queue the messages a job's new state calls for: one delivery per subscribed webhook, and
     the owner's e-mail when the job ended. Called once the state change is committed."""
-    from .tasks import deliver, send_job_email
+    from .tasks import deliver, send_job_email  # here: the tasks module imports this one
 
     event = EVENT_OF_STATE.get(JobState(state))
     if event is None:
         return
-    hooks = [h for h in webhooks_of(job.user).filter(active=True) if event in h.events]
+    hooks = [h for h in webhooks_of(job.user).filter(active=True).only("pk", "events") if event in h.events]
     if hooks:
         payload = job_payload(job, event)
         for hook in hooks:
