@@ -38,6 +38,7 @@ def transition(job: Job, to: str, reason: str, message: str = "", *, from_states
         transaction.on_commit(lambda: notify.job_changed(job.pk))
         if to == JobState.RUNNING:
             transaction.on_commit(lambda: timings.observe_running(job), robust=True)  # a metric never fails a job
+        transaction.on_commit(lambda: notify.job_state_changed(job, to), robust=True)
     return bool(updated)
 
 

@@ -6,6 +6,7 @@ from rest_framework.routers import DefaultRouter
 
 from accounts.api.views import DatacenterViewSet, RegistryViewSet, TokenViewSet, obtain_token, version
 from jobs.api.views import JobViewSet
+from notifications.api.views import WebhookViewSet
 from quotas.api.views import quota
 
 from .api import not_found
@@ -16,6 +17,7 @@ router.register("jobs", JobViewSet, basename="job")
 router.register("registries", RegistryViewSet, basename="registry")
 router.register("datacenters", DatacenterViewSet, basename="datacenter")
 router.register("auth/tokens", TokenViewSet, basename="api-token")
+router.register("webhooks", WebhookViewSet, basename="webhook")
 
 urlpatterns = [
     path("", include(router.urls)),

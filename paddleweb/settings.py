@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "pfs",
     "jobs",
     "legacy",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -164,6 +165,22 @@ CELERY_BEAT_SCHEDULE["pfs-housekeeping"] = {"task": "pfs.tasks.housekeeping",
                                            "schedule": env.float("PFS_HOUSEKEEPING_INTERVAL", 3600.0)}
 # knox refuses an expired token (and deletes its owner's expired ones); this sweeps the rest.
 CELERY_BEAT_SCHEDULE["expired-tokens"] = {"task": "accounts.tasks.delete_expired_tokens", "schedule": 3600.0}
+# Webhooks (notifications app): private, loopback and link-local targets are refused unless the
+# operator allows them (an open webhook URL would let any user probe the internal network).
+WEBHOOK_ALLOW_PRIVATE = env.bool("WEBHOOK_ALLOW_PRIVATE", False)
+WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", 10.0)
+WEBHOOK_MAX_ATTEMPTS = env.int("WEBHOOK_MAX_ATTEMPTS", 6)
+WEBHOOK_RETRY_BACKOFF = env.float("WEBHOOK_RETRY_BACKOFF", 30.0)  # seconds before the 2nd attempt, doubling after
+# Queues again the deliveries whose task was lost, drops delivery log entries older than 30 days.
+CELERY_BEAT_SCHEDULE["webhook-housekeeping"] = {"task": "notifications.tasks.housekeeping", "schedule": 600.0}
+# Job-end e-mail (users opt in on their Webhooks page): Django's mail settings.
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env.str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", "paddlecloud@localhost")
 # One cache for every process (web, worker, watcher), so DRF throttles and anything else
 # counted in the cache count across processes; Django's own Redis backend, on the same Redis.
 CACHES = {

@@ -17,6 +17,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("account/webhooks/", include("notifications.urls")),
     path("account/", include("accounts.urls")),
     path("api/v2/", include(("paddleweb.api_urls", "api"))),
     path("", include("legacy.urls")),  # /api/v1/ and /api-token-auth/ (protocol-v1.md)

@@ -66,9 +66,10 @@ def close_task_connection(**kwargs):
 
 
 @contextmanager
-def running_system(worker: bool = True):
+def running_system(worker: bool = True, watcher: bool = True):
     """A real Celery worker and the jobs watcher, in threads of this process (they share the
-    test database; use with transactional_db / live_server)."""
+    test database; use with transactional_db / live_server). Without the watcher, the test
+    moves its jobs itself."""
     from celery.contrib.testing.worker import start_worker
     from celery.signals import task_postrun
 
@@ -77,7 +78,8 @@ def running_system(worker: bool = True):
 
     stop = threading.Event()
     thread = threading.Thread(target=WatchLoop().run, args=(stop, 0.2), name="watcher", daemon=True)
-    thread.start()
+    if watcher:
+        thread.start()
     # Pool threads would keep their database connections open past the test (on PostgreSQL that
     # blocks dropping the test database): each task closes its thread's connection when done.
     task_postrun.connect(close_task_connection)
@@ -90,7 +92,8 @@ def running_system(worker: bool = True):
     finally:
         task_postrun.disconnect(close_task_connection)
         stop.set()
-        thread.join(10)
+        if watcher:
+            thread.join(10)
 
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

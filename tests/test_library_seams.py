@@ -16,7 +16,7 @@ from paddleweb import channel_layer, server
 from pfs import asgi_responses
 
 SEAMS = {server: "uvicorn", asgi_responses: "django", channel_layer: "channels_redis"}
-FIRST_PARTY = ("accounts", "jobs", "legacy", "paddleweb", "pfs", "quotas")
+FIRST_PARTY = ("accounts", "jobs", "legacy", "notifications", "paddleweb", "pfs", "quotas")
 
 
 def fingerprint(dotted: str) -> str:

@@ -137,6 +137,20 @@ class Client:
     def revoke_token(self, token_id: int) -> None:
         self.api.delete(f"auth/tokens/{int(token_id)}/")
 
+    def webhooks(self) -> list[dict[str, Any]]:
+        """Your webhooks (id, url, events, active, created), never their secrets."""
+        return list(self.api.paginate("webhooks/"))
+
+    def add_webhook(self, url: str, events: Iterable[str], secret: str = "") -> dict[str, Any]:
+        """A new webhook, with its secret: the only time the server shows it."""
+        return self.api.post("webhooks/", {"url": url, "events": list(events), "secret": secret})
+
+    def delete_webhook(self, webhook_id: int) -> None:
+        self.api.delete(f"webhooks/{int(webhook_id)}/")
+
+    def webhook_deliveries(self, webhook_id: int) -> list[dict[str, Any]]:
+        return list(self.api.paginate(f"webhooks/{int(webhook_id)}/deliveries/"))
+
     # --- jobs ---------------------------------------------------------------------------------
     def list(self, all: bool = True, state: str | Iterable[str] | None = None) -> list[JobDict]:  # noqa: A002
         """Your jobs, newest first; `all=False` keeps the ones that have not ended."""

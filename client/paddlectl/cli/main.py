@@ -125,7 +125,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser(prog: str = "paddlectl") -> tuple[Parser, dict[str, Parser]]:
-    from . import account, files, jobs, meta  # noqa: F401  (registers the commands)
+    from . import account, files, jobs, meta, webhooks  # noqa: F401  (registers the commands)
 
     top = Parser(prog=prog, add_help=False, allow_abbrev=False)
     add_global_flags(top)

@@ -1,0 +1,48 @@
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, status
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from notifications import services
+from notifications.models import Webhook
+from paddleweb.api import OwnedViewSet, field_errors
+
+from .serializers import DeliverySerializer, NewWebhookSerializer, WebhookSerializer
+
+
+class WebhookViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, OwnedViewSet):
+    """Your webhooks: URLs POSTed a signed JSON message when your jobs start or end. The secret
+    that signs them is shown only when a webhook is made."""
+
+    queryset = Webhook.objects.all()
+    serializer_class = WebhookSerializer
+
+    @extend_schema(responses={201: NewWebhookSerializer})
+    def create(self, request):
+        data = WebhookSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        fields = data.validated_data
+        with field_errors():
+            hook = services.create_webhook(request.user, url=fields["url"], events=fields["events"],
+                                           secret=fields.get("secret", ""))
+        return Response(NewWebhookSerializer(hook).data, status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request, pk=None):
+        hook = self.get_object()
+        data = WebhookSerializer(hook, data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        fields = data.validated_data
+        with field_errors():
+            services.update_webhook(hook, url=fields.get("url"), events=fields.get("events"),
+                                    active=fields.get("active"), secret=fields.get("secret"))
+        return Response(WebhookSerializer(hook).data)
+
+    def perform_destroy(self, instance):
+        services.delete_webhook(instance)
+
+    @extend_schema(responses={200: DeliverySerializer(many=True)})
+    @action(detail=True, serializer_class=DeliverySerializer)
+    def deliveries(self, request, pk=None):
+        """The webhook's messages, newest first: each one's status, attempts and last answer."""
+        page = self.paginate_queryset(services.deliveries_of(request.user, self.get_object()))
+        return self.get_paginated_response(DeliverySerializer(page, many=True).data)

@@ -1,0 +1,51 @@
+"""The settings → Webhooks page: webhooks, job-end e-mail and the delivery log."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from . import services
+from .forms import EmailForm, WebhookForm
+
+LOG_ROWS = 50
+
+
+@login_required
+def webhooks(request):
+    form = WebhookForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            hook = services.create_webhook(request.user, **form.cleaned_data)
+        except ValidationError as e:
+            for field, errors in e.message_dict.items():
+                for error in errors:
+                    form.add_error(field if field in form.fields else None, error)
+        else:
+            messages.success(request, f"Webhook added. Its secret, shown only this once: {hook.secret}")
+            return redirect("notifications:webhooks")
+    return render(request, "notifications/webhooks.html", {
+        "form": form, "webhooks": services.webhooks_of(request.user),
+        "email_form": EmailForm(initial={"job_end": services.email_on_job_end(request.user)}),
+        "deliveries": services.deliveries_of(request.user)[:LOG_ROWS]})
+
+
+@login_required
+@require_POST
+def webhook_delete(request, pk: int):
+    hook = get_object_or_404(services.webhooks_of(request.user), pk=pk)
+    services.delete_webhook(hook)
+    messages.success(request, f"Webhook {hook.url} deleted.")
+    return redirect("notifications:webhooks")
+
+
+@login_required
+@require_POST
+def email(request):
+    form = EmailForm(request.POST)
+    form.is_valid()  # a checkbox: absent means off
+    services.set_email_on_job_end(request.user, form.cleaned_data.get("job_end", False))
+    if not request.user.email:
+        messages.warning(request, "Your account has no e-mail address: ask an administrator to set one.")
+    return redirect("notifications:webhooks")
