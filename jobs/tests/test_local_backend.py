@@ -24,10 +24,24 @@ def no_job_left_behind(transactional_db):
         LocalBackend(job.datacenter).delete(job)
 
 PS_WORKLOAD = """
-import json, os, sys, time
+import json, os, socket, sys, time
 json.dump(dict(os.environ), open("env.json", "w"))
 if os.environ["TRAINING_ROLE"] == "PSERVER":
+    server = socket.create_server((os.environ["POD_IP"], int(os.environ["PADDLE_PORT"])))
     time.sleep(600)  # parameter servers never exit by themselves
+# As real trainers do, reach every pserver first (so each has started, and written its env.json,
+# before the trainers end and the pservers are stopped, however slow the machine).
+deadline = time.monotonic() + 120
+for endpoint in filter(None, os.environ.get("PADDLE_PSERVERS_IP_PORT_LIST", "").split(",")):
+    host, port = endpoint.rsplit(":", 1)
+    while True:
+        try:
+            socket.create_connection((host, int(port)), timeout=5).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 print("trainer", os.environ["PADDLE_TRAINER_ID"], "starting", flush=True)
 for step in range(3):
     print(f'PADDLECLOUD_METRIC {{"step": {step + 1}, "loss": {1 / (step + 1)}}}', flush=True)
