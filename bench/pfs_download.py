@@ -19,7 +19,6 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "client"))
 
-from pfs_transfer import MB, PY, ROOT, MiB, free_port, ready, settle, setup, sha256, wait_for_port  # noqa: E402
+from pfs_transfer import MB, ROOT, MiB, random_file, ready, service_env, sha256, start_server  # noqa: E402
 
 from paddlectl.sdk import Client  # noqa: E402
 
@@ -51,25 +50,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="pfs-dl-bench-", dir=ROOT / "var" if (ROOT / "var").is_dir() else None))
     server = None
     try:
-        env = {**os.environ, "PADDLECLOUD_VAR": str(tmp / "var"), "PFS_ROOT": str(tmp / "pfs"),
-               "DJANGO_SETTINGS_MODULE": "paddleweb.settings", "LOG_LEVEL": "WARNING"}
-        env.pop("DATABASE_URL", None)
-        token = setup(env)
-        src = tmp / "src.bin"
-        with open(src, "wb") as f:
-            for _ in range(size // (64 * MiB)):
-                f.write(os.urandom(64 * MiB))
-            f.write(os.urandom(size % (64 * MiB)))
-        settle(src)
-        digest = sha256(src)
-
-        port = free_port()
-        server = subprocess.Popen([str(Path(PY).parent / "uvicorn"), "--http", "paddleweb.server:HttpProtocol",
-                                   "--host", "127.0.0.1", "--port", str(port), "--no-access-log", "--lifespan", "off",
-                                   "paddleweb.asgi:application"],
-                                  cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                  stderr=None if os.environ.get("BENCH_SERVER_LOG") else subprocess.DEVNULL)
-        wait_for_port(port, server)
+        env, token = service_env(tmp)
+        src, digest = random_file(tmp / "src.bin", size)
+        server, port = start_server(env)
         calls = [0]
 
         def progress(done: int, total: int) -> None:

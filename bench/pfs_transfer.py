@@ -139,6 +139,36 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> Non
     raise SystemExit("the server did not start")
 
 
+def service_env(tmp: Path) -> tuple[dict, str]:
+    """The environment of a throwaway service under `tmp` (SQLite, its own PFS), and a token."""
+    env = {**os.environ, "PADDLECLOUD_VAR": str(tmp / "var"), "PFS_ROOT": str(tmp / "pfs"),
+           "DJANGO_SETTINGS_MODULE": "paddleweb.settings", "LOG_LEVEL": "WARNING"}
+    env.pop("DATABASE_URL", None)
+    return env, setup(env)
+
+
+def random_file(path: Path, size: int) -> tuple[Path, str]:
+    """`size` random bytes at `path`, flushed to disk; the file and its sha256."""
+    with open(path, "wb") as f:
+        for _ in range(size // (64 * MiB)):
+            f.write(os.urandom(64 * MiB))
+        f.write(os.urandom(size % (64 * MiB)))
+    settle(path)
+    return path, sha256(path)
+
+
+def start_server(env: dict) -> tuple[subprocess.Popen, int]:
+    """uvicorn with the Procfile's protocol on a free port, once it answers."""
+    port = free_port()
+    server = subprocess.Popen([str(Path(PY).parent / "uvicorn"), "--http", "paddleweb.server:HttpProtocol",
+                               "--host", "127.0.0.1", "--port", str(port), "--no-access-log", "--lifespan", "off",
+                               "paddleweb.asgi:application"],
+                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                              stderr=None if os.environ.get("BENCH_SERVER_LOG") else subprocess.DEVNULL)
+    wait_for_port(port, server)
+    return server, port
+
+
 def _sendfile(sock: socket.socket, fd: int, offset: int, count: int) -> None:
     end = offset + count
     while offset < end:
@@ -323,25 +353,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="pfs-bench-", dir=ROOT / "var" if (ROOT / "var").is_dir() else None))
     server = None
     try:
-        env = {**os.environ, "PADDLECLOUD_VAR": str(tmp / "var"), "PFS_ROOT": str(tmp / "pfs"),
-               "DJANGO_SETTINGS_MODULE": "paddleweb.settings", "LOG_LEVEL": "WARNING"}
-        env.pop("DATABASE_URL", None)
-        token = setup(env)
-        src = tmp / "src.bin"
-        with open(src, "wb") as f:
-            for _ in range(size // (64 * MiB)):
-                f.write(os.urandom(64 * MiB))
-            f.write(os.urandom(size % (64 * MiB)))
-        settle(src)
-        digest = sha256(src)
-
-        port = free_port()
-        server = subprocess.Popen([str(Path(PY).parent / "uvicorn"), "--http", "paddleweb.server:HttpProtocol",
-                                   "--host", "127.0.0.1", "--port", str(port), "--no-access-log", "--lifespan", "off",
-                                   "paddleweb.asgi:application"],
-                                  cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                  stderr=None if os.environ.get("BENCH_SERVER_LOG") else subprocess.DEVNULL)
-        wait_for_port(port, server)
+        env, token = service_env(tmp)
+        src, digest = random_file(tmp / "src.bin", size)
+        server, port = start_server(env)
         # warm up (imports, first request), then take the baseline RSS
         upload(port, token, _small(tmp), "/pfs/local/home/bench/warm", MiB)
         download(port, token, "/pfs/local/home/bench/warm", tmp / "warm.out", args.client)
