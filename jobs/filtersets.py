@@ -4,6 +4,8 @@ from .models import Job, JobState
 
 
 class JobFilterSet(django_filters.FilterSet):
+    name = django_filters.CharFilter(lookup_expr="icontains", max_length=100,
+                                     label="Only jobs whose name contains this text (any case)")
     state = django_filters.MultipleChoiceFilter(choices=JobState.choices)
     # A choice, not a BooleanFilter: that one ignores a value it cannot read instead of refusing it.
     active = django_filters.TypedChoiceFilter(choices=[("true", "true"), ("false", "false")],

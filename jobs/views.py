@@ -7,6 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from accounts.models import Datacenter
 from paddleweb.pagination import cursor_page
 
 from . import job_page, services, usage
@@ -22,7 +23,9 @@ def job_list(request):
     filters = JobFilterSet(request.GET, queryset=services.visible_jobs(request.user))
     page = cursor_page(filters.qs, request, page_size=25)
     template = "jobs/_job_rows.html" if request.htmx else "jobs/job_list.html"
-    return render(request, template, {"page": page, "filters": filters, "states": JobState.values})
+    datacenters = Datacenter.objects.order_by("name").values_list("name", flat=True)
+    return render(request, template, {"page": page, "filters": filters, "states": JobState.values,
+                                      "datacenters": list(datacenters)})
 
 
 @login_required

@@ -75,3 +75,33 @@ def test_the_api_takes_an_empty_choice_as_no_filter_and_its_schema_says_so(alice
     schema = yaml.safe_load(alice_api.get("/api/v2/schema/").content)
     params = {p["name"]: p["schema"] for p in schema["paths"]["/api/v2/jobs/"]["get"]["parameters"]}
     assert "" in params["mode"]["enum"] and "" in params["active"]["enum"]
+
+
+def test_name_search_finds_jobs_by_part_of_their_name_in_any_case(web, alice_api, jobs):
+    assert names(web.get("/jobs/?name=ONE")) == {"queued-one", "running-one", "done-one", "failed-one"}
+    assert names(web.get("/jobs/?name=run")) == {"running-one"}
+    api = {j["name"] for j in alice_api.get("/api/v2/jobs/?name=run").json()["results"]}
+    assert api == {"running-one"}  # bob's "bobs-running" is never seen
+
+
+def test_the_datacenter_filter_shows_once_there_are_several(web, alice, jobs, datacenter):
+    from accounts.models import Datacenter
+
+    assert 'name="datacenter__name"' not in web.get("/jobs/").content.decode()
+    other = Datacenter.objects.create(name="gpu", backend="local")
+    Job.objects.create(user=alice, datacenter=other, name="on-gpu", state="Queued", mode="ps", pservers=1,
+                       trainers=1, package="/pfs/gpu/home/alice/pkg", entry="python train.py")
+    assert 'name="datacenter__name"' in web.get("/jobs/").content.decode()
+    assert names(web.get("/jobs/?datacenter__name=gpu")) == {"on-gpu"}
+
+
+def test_rows_show_how_long_a_finished_job_ran(web, alice, datacenter):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    start = timezone.now() - timedelta(hours=2)
+    Job.objects.create(user=alice, datacenter=datacenter, name="timed", state="Succeeded", mode="ps", pservers=1,
+                       trainers=1, package="/pfs/local/home/alice/pkg", entry="python train.py",
+                       started=start, finished=start + timedelta(minutes=2, seconds=5))
+    assert "<td>2m 05s</td>" in web.get("/jobs/").content.decode()
