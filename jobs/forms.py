@@ -64,7 +64,11 @@ class JobForm(SpecForm):
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["datacenter"].choices = [(d.name, d.name) for d in Datacenter.objects.all()]
+        datacenters = list(Datacenter.objects.all())
+        self.fields["datacenter"].choices = [(d.name, d.name) for d in datacenters]
+        # What the page needs to show only the fields the chosen datacenter's backend uses.
+        self.datacenter_backends = {d.name: d.backend for d in datacenters}
+        self.backend_fields = {f.name: list(f.backends) for f in spec.surface("form") if f.backends}
         self.fields["datacenter"].initial = settings.DEFAULT_DATACENTER
         self.fields["entry"].widget.attrs["placeholder"] = "python train.py"
         self.fields["registry"].choices = [("", "—")] + [

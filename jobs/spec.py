@@ -68,6 +68,8 @@ class Field:
     group: str = "Options"  # its section of the submit page (GROUPS)
     # A default that depends on the mode, e.g. pservers: 1 in ps mode, 0 in collective.
     mode_defaults: tuple[tuple[str, Any], ...] = ()
+    # The datacenter backends that use it (the submit page shows it only for those); empty: all.
+    backends: tuple[str, ...] = ()
 
     @property
     def required(self) -> bool:
@@ -98,7 +100,7 @@ SPEC: tuple[Field, ...] = (
     Field("memory", "quantity", "Memory per trainer, e.g. 512Mi or 2Gi.", default="1Gi",
           max_length=MAX_QUANTITY_LENGTH, group="Trainers"),
     Field("gpu", "int", f"GPUs per trainer, 0 to {MAX_GPUS}.", default=0, min=0, max=MAX_GPUS, label="GPU",
-          group="Trainers"),
+          group="Trainers", backends=("kubernetes",)),
     Field("pscpu", "quantity", "CPU per parameter server.", default="1", label="Pserver CPU",
           max_length=MAX_QUANTITY_LENGTH, group="Parameter servers"),
     Field("psmemory", "quantity", "Memory per parameter server.", default="1Gi", label="Pserver memory",
@@ -106,8 +108,9 @@ SPEC: tuple[Field, ...] = (
     Field("passes", "int", f"Number of passes over the data (PADDLE_INIT_NUM_PASSES), 1 to {MAX_PASSES}.",
           default=1, min=1, max=MAX_PASSES),
     Field("image", "text", "Docker image (Kubernetes datacenters); the datacenter's default when empty.",
-          default="", max_length=300),
-    Field("registry", "ref", "One of your registries, to pull a private image.", default="", max_length=40),
+          default="", max_length=300, backends=("kubernetes",)),
+    Field("registry", "ref", "One of your registries, to pull a private image.", default="", max_length=40,
+          backends=("kubernetes",)),
     Field("env", "env", f"Extra environment variables: at most {MAX_ENV_VARS}, {MAX_ENV_BYTES // 1024} KiB of "
                         "names and values together, names like [A-Za-z_][A-Za-z0-9_]*, none of the process "
                         "contract's.", default={}, label="Environment"),

@@ -117,3 +117,17 @@ def test_the_compare_page_overlays_each_jobs_loss_curve(page, live_server, alice
     expect(page.locator("#chart .u-legend .u-series")).to_have_count(3)  # step + one line per job
     expect(page.locator("#chart .u-legend")).to_contain_text("fit.v2 loss")
     assert errors == []
+
+
+def test_the_submit_form_shows_only_the_fields_the_chosen_datacenter_uses(page, live_server, alice):
+    from accounts.models import Datacenter
+
+    Datacenter.objects.create(name="cluster", backend="kubernetes")
+    page.goto(f"{live_server.url}/jobs/new/")
+    page.select_option("select[name=datacenter]", "local")
+    for name in ("image", "registry", "gpu"):  # a local datacenter uses none of them
+        expect(page.locator(f"#field-{name}")).to_be_hidden()
+    expect(page.locator("#field-cpu")).to_be_visible()
+    page.select_option("select[name=datacenter]", "cluster")
+    for name in ("image", "registry", "gpu"):
+        expect(page.locator(f"#field-{name}")).to_be_visible()
