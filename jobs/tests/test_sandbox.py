@@ -324,8 +324,19 @@ def test_the_program_runs_as_the_job_uid_in_its_cgroup_while_its_keeper_stays_ou
                  trainers=1)
     launch_job(job.pk)
     keeper = next(p for p in job_processes(job) if "shim.py" in " ".join(p.cmdline()))
-    program = wait_for(lambda: [p for p in keeper.children(recursive=True) if p.name().startswith("python")],
-                       10, what="the program")[0]
+    def programs():
+        # The program itself: python running train.py (not a forked keeper child before its exec).
+        found = []
+        for p in keeper.children(recursive=True):
+            try:
+                cmdline = " ".join(p.cmdline())
+                if p.name().startswith("python") and "train.py" in cmdline and "shim.py" not in cmdline:
+                    found.append(p)
+            except psutil.NoSuchProcess:
+                continue
+        return found
+
+    program = wait_for(programs, 30, what="the program")[0]
     assert psutil.Process(program.pid).uids().real == sandbox.job_uid(alice)
     assert _memory_cgroup(program.pid).endswith(f"/{netns.name(job)}-trainer-0")
     assert _memory_cgroup(keeper.pid) == _memory_cgroup(os.getpid())  # a replica at its limit cannot take it down

@@ -135,8 +135,8 @@ class KubernetesWatcher(Watcher):
         if job.state in (JobState.STARTING, JobState.RUNNING):
             self._advance(watcher, backend, job, ns)
             self._pending(watcher, backend, job)
-        live, _ = watcher.state.pods_of(job.pk)
-        self._pod_details(backend, job, live, ns)
+        live, gone = watcher.state.pods_of(job.pk)
+        self._pod_details(backend, job, live, gone, ns)
         ctx.push_logs(job)
         ctx.record_usage(job)
         if job.state in TERMINAL_STATES and not live:
@@ -185,18 +185,22 @@ class KubernetesWatcher(Watcher):
             self.starting_at[job.pk] = event.created if event else job.created
         return self.starting_at[job.pk]
 
-    def _pod_details(self, backend: KubernetesBackend, job: Job, pods: list[dict[str, Any]], ns: str) -> None:
-        """Restart counts on the replicas; our index label on each pod (templates cannot
-        carry a per-pod label), once per pod."""
+    def _pod_details(self, backend: KubernetesBackend, job: Job, pods: list[dict[str, Any]],
+                     gone: list[dict[str, Any]], ns: str) -> None:
+        """Restart counts on the replicas, the highest seen (a pod that failed the job may be
+        deleted before this pass: its last state is among the gone ones); our index label on
+        each live pod (templates cannot carry a per-pod label), once per pod."""
+        for pod in pods + gone:
+            key = replica_key(pod)
+            statuses = (pod.get("status") or {}).get("containerStatuses") or []
+            restarts = sum(cs.get("restartCount") or 0 for cs in statuses)
+            if key is not None and restarts:
+                Replica.objects.filter(job=job, role=key[1], index=key[2], restarts__lt=restarts).update(
+                    restarts=restarts)
         for pod in pods:
             key = replica_key(pod)
             if key is None:
                 continue
-            statuses = (pod.get("status") or {}).get("containerStatuses") or []
-            restarts = sum(cs.get("restartCount") or 0 for cs in statuses)
-            if restarts:
-                Replica.objects.filter(job=job, role=key[1], index=key[2]).exclude(restarts=restarts).update(
-                    restarts=restarts)
             md = meta(pod)
             if manifests.LABEL_INDEX not in (md.get("labels") or {}) and md.get("uid") not in self.labelled:
                 self.labelled.add(md.get("uid"))
