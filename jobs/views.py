@@ -22,10 +22,11 @@ def job_list(request):
     # The API's FilterSet: the page's filters are the API's, with the same names and values.
     filters = JobFilterSet(request.GET, queryset=services.visible_jobs(request.user))
     page = cursor_page(filters.qs, request, page_size=25)
-    template = "jobs/_job_rows.html" if request.htmx else "jobs/job_list.html"
+    if request.htmx:  # the rows' refresh every 3 s: no filter form to fill
+        return render(request, "jobs/_job_rows.html", {"page": page})
     datacenters = Datacenter.objects.order_by("name").values_list("name", flat=True)
-    return render(request, template, {"page": page, "filters": filters, "states": JobState.values,
-                                      "datacenters": list(datacenters)})
+    return render(request, "jobs/job_list.html", {"page": page, "filters": filters, "states": JobState.values,
+                                                  "datacenters": list(datacenters)})
 
 
 @login_required
