@@ -4,27 +4,25 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from accounts.api.views import DatacenterViewSet, RegistryViewSet, TokenViewSet, obtain_token, version
-from jobs.api.views import JobViewSet
-from notifications.api.views import WebhookViewSet
-from quotas.api.views import quota
+from accounts.api import urls as accounts_api
+from jobs.api import urls as jobs_api
+from notifications.api import urls as notifications_api
 
 from .api import not_found
 from .health_api import HealthView
 
-router = DefaultRouter()
-router.register("jobs", JobViewSet, basename="job")
-router.register("registries", RegistryViewSet, basename="registry")
-router.register("datacenters", DatacenterViewSet, basename="datacenter")
-router.register("auth/tokens", TokenViewSet, basename="api-token")
-router.register("webhooks", WebhookViewSet, basename="webhook")
+# Each app routes its own API (<app>/api/urls.py); this router only serves the index of them all.
+index = DefaultRouter()
+for app in (jobs_api, accounts_api, notifications_api):
+    index.registry.extend(app.router.registry)
 
 urlpatterns = [
-    path("", include(router.urls)),
-    path("auth/token/", obtain_token, name="token"),
-    path("quota/", quota, name="quota"),
+    path("", index.get_api_root_view(), name="api-root"),
+    path("", include("jobs.api.urls")),
+    path("", include("accounts.api.urls")),
+    path("", include("notifications.api.urls")),
+    path("", include("quotas.api.urls")),
     path("", include("pfs.api.urls")),
-    path("version/", version, name="version"),
     path("health/", HealthView.as_view(), name="health"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
