@@ -131,7 +131,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not shared-cache memory, so test threads (live server, worker) can write at once.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
 else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
+    # No persistent connections: under ASGI each request's sync code runs in a thread of its own,
+    # and a connection kept past the request outlives its thread (Django's docs: disable them
+    # under ASGI). tests/test_db_connections.py fails if requests leave sessions open.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -163,6 +166,11 @@ CELERY_BEAT_SCHEDULE = {
 # PFS: drop abandoned uploads and recount every home's usage (jobs write to homes directly).
 CELERY_BEAT_SCHEDULE["pfs-housekeeping"] = {"task": "pfs.tasks.housekeeping",
                                            "schedule": env.float("PFS_HOUSEKEEPING_INTERVAL", 3600.0)}
+# Finished jobs' working copies and logs are removed this many days after the job finished (the
+# job's record stays until deleted); 0 or empty keeps them forever (a negative value too).
+JOB_RETENTION_DAYS = max(0.0, float(env.str("JOB_RETENTION_DAYS", "") or 0))
+CELERY_BEAT_SCHEDULE["job-retention"] = {"task": "jobs.tasks.purge_finished_jobs",
+                                         "schedule": env.float("JOB_RETENTION_INTERVAL", 3600.0)}
 # knox refuses an expired token (and deletes its owner's expired ones); this sweeps the rest.
 CELERY_BEAT_SCHEDULE["expired-tokens"] = {"task": "accounts.tasks.delete_expired_tokens", "schedule": 3600.0}
 # Webhooks (notifications app): private, loopback and link-local targets are refused unless the
@@ -296,7 +304,13 @@ DEFAULT_DATACENTER = env.str("DEFAULT_DATACENTER", "local")
 KILL_GRACE_SECONDS = env.float("KILL_GRACE_SECONDS", 10.0)
 # A job stuck in Building/Starting with no heartbeat for this long is relaunched by reconcile.
 LAUNCH_LEASE_SECONDS = env.float("LAUNCH_LEASE_SECONDS", 60.0)
+# After waiting this long, a queued job keeps its place: no smaller job may start before it.
+QUEUE_BACKFILL_SECONDS = env.float("QUEUE_BACKFILL_SECONDS", 600.0)
 WATCH_INTERVAL = env.float("WATCH_INTERVAL", 0.5)
+# A failed replica (or a gang-restarted job) starts again after RESTART_BACKOFF_SECONDS, doubling
+# with every restart up to RESTART_BACKOFF_MAX_SECONDS (jobs/restarts.py).
+RESTART_BACKOFF_SECONDS = env.float("RESTART_BACKOFF_SECONDS", 10.0)
+RESTART_BACKOFF_MAX_SECONDS = env.float("RESTART_BACKOFF_MAX_SECONDS", 300.0)
 # Push new log lines as they are written (inotify on LOGS_ROOT); off where other hosts write the
 # log files (a network filesystem), so only the watcher's passes push them.
 LOG_INOTIFY = env.bool("LOG_INOTIFY", True)
