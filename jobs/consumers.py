@@ -43,9 +43,16 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
         if state:
             await self.send_json({"type": "job", **state})
 
+    async def dispatch(self, message):
+        # Log output, the bulk of the pushes, needs no database: channels' dispatch would first
+        # close stale database connections in a thread, a thread hop per message and viewer.
+        if message["type"] == "log.data":
+            await self.log_data(message)
+        else:
+            await super().dispatch(message)
+
     async def log_data(self, event):
-        await self.send_json({"type": "log", "replica": event["replica"], "offset": event["offset"],
-                              "text": event["text"], "next_offset": event["next_offset"]})
+        await self.send(text_data=event["json"])  # encoded once by the pusher (notify.log_data)
 
     async def log_notice(self, event):
         await self.send_json({"type": "log_notice", "replica": event["replica"], "notice": event["notice"]})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING
 
@@ -46,7 +47,10 @@ def job_state_changed(job: Job, state: str) -> None:
 
 
 def log_data(job_id: int, replica: str, offset: int, text: str, next_offset: int) -> None:
-    send(job_id, {"type": "log.data", "replica": replica, "offset": offset, "text": text, "next_offset": next_offset})
+    """New log output, encoded here once as the websocket message every viewer is sent as is:
+    encoding it per viewer cost 100 times the work for 100 viewers."""
+    send(job_id, {"type": "log.data", "json": json.dumps(
+        {"type": "log", "replica": replica, "offset": offset, "text": text, "next_offset": next_offset})})
 
 
 def log_notice(job_id: int, replica: str, notice: str) -> None:

@@ -12,12 +12,18 @@ when the pinned channels_redis changes the private method overridden here (PINNE
 import asyncio
 
 from channels_redis.core import RedisChannelLayer as _RedisChannelLayer
+from redis.asyncio import BlockingConnectionPool
+
+# Redis connections per process; a caller finding all in use waits up to POOL_WAIT seconds.
+POOL_SIZE = 100
+POOL_WAIT = 20.0
 
 # channels_redis internals this module relies on, as sha256 (first 16 hex digits) of their
 # source in the pinned channels_redis; checked by tests/test_library_seams.py.
 PINNED = {
     "channels_redis.core:RedisChannelLayer._brpop_with_clean": "363a120edcef61d5",
     "channels_redis.core:RedisChannelLayer.receive": "158a09895d9a7c8e",  # loops on _brpop_with_clean
+    "channels_redis.core:RedisLoopLayer.get_connection": "db77fd7c073c2ee6",  # makes each pool with create_pool
 }
 
 
@@ -32,3 +38,12 @@ class RedisChannelLayer(_RedisChannelLayer):
         if task is not None and task.cancelling():
             raise asyncio.CancelledError()
         return await super()._brpop_with_clean(index, channel, timeout)
+
+    def create_pool(self, index):
+        """A pool that, all its connections in use, makes the caller wait for one instead of
+        failing: 100 viewers closing at once each leave the job's group together, and redis-py's
+        default pool (100 connections, one held by a blocking receive) failed the rest with
+        MaxConnectionsError. The hosts are given by address (settings.CHANNEL_LAYERS)."""
+        host = dict(self.hosts[index])
+        return BlockingConnectionPool.from_url(host.pop("address"), max_connections=POOL_SIZE, timeout=POOL_WAIT,
+                                               **host)

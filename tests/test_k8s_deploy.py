@@ -51,7 +51,9 @@ def test_the_dockerfile_installs_the_pinned_requirements_and_runs_unprivileged()
 
 def test_the_web_server_runs_uvicorn_with_the_zero_copy_protocol_everywhere():
     """The Procfile, the image and the web Deployment start the same server: uvicorn (which
-    requirements.txt installs; daphne is a test-only package) with paddleweb.server's protocol."""
+    requirements.txt installs; daphne is a test-only package) with paddleweb.server's protocol, and
+    without websocket compression (compressing each viewer's copy of a log push would cost more
+    than all else: jobs/tests/test_live_logs.py)."""
     import shlex
 
     procfile = dict(line.split(": ", 1) for line in (ROOT / "Procfile").read_text().splitlines() if line)
@@ -61,6 +63,7 @@ def test_the_web_server_runs_uvicorn_with_the_zero_copy_protocol_everywhere():
     for argv in (shlex.split(procfile["web"]), image_cmd, pod_cmd):
         assert argv[:2] == ["uvicorn", "paddleweb.asgi:application"], argv
         assert argv[argv.index("--http") + 1] == "paddleweb.server:HttpProtocol", argv
+        assert argv[argv.index("--ws-per-message-deflate") + 1] == "false", argv
     assert any(line.startswith("uvicorn==") for line in (ROOT / "requirements.txt").read_text().splitlines())
 
 
@@ -128,5 +131,39 @@ def test_rbac_allows_every_request_of_a_jobs_life_and_no_more(alice, cluster, k8
         ("", "secrets", "create"), ("", "secrets", "update"), ("", "secrets", "get"),  # registries, copies
         ("apps", "statefulsets", "delete"), ("batch", "jobs", "delete"),  # stopping only one role
         ("batch", "jobs", "get"), ("", "secrets", "delete"),  # image builds (their short-lived secrets)
-        ("", "resourcequotas", "update")}  # a changed quota
+        ("", "resourcequotas", "update")} | GANG_LIFE  # a changed quota; gang scheduling, restarts, suspend
     assert allowed - used - optional == set()
+
+
+# What only a gang-scheduled job's life with a gang restart and a suspend asks for (below).
+GANG_LIFE = {("scheduling.volcano.sh", "podgroups", v) for v in ("list", "watch", "create", "delete")} | {
+    ("kueue.x-k8s.io", "workloads", "list"), ("kueue.x-k8s.io", "workloads", "watch"),
+    ("batch", "jobs", "patch"), ("apps", "statefulsets", "patch"), ("", "services", "delete")}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rbac_allows_a_gang_scheduled_jobs_restart_and_suspend(alice, cluster, k8s_dc):
+    from jobs.backends.kubernetes import watch as k8s_watch
+    from jobs.backends.registry import get_backend
+    from jobs.models import Replica
+    from jobs.tests.k8s_fixtures import FAST
+
+    for config in ({"gang_scheduler": "volcano"}, {"gang_scheduler": "kueue", "kueue_queue": "q"}):
+        k8s_dc.config = {**FAST, **config}
+        k8s_dc.save()
+        part = Part()
+        try:
+            job = submit(alice, f"fit-{config['gang_scheduler']}")
+            launch(job)
+            part.until(lambda p=part: p.part.watchers and p.watcher().state.ready(), what="watches")
+            backend = get_backend(job.datacenter)
+            backend.stop(job, list(job.replicas.all()))
+            Replica.objects.filter(job=job).update(attempt=1)
+            backend.restart(job, list(job.replicas.all()))
+            backend.suspend(job)
+        finally:
+            part.part.stop()
+            k8s_watch.stop_all()
+    used = {to_permission(m, p) for _, m, p in cluster.requests}
+    assert used - granted() == set()
+    assert GANG_LIFE - used == set(), "each is needed by some step of this life"

@@ -1,12 +1,14 @@
 """Wake-ups from the server: a job's websocket (`ws/jobs/<name>/`) pushes its state changes and
-new log output as they happen. Followers still read everything over HTTP by offset, so the
-socket only decides *when* to read: a push lost, or a server or proxy without websockets,
-costs latency and never a line."""
+new log output as they happen. A log push that continues a follower's offset exactly is used as
+it is; anything else (a state change, a gap, a reconnect) makes the follower read over HTTP by
+offset, so a push lost, or a server or proxy without websockets, costs latency and never a line."""
 
 from __future__ import annotations
 
+import json
 import threading
-from typing import TYPE_CHECKING
+from collections import deque
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from websockets.exceptions import InvalidHandshake, InvalidURI, WebSocketException
@@ -30,6 +32,8 @@ class JobEvents:
         self.connected = threading.Event()
         self.settled = threading.Event()  # connected, or given up for now
         self._news = threading.Event()
+        self._logs: deque[dict[str, Any]] = deque()  # pushed log messages not yet taken
+        self._other = threading.Event()  # news other than log output came: read over HTTP
         self._stop = threading.Event()
         self._ws = None
         self._thread = threading.Thread(target=self._run, name=f"paddlectl-events-{job}", daemon=True)
@@ -53,6 +57,16 @@ class JobEvents:
         self._news.clear()
         return news
 
+    def take_logs(self) -> tuple[list[dict[str, Any]], bool]:
+        """The log messages pushed since the last call, in order, and whether anything else came
+        (a state change, a reconnect) that calls for a read over HTTP."""
+        other = self._other.is_set()
+        self._other.clear()
+        logs = []
+        while self._logs:
+            logs.append(self._logs.popleft())
+        return logs, other
+
     def close(self) -> None:
         self._stop.set()
         ws = self._ws
@@ -70,7 +84,8 @@ class JobEvents:
                     self.connected.set()
                     self.settled.set()
                     delay = 1.0
-                    for _ in ws:
+                    for frame in ws:
+                        self._took(frame)
                         self._news.set()
             except (InvalidHandshake, InvalidURI):
                 break  # refused (no websockets there, or no access): HTTP polling alone
@@ -80,8 +95,19 @@ class JobEvents:
                 self._ws = None
                 self.connected.clear()
             if not self._stop.is_set():
-                self._news.set()  # reconnected streams may have missed pushes: read once
+                self._other.set()  # reconnected streams may have missed pushes: read once
+                self._news.set()
             self.settled.set()
             self._stop.wait(delay)
             delay = min(delay * 2, 30.0)
         self.settled.set()
+
+    def _took(self, frame: str | bytes) -> None:
+        try:
+            message = json.loads(frame)
+        except ValueError:
+            message = None
+        if isinstance(message, dict) and message.get("type") == "log":
+            self._logs.append(message)
+        else:
+            self._other.set()

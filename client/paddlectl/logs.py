@@ -5,7 +5,8 @@ answer says where the next read continues (`next_offset`). Following is therefor
 "read from where I stopped" per replica: after a dropped connection, or a server restart, the
 follower asks again from the same offsets and gets exactly the lines it has not seen. It reads
 again when the job's websocket says something happened (paddlectl.live), and every
-`poll_interval` seconds where there is no websocket.
+`poll_interval` seconds where there is no websocket. Pushed log output that continues a replica's
+offset exactly is printed as pushed, with no request.
 """
 
 from __future__ import annotations
@@ -126,6 +127,23 @@ class LogReader:
             return
         yield from self._follow(events)
 
+    def _pushed(self, events: JobEvents) -> tuple[list[LogLine], bool]:
+        """The lines pushed since the last look, and whether to read over HTTP all the same:
+        something other than log output came, or a push did not continue its replica's offset."""
+        logs, read = events.take_logs()
+        lines: list[LogLine] = []
+        for message in logs:
+            name = message.get("replica")
+            if self.replica and name != self.replica:
+                continue
+            if name in self.offsets and int(message.get("next_offset", 0)) <= self.offsets[name]:
+                continue  # already read over HTTP
+            if name not in self.offsets or message.get("offset") != self.offsets[name]:
+                read = True  # a gap (or a replica not read yet): the HTTP read fills it
+                continue
+            lines.extend(self._emit(message))
+        return lines, read
+
     def _follow(self, events: JobEvents) -> Iterator[LogLine]:
         job_path = f"jobs/{quote(self.job, safe='')}/"
         last_pass = False
@@ -150,7 +168,12 @@ class LogReader:
                 last_pass = True
                 time.sleep(min(self.poll_interval, 0.5))
                 continue
-            events.pause(self.poll_interval)
+            while True:  # until something calls for a read over HTTP (or the poll is due)
+                news = events.pause(self.poll_interval)
+                lines, read = self._pushed(events)
+                yield from lines
+                if read or not news or not events.connected.is_set():
+                    break
 
 
 def _summary(job: dict[str, Any]) -> tuple[Any, ...]:

@@ -187,6 +187,36 @@ def test_follow_reads_when_the_server_pushes_instead_of_waiting_for_the_next_pol
     assert got == ["first", "second"]
 
 
+def test_follow_prints_pushed_output_that_continues_its_offset_and_reads_over_a_gap(alice):
+    from tests.support import LiveASGI
+
+    from accounts.services import issue_token
+    from jobs import logstore, notify
+    from paddlectl import Client
+
+    job, (t0, _) = _job(alice, "pushed")
+    _set_states(job, "Running", "Running")
+    logstore.append(t0, b"first\n")
+    got: list[str] = []
+    with LiveASGI() as live:
+        client = Client(live.url, token=issue_token(alice), username="alice")
+
+        def follow():
+            for line in client.logs("pushed", replica="trainer-0", follow=True, poll_interval=300):
+                got.append(line.text)
+
+        threading.Thread(target=follow, daemon=True).start()
+        wait_for(lambda: got == ["first"])
+        # Only pushed, not in the file: printed from the push itself, no read.
+        notify.log_data(job.pk, "trainer-0", 6, "pushed\n", 13)
+        wait_for(lambda: got == ["first", "pushed"], timeout=20)
+        # A push that skips bytes is not printed: the file is read from the offset reached.
+        logstore.append(t0, b"pushedXfrom the file\n")
+        notify.log_data(job.pk, "trainer-0", 20, "not continuing\n", 35)
+        wait_for(lambda: got == ["first", "pushed", "from the file"], timeout=20)
+    assert got == ["first", "pushed", "from the file"]
+
+
 def test_wait_returns_when_the_server_pushes_the_change(alice):
     from tests.support import LiveASGI
 

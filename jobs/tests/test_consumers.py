@@ -1,5 +1,8 @@
 """Live job updates over websockets, with Channels' WebsocketCommunicator and the real Redis layer."""
 
+import asyncio
+import json
+
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -106,3 +109,29 @@ async def test_a_wrong_or_another_users_token_cannot_subscribe(job, bob):
     for token in ("nope", await sync_to_async(issue_token)(bob)):
         comm, connected, code = await connect_with_token(token)
         assert not connected and code == 4403
+
+
+async def test_log_output_goes_to_every_viewer_as_encoded_once_by_the_pusher(client, job):
+    await sync_to_async(client.force_login)(job.user)
+    comms = []
+    for _ in range(3):
+        comm, connected, _ = await connect(client)
+        assert connected and (await comm.receive_json_from(timeout=5))["type"] == "job"
+        comms.append(comm)
+    await sync_to_async(notify.log_data)(job.pk, "trainer-0", 6, "wörld \"quoted\"\n", 22)
+    frames = [await comm.receive_from(timeout=5) for comm in comms]
+    assert len(set(frames)) == 1  # the same text for all, not re-encoded per viewer
+    assert json.loads(frames[0]) == {"type": "log", "replica": "trainer-0", "offset": 6,
+                                     "text": "wörld \"quoted\"\n", "next_offset": 22}
+    for comm in comms:
+        await comm.disconnect()
+
+
+async def test_many_viewers_leaving_at_once_all_leave_cleanly(client, job):
+    """Each viewer leaves the job's group as it closes; 150 at once outnumber redis-py's default
+    pool (100 connections), which failed the rest with MaxConnectionsError."""
+    await sync_to_async(client.force_login)(job.user)
+    comms = [comm for comm, connected, _ in await asyncio.gather(*(connect(client) for _ in range(150)))
+             if connected]
+    assert len(comms) == 150
+    await asyncio.gather(*(comm.disconnect() for comm in comms))  # raises what a consumer raised

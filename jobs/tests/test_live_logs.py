@@ -15,6 +15,7 @@ from jobs import logstore, services
 from jobs.backends.base import Watcher
 from jobs.management.commands.watch_jobs import WatchLoop
 from jobs.models import Job, JobState
+from paddleweb import metrics_store
 from tests.support import LiveASGI, make_package, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
@@ -144,3 +145,12 @@ def test_several_viewers_get_a_fast_writers_lines_once_each_in_few_messages(alic
             assert messages[0]["offset"] == 0
             assert all(a["next_offset"] == b["offset"] for a, b in itertools.pairwise(messages))
             assert len(messages) < len(lines) / 20  # batched, not a message per line
+
+
+def test_each_push_is_timed_for_the_metrics(alice, running, loop):
+    def pushes() -> float:
+        return metrics_store.read(metrics_store.LOG_PUSH).buckets[-1][1]  # the +Inf bucket: every push
+
+    before = pushes()
+    logstore.append(running.replicas.get(), b"step 1 loss 0.5\n")
+    wait_for(lambda: pushes() > before, 20, "a timed push")
