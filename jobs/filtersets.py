@@ -1,5 +1,7 @@
 import django_filters
 
+from paddleweb.pagination import NewestFirstCursorPagination
+
 from .models import Job, JobState
 
 
@@ -12,9 +14,17 @@ class JobFilterSet(django_filters.FilterSet):
                                               coerce=lambda value: value == "true", method="filter_active",
                                               label="Only jobs that have not ended (true) or only ended ones (false)")
 
+    # Applied by the list's cursor pagination (paddleweb.pagination), which must page in that order.
+    sort = django_filters.ChoiceFilter(
+        choices=[(value, label) for value, (label, _) in NewestFirstCursorPagination.sorts.items()],
+        method="sorted_by_pagination", empty_label=None, label="Order: newest (default), oldest, name or -name")
+
     class Meta:
         model = Job
         fields = ["state", "mode", "datacenter__name"]
+
+    def sorted_by_pagination(self, queryset, name, value):
+        return queryset
 
     def filter_active(self, queryset, name, value):
         from .models import ACTIVE_STATES

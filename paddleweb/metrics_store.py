@@ -73,4 +73,6 @@ SUBMIT_TO_RUNNING = Histogram("paddlecloud_job_submit_to_running_seconds",
                               "From a job's submission until all its replicas started.", JOB_BUCKETS)
 WATCHER_TICK = Histogram("paddlecloud_watcher_tick_seconds",
                          "Time of one watcher pass over every backend's jobs.", TICK_BUCKETS)
-HISTOGRAMS = (QUEUE_WAIT, SUBMIT_TO_RUNNING, WATCHER_TICK)
+LOG_PUSH = Histogram("paddlecloud_log_push_seconds",
+                     "From new log output being noticed (inotify) until it was pushed to its viewers.", TICK_BUCKETS)
+HISTOGRAMS = (QUEUE_WAIT, SUBMIT_TO_RUNNING, WATCHER_TICK, LOG_PUSH)

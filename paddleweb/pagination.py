@@ -62,9 +62,18 @@ class NewestFirstCursorPagination(pagination.CursorPagination):
     """Newest first by `created`, `id` breaking ties, for a model with an index on
     (owner, -created, -id): every page is one index range scan, and there is no COUNT.
     A cursor marks a row, so jobs submitted while a client walks the list neither repeat nor
-    skip rows. `limit` keeps its limit/offset meaning; `offset` is refused: follow `next`."""
+    skip rows. `limit` keeps its limit/offset meaning; `offset` is refused: follow `next`.
+    `?sort=` picks another of `sorts`, each led by an indexed field that is unique per owner or
+    ends in `id` (an unknown value is the filterset's error, or the default on a page)."""
 
     ordering = ("-created", "-id")
+    sorts: dict[str, tuple[str, tuple[str, ...]]] = {
+        "newest": ("newest first", ("-created", "-id")), "oldest": ("oldest first", ("created", "id")),
+        "name": ("name A-Z", ("name", "id")), "-name": ("name Z-A", ("-name", "-id"))}
+
+    def get_ordering(self, request: Request, queryset: QuerySet[Any], view: APIView | None) -> tuple[str, ...]:
+        sort = self.sorts.get(request.query_params.get("sort", ""))
+        return sort[1] if sort else self.ordering
     page_size_query_param: str | None = "limit"
     max_page_size = MAX_LIMIT
     invalid_cursor = "not a cursor of this list: use the `next` or `previous` link as given"
@@ -90,9 +99,13 @@ class NewestFirstCursorPagination(pagination.CursorPagination):
             cursor = super().decode_cursor(request)
         except (NotFound, ValueError, UnicodeError):
             raise ValidationError({self.cursor_query_param: [self.invalid_cursor]}) from None
-        # The position goes into a query as a datetime: an unreadable one is the client's error, not a 500.
-        if cursor is not None and cursor.position is not None and not _is_datetime(str(cursor.position)):
-            raise ValidationError({self.cursor_query_param: [self.invalid_cursor]})
+        # The position goes into a query as the sort field's value: an unreadable one is the
+        # client's error, not a 500.
+        if cursor is not None and cursor.position is not None:
+            position = str(cursor.position)
+            readable = _is_datetime(position) if self.ordering[0].lstrip("-") == "created" else "\x00" not in position
+            if not readable:
+                raise ValidationError({self.cursor_query_param: [self.invalid_cursor]})
         return cursor
 
     def get_schema_operation_parameters(self, view: APIView) -> list[dict[str, Any]]:

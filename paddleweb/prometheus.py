@@ -4,7 +4,8 @@ What the web process cannot see itself is read at scrape time, so every web pod 
 and nothing is lost when a process restarts:
 * jobs by state and datacenter: a count in the database;
 * worker and watcher liveness: their heartbeats in Redis (paddleweb/health.py);
-* job queue wait, submit-to-running and watcher pass times: histograms the worker and watcher
+* restarts of replicas, by datacenter: a sum in the database;
+* job queue wait, submit-to-running, watcher pass and log push times: histograms the worker and watcher
   keep in Redis (paddleweb/metrics_store.py).
 API latency is this process's own (one uvicorn process per web pod): a histogram by view name,
 method and status, from the `request_latency` middleware.
@@ -20,7 +21,7 @@ from typing import cast
 import redis
 from asgiref.sync import iscoroutinefunction
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Sum
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.utils.decorators import sync_and_async_middleware
 from django.views.decorators.http import require_GET
@@ -49,6 +50,7 @@ class ServiceCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield self._jobs()
+        yield self._restarts()
         try:
             yield from self._from_redis()
             up = 1.0
@@ -68,6 +70,18 @@ class ServiceCollector(Collector):
         for dc in Datacenter.objects.order_by("name").values_list("name", flat=True):
             for state in JobState.values:
                 family.add_metric([state, dc], counts.get((state, dc), 0))
+        return family
+
+    def _restarts(self) -> GaugeMetricFamily:
+        from accounts.models import Datacenter
+        from jobs.models import Replica
+
+        family = GaugeMetricFamily("paddlecloud_replica_restarts",
+                                   "Restarts of the replicas of the jobs on record, by datacenter.",
+                                   labels=["datacenter"])
+        sums = dict(Replica.objects.order_by().values_list("job__datacenter__name").annotate(n=Sum("restarts")))
+        for dc in Datacenter.objects.order_by("name").values_list("name", flat=True):
+            family.add_metric([dc], sums.get(dc) or 0)
         return family
 
     def _from_redis(self) -> Iterator[Metric]:

@@ -184,3 +184,16 @@ async def test_requests_served_under_asgi_are_timed_too(settings):
     response = await AsyncClient().get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 200
     assert await count() == before + 1
+
+
+@pytest.mark.django_db
+def test_replica_restarts_are_summed_by_datacenter(alice, datacenter, scrape):
+    from jobs.models import Replica
+    from tests.support import make_job
+
+    for name, restarts in (("one", (2, 0)), ("two", (1, 3))):
+        job = make_job(alice, datacenter, name=name)
+        Replica.objects.bulk_create(Replica(job=job, role="trainer", index=i, restarts=n)
+                                    for i, n in enumerate(restarts))
+    assert value(scrape(), "paddlecloud_replica_restarts", datacenter="local") == 6
+
