@@ -64,7 +64,10 @@ def datacenter(db):
     from accounts.models import Datacenter
     from quotas.models import Quota
 
-    dc = Datacenter.objects.create(name="local", backend="local")
+    # No restarts unless a test asks for them (max_restarts): a failing test job fails at once. Room for
+    # every test's jobs whatever the machine (the queue's own tests set their capacity).
+    dc = Datacenter.objects.create(name="local", backend="local", default_max_restarts=0,
+                                   capacity_cpu_millicores=1000 * 1000, capacity_memory_bytes=2**40, capacity_gpus=64)
     Quota.objects.create(datacenter=dc, user=None)
     return dc
 

@@ -15,7 +15,8 @@ class DatacenterForm(forms.ModelForm):
 
     class Meta:
         model = Datacenter
-        fields = ["name", "backend", "description", "config", "kubeconfig"]
+        fields = ["name", "backend", "description", "config", "kubeconfig", "capacity_cpu_millicores",
+                  "capacity_memory_bytes", "capacity_gpus", "default_max_restarts"]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -54,7 +55,7 @@ class DatacenterAdmin(admin.ModelAdmin):
     list_display = ["name", "backend", "description", "created"]
     list_filter = ["backend"]
     search_fields = ["name", "description"]
-    readonly_fields = ["isolation"]
+    readonly_fields = ["isolation", "queue_capacity"]
 
     @admin.display(description="Isolation of jobs")
     def isolation(self, obj):
@@ -68,6 +69,20 @@ class DatacenterAdmin(admin.ModelAdmin):
         except LaunchError as e:
             lines = [e.message]
         return format_html_join("", "<div>{}</div>", ((line,) for line in lines)) if lines else "-"
+
+
+    @admin.display(description="Capacity the queue admits against")
+    def queue_capacity(self, obj):
+        from quotas.services import capacity
+        from quotas.units import format_bytes, format_cpu
+
+        if obj is None or obj.pk is None:
+            return "-"
+        cap = capacity(obj)
+        parts = [f"{format_cpu(cap.cpu_millicores)} CPU" if cap.cpu_millicores is not None else "CPU: no limit",
+                 f"{format_bytes(cap.memory_bytes)} memory" if cap.memory_bytes is not None else "memory: no limit",
+                 f"{cap.gpus} GPU" if cap.gpus is not None else "GPU: no limit"]
+        return ", ".join(parts) + " (empty fields: the machine's own locally, no limit on Kubernetes)"
 
 
 class RegistryForm(forms.ModelForm):

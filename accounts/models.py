@@ -26,6 +26,15 @@ class Datacenter(models.Model):
     kubeconfig = EncryptedTextField(blank=True, default="",
                                     help_text="Kubernetes only: a kubeconfig (YAML); empty uses the in-cluster "
                                               "service account. Stored encrypted; never shown again.")
+    # What the queue admits jobs against; empty: the machine's own (local) or no limit (Kubernetes,
+    # whose scheduler has the last word).
+    capacity_cpu_millicores = models.PositiveBigIntegerField(null=True, blank=True,
+                                                             help_text="CPU jobs may use together, in millicores.")
+    capacity_memory_bytes = models.PositiveBigIntegerField(null=True, blank=True,
+                                                           help_text="Memory jobs may use together, in bytes.")
+    capacity_gpus = models.PositiveIntegerField(null=True, blank=True, help_text="GPUs jobs may use together.")
+    default_max_restarts = models.PositiveIntegerField(default=3,
+                                                       help_text="Restarts a job gets when it asks for none.")
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -15,8 +15,14 @@ RESERVED_ENV = frozenset({
     "PADDLE_DISTRI_BACKEND", "TRAINER_ID", "TRAINERS", "PSERVERS", "PADDLE_INIT_TRAINER_ID",
     "PADDLE_INIT_NUM_GRADIENT_SERVERS", "PADDLE_INIT_PSERVERS", "PADDLE_INIT_PORT", "PADDLE_INIT_NUM_PASSES",
     "PADDLE_INIT_USE_GPU", "PADDLE_JOB_NAME", "ENTRY", "TRAINER_PACKAGE", "PADDLE_CLOUD_CURRENT_DATACENTER",
-    "PADDLE_CLOUD_USERNAME", "PADDLE_PFS_HOME",
+    "PADDLE_CLOUD_USERNAME", "PADDLE_PFS_HOME", "PADDLE_CHECKPOINT_DIR",
 })
+
+
+def checkpoint_subpath(job) -> str:
+    """The job's checkpoint directory relative to its user's home: it survives restarts, resume
+    and the job itself, and counts against the user's storage."""
+    return f"jobs/{job.name}/checkpoints"
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,7 @@ def replica_env(job, role: str, index: int, topo: Topology, *, pfs_home: str, pa
         "PADDLE_CLOUD_CURRENT_DATACENTER": job.datacenter.name,
         "PADDLE_CLOUD_USERNAME": job.user.get_username(),
         "PADDLE_PFS_HOME": pfs_home,
+        "PADDLE_CHECKPOINT_DIR": f"{pfs_home.rstrip('/')}/{checkpoint_subpath(job)}",
     }
     if role == "trainer":
         env.update({"PADDLE_TRAINER_ID": str(index), "TRAINER_ID": str(index), "PADDLE_INIT_TRAINER_ID": str(index)})

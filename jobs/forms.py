@@ -7,6 +7,7 @@ from accounts.models import Datacenter, Registry
 
 from . import spec
 from .logstore import MAX_LOG_LINES
+from .services import source_spec
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -41,6 +42,8 @@ def form_field(f: spec.Field) -> forms.Field:
             modes = {mode: f.default_for(mode) for mode, _ in spec.MODES}
             field.widget.attrs["data-mode-defaults"] = json.dumps(modes)
         return field
+    if f.kind == "bool":
+        return forms.BooleanField(**{**common, "required": False})
     if f.kind in ("choice", "ref"):  # a ref's choices are the user's objects, filled in per form
         return forms.ChoiceField(choices=f.choices, **common)
     if f.kind == "env":
@@ -73,6 +76,14 @@ class JobForm(SpecForm):
         self.fields["entry"].widget.attrs["placeholder"] = "python train.py"
         self.fields["registry"].choices = [("", "—")] + [
             (r.name, f"{r.name} ({r.server})") for r in Registry.objects.filter(user=user)]
+
+    @classmethod
+    def initial_from(cls, job, name: str) -> dict:
+        """The form's values for submitting `job` again ("Edit and resubmit") as `name`: its
+        spec, and its package as already in storage."""
+        data = {**source_spec(job), "name": name, "source": "pfs"}
+        data["env"] = "\n".join(f"{k}={v}" for k, v in data["env"].items())
+        return data
 
     def fieldsets(self) -> list[tuple[str, list[forms.BoundField]]]:
         """The page's sections (spec.GROUPS) with their fields in the spec's order; where the

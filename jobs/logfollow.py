@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from inotify_simple import INotify, flags
 
+from paddleweb import metrics_store
+
 from . import logstore, notify
 
 if TYPE_CHECKING:
@@ -97,11 +99,13 @@ class LogFollower:
             readable, _, _ = select.select([self._inotify.fileno()], [], [], min(remaining, STOP_CHECK))
             if not readable:
                 continue
+            noticed = time.monotonic()
             # Let a fast writer's lines gather so that they go out together.
             pause = self._last_push + BATCH_WINDOW - time.monotonic()
             if pause > 0:
                 stopping.wait(min(pause, remaining))
             self._push_changed()
+            metrics_store.observe(metrics_store.LOG_PUSH, time.monotonic() - noticed)
 
     def close(self) -> None:
         if self._inotify is not None:

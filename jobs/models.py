@@ -12,9 +12,13 @@ class JobState(models.TextChoices):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     KILLED = "Killed"
+    SUSPENDED = "Suspended"  # stopped by its user, resources freed; resume queues it again
 
 
-ACTIVE_STATES = (JobState.QUEUED, JobState.BUILDING, JobState.STARTING, JobState.RUNNING)
+# Not ended: the job may still change, and kill applies.
+ACTIVE_STATES = (JobState.QUEUED, JobState.BUILDING, JobState.STARTING, JobState.RUNNING, JobState.SUSPENDED)
+# Admitted: holding its share of the user's quota and the datacenter's capacity.
+ADMITTED_STATES = (JobState.BUILDING, JobState.STARTING, JobState.RUNNING)
 TERMINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED)
 
 
@@ -57,6 +61,11 @@ class Job(models.Model):
     env = spec.model_field("env")
     passes = spec.model_field("passes")
     timeout = spec.model_field("timeout")
+    priority = spec.model_field("priority")
+    fail_fast = spec.model_field("fail_fast")
+    max_restarts = spec.model_field("max_restarts")
+    restart_mode = spec.model_field("restart_mode")
+    permanent_exit_codes = spec.model_field("permanent_exit_codes")
     k8s_name = models.CharField(max_length=spec.NAME_MAX, editable=False, default="",
                                 help_text=K8S_NAME_HELP)
 
@@ -64,12 +73,22 @@ class Job(models.Model):
     reason = models.CharField(max_length=64, blank=True)
     message = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
+    # When it last entered the queue (submitted, resumed): first in, first out within a user.
+    queued_at = models.DateTimeField(null=True, blank=True)
+    # Place in its datacenter's queue (1: next), kept by each admission pass (jobs/queue.py).
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    restarts = models.PositiveIntegerField(default=0, help_text="Restarts of the whole job (gang restarts).")
+    cloned_from = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="clones",
+                                    help_text="The job this one was submitted again from.")
     # Refreshed by whoever is launching the job; a stale one lets reconcile take the launch over.
     heartbeat = models.DateTimeField(null=True, blank=True)
     # Set by delete: hidden from users while its processes and files are removed in the background.
     deleting = models.BooleanField(default=False)
+    # When the retention policy (JOB_RETENTION_DAYS) removed its working copies and logs; the row,
+    # replicas and events stay.
+    purged = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created"]
@@ -111,6 +130,11 @@ class Replica(models.Model):
     pod = models.CharField(max_length=253, blank=True, help_text="Pod name, or the process id locally.")
     exit_code = models.IntegerField(null=True, blank=True)
     restarts = models.PositiveIntegerField(default=0)
+    # Every start of the replica (the first, a restart, a resume) is a new attempt; what a backend
+    # observes of an earlier attempt never changes the replica.
+    attempt = models.PositiveIntegerField(default=0)
+    # A failed replica waiting out its backoff is started again at this time.
+    restart_at = models.DateTimeField(null=True, blank=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
 

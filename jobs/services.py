@@ -4,6 +4,7 @@ these; none of them holds job logic of its own."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -11,16 +12,18 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from paddleweb import health
 from pfs import packages
 from pfs.paths import PathError, home
 from quotas.services import lock_admissions
 
-from . import logstore, spec
-from .models import ACTIVE_STATES, Job, JobEvent, JobState, Replica
+from . import logstore, retention, spec
+from .attempts import new_attempt
+from .models import ACTIVE_STATES, ADMITTED_STATES, REPLICA_DONE, Job, JobEvent, JobState, Replica, ReplicaState
 from .transitions import transition
-from .validation import admission_errors, validate_submission
+from .validation import validate_submission
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -44,9 +47,11 @@ def submit_job(user: User, data: Mapping[str, Any]) -> Job:
     return _create(user, cleaned)
 
 
-def submit_with_upload(user: User, data: Mapping[str, Any], files: Sequence[UploadedFile[bytes]]) -> Job:
+def submit_with_upload(user: User, data: Mapping[str, Any], files: Sequence[UploadedFile[bytes]], *,
+                       cloned_from: Job | None = None) -> Job:
     """Validate, put the uploaded package (files, or one .zip/.tar.gz) at jobs/<name>/ in the
-    user's home, and queue the job. On any error nothing is left behind."""
+    user's home, and queue the job. On any error nothing is left behind. `cloned_from`: the job
+    it was edited from ("Edit and resubmit" with a new package)."""
     if not files:
         raise ValidationError({"files": ["choose the package's files, or one .zip or .tar.gz"]})
     cleaned = validate_submission(user, {**data, "package": _package_path(user, data)}, package_pending=True)
@@ -56,7 +61,7 @@ def submit_with_upload(user: User, data: Mapping[str, Any], files: Sequence[Uplo
     except PathError as e:
         raise ValidationError({"files": [e.message]}) from e
     try:
-        return _create(user, {**cleaned, "package": dest.virtual})
+        return _create(user, {**cleaned, "package": dest.virtual, "cloned_from": cloned_from})
     except ValidationError:
         packages.remove_package(dest)
         raise
@@ -72,28 +77,41 @@ def _package_path(user: User, data: Mapping[str, Any]) -> str:
 
 
 def _create(user: User, cleaned: dict[str, Any]) -> Job:
-    """Admit and queue: the quota check and the new job that counts against it are one
-    transaction holding the user's admission lock, so parallel submissions cannot all fit."""
-    from .tasks import launch_job
-
+    """Queue the job; the datacenter's admission pass starts it if it fits (jobs/queue.py). A
+    fail-fast job is admitted by a pass in this very transaction (which holds the datacenter's
+    lock, so parallel submissions cannot all fit), or refused with the queue's reasons and nothing
+    of it left."""
     try:
         with transaction.atomic():
             lock_admissions(user)
-            errors = admission_errors(user, cleaned)
-            if errors:
-                raise ValidationError({k: [v] for k, v in errors.items()})
-            job = Job.objects.create(user=user, **cleaned)
+            job = Job.objects.create(user=user, queued_at=timezone.now(), **cleaned)
             Replica.objects.bulk_create(
                 [Replica(job=job, role=Replica.Role.PSERVER, index=i) for i in range(job.pservers)]
                 + [Replica(job=job, role=Replica.Role.TRAINER, index=i) for i in range(job.trainers)]
             )
             JobEvent.objects.create(job=job, state=JobState.QUEUED, reason="Submitted",
                                     message=f"{job.pservers} pservers, {job.trainers} trainers")
+            if job.fail_fast:
+                from .tasks import admit_and_launch
+
+                why = admit_and_launch(job.datacenter).waiting.get(job.pk)
+                if why is not None:
+                    raise ValidationError({k: [f"{v}; not queued (fail fast)"] for k, v in why.items()})
+                job.refresh_from_db()
+            else:
+                enqueue(job)
     except IntegrityError:
         # Two submissions with one name raced past validation; the constraint decided.
         raise ValidationError({"name": [f"you already have a job named '{cleaned['name']}'"]}) from None
-    transaction.on_commit(lambda: launch_job.delay(job.pk))
     return job
+
+
+def enqueue(job: Job) -> None:
+    """Once the current transaction commits, run the admission pass of the job's datacenter
+    (submitted, resumed): the job starts if it fits, else waits with its position and reason."""
+    from .tasks import admit_queue
+
+    transaction.on_commit(lambda: admit_queue.delay(job.datacenter_id))
 
 
 def kill_job(job: Job) -> bool:
@@ -117,6 +135,82 @@ def delete_job(job: Job) -> None:
     transaction.on_commit(lambda: delete_job_task.delay(job.pk))
 
 
+def source_spec(job: Job) -> dict[str, Any]:
+    """The job's spec fields as a submission would give them (refs by name)."""
+    data = {f.name: getattr(job, f.name) for f in spec.SPEC if f.kind != "ref"}
+    data["env"] = dict(job.env)
+    data["datacenter"] = job.datacenter.name
+    data["registry"] = job.registry.name if job.registry else ""
+    return data
+
+
+def free_name(user: User, name: str) -> str:
+    """A name none of the user's jobs has, made from `name`: fit -> fit-2, fit-2 -> fit-3."""
+    numbered = re.fullmatch(r"(.*)-(\d+)", name)
+    base, n = (numbered[1], int(numbered[2]) + 1) if numbered else (name, 2)
+    taken = set(Job.objects.filter(user=user, name__startswith=base[:spec.NAME_MAX - 8])
+                .values_list("name", flat=True))
+    for i in range(n, n + 1000):
+        suffix = f"-{i}"
+        candidate = base[:spec.NAME_MAX - len(suffix)].rstrip("-.") + suffix
+        if candidate not in taken and spec.valid_name(candidate):
+            return candidate
+    return name  # validation then says the name is taken
+
+
+def clone_job(user: User, job: Job, changes: Mapping[str, Any]) -> Job:
+    """Submit again: the job's spec with `changes` overlaid, validated like any submission; a free
+    name ("<name>-2") unless one is given. The new job records where it came from. Raises
+    ValidationError (an unknown field too)."""
+    if not isinstance(changes, Mapping):
+        raise ValidationError("the changes are an object of job field names and values")
+    unknown = sorted(str(k) for k in changes if k not in spec.FIELDS)
+    if unknown:
+        raise ValidationError({k: ["not a job field"] for k in unknown})
+    data = {**source_spec(job), **changes}
+    if not changes.get("name"):
+        data["name"] = free_name(user, job.name)
+    cleaned = validate_submission(user, data)
+    return _create(user, {**cleaned, "cloned_from": job})
+
+
+def suspend_job(job: Job) -> None:
+    """Stop the job and free its resources, keeping it (state Suspended) to be resumed: a queued job
+    leaves the queue at once; a started one's replicas get SIGTERM (time to checkpoint) and end
+    Terminated (reason Suspended). Raises ValidationError when the job cannot be suspended."""
+    from .tasks import suspend_job_task
+
+    message = "suspended by the user; resume queues it again"
+    with transaction.atomic():
+        if transition(job, JobState.SUSPENDED, "Suspended", message, from_states=[JobState.QUEUED]):
+            # Nothing was started (a launch claims the job from Queued first): its replicas end here.
+            job.replicas.filter(state=ReplicaState.PENDING).update(
+                state=ReplicaState.TERMINATED, reason="Suspended", message="the job was suspended before it started")
+            return
+        if not transition(job, JobState.SUSPENDED, "Suspended", message, from_states=ADMITTED_STATES,
+                          heartbeat=None):
+            raise ValidationError({"state": [f"only a queued or running job can be suspended (it is {job.state})"]})
+    transaction.on_commit(lambda: suspend_job_task.delay(job.pk))
+
+
+def resume_job(job: Job) -> None:
+    """Queue a suspended job again; every replica starts as a new attempt (from its checkpoint,
+    where the program keeps one). Raises ValidationError unless the job is suspended and its
+    replicas have all stopped."""
+    not_suspended = ValidationError({"state": [f"only a suspended job can be resumed (it is {job.state})"]})
+    with transaction.atomic():
+        if not Job.objects.filter(pk=job.pk, state=JobState.SUSPENDED).exists():
+            raise not_suspended
+        if job.replicas.exclude(state__in=REPLICA_DONE).exists():
+            raise ValidationError({"state": ["the job's replicas are still stopping; resume it in a moment"]})
+        # A suspended job holds no quota: the queue admits it again like a submission.
+        if not transition(job, JobState.QUEUED, "Resumed", "resumed by the user; waiting to start again",
+                          from_states=[JobState.SUSPENDED], queued_at=timezone.now(), heartbeat=None):
+            raise not_suspended
+        new_attempt(list(job.replicas.all()))
+    enqueue(job)
+
+
 def replica_log(replica: Replica, *, offset: int | None = None, lines: int | None = None) -> logstore.LogChunk:
     """From a byte offset (to resume a follow), or the last `lines` lines (default 100). Raises
     ValidationError for an offset or a line count out of range."""
@@ -127,4 +221,4 @@ def replica_log(replica: Replica, *, offset: int | None = None, lines: int | Non
             chunk = logstore.tail(replica, 100 if lines is None else lines)
     except ValueError as e:
         raise ValidationError({"offset" if offset is not None else "lines": [str(e)]}) from None
-    return dataclasses.replace(chunk, notice=logstore.notice(replica))
+    return dataclasses.replace(chunk, notice=retention.notice(replica.job) or logstore.notice(replica))

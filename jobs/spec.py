@@ -44,10 +44,15 @@ MAX_QUANTITY_LENGTH = 20  # cpu/memory strings, as stored
 # The environment a user adds to the process contract's: documented limits.
 MAX_ENV_VARS = 100
 MAX_ENV_BYTES = 32 * 1024  # names and values together, UTF-8
+MAX_PRIORITY = 100
+MAX_RESTARTS = 100
+MAX_PERMANENT_EXIT_CODES = 20
+RESTART_MODES = (("replica", "Restart the failed trainer alone"),
+                 ("gang", "Restart every replica of the job"))
 
-Kind = Literal["name", "text", "int", "choice", "quantity", "env", "ref"]
+Kind = Literal["name", "text", "int", "bool", "choice", "quantity", "env", "ref"]
 # The submit page's sections, in order; each form field names its own.
-GROUPS = ("Job", "Package", "Trainers", "Parameter servers", "Options")
+GROUPS = ("Job", "Package", "Trainers", "Parameter servers", "Queue and restarts", "Options")
 Surface = Literal["api", "form"]
 REQUIRED = object()  # default of a field the user must give
 
@@ -116,6 +121,21 @@ SPEC: tuple[Field, ...] = (
                         "contract's.", default={}, label="Environment"),
     Field("timeout", "int", f"Fail the job after this many seconds running (1 to {MAX_TIMEOUT}); no limit when "
                             "empty.", default=None, min=1, max=MAX_TIMEOUT, nullable=True),
+    Field("priority", "int", f"Queued jobs with a higher priority start first (0 to {MAX_PRIORITY}; at most your "
+                             "quota's maximum priority).", default=0, min=0, max=MAX_PRIORITY,
+          group="Queue and restarts"),
+    Field("fail_fast", "bool", "Fail at once instead of waiting in the queue when the job does not fit your quota "
+                               "or the datacenter's free capacity.", default=False, label="Fail fast",
+          group="Queue and restarts"),
+    Field("max_restarts", "int", f"How many times failed replicas are restarted before the job fails (0 to "
+                                 f"{MAX_RESTARTS}); the datacenter's default when empty.", default=None, min=0,
+          max=MAX_RESTARTS, nullable=True, label="Max restarts", group="Queue and restarts"),
+    Field("restart_mode", "choice", "replica: a failed trainer is restarted alone; gang: any failure (a parameter "
+                                    "server's always) restarts every replica.", default="replica",
+          choices=RESTART_MODES, max_length=12, label="Restart mode", group="Queue and restarts"),
+    Field("permanent_exit_codes", "text", "Exit codes that fail the job at once, never restarted: comma-separated, "
+                                          f"1 to 255, at most {MAX_PERMANENT_EXIT_CODES} (2: bad arguments).",
+          default="2", max_length=100, label="Permanent exit codes", group="Queue and restarts"),
 )
 FIELDS: dict[str, Field] = {f.name: f for f in SPEC}
 
@@ -140,6 +160,14 @@ def k8s_name(name: str) -> str:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:_K8S_HASH]
     return f"{base[:NAME_MAX - _K8S_HASH - 1].rstrip('-')}-{digest}"
+
+
+def exit_codes(text: str) -> set[int]:
+    """The exit codes of a permanent_exit_codes value ("2, 127"); ValueError if it is not one."""
+    codes = {int(part) for part in text.replace(" ", "").split(",") if part}
+    if len(codes) > MAX_PERMANENT_EXIT_CODES or not all(1 <= c <= 255 for c in codes):
+        raise ValueError(f"at most {MAX_PERMANENT_EXIT_CODES} exit codes from 1 to 255, comma-separated")
+    return codes
 
 
 def valid_name(name: str) -> bool:
@@ -169,6 +197,8 @@ def model_field(name: str) -> models.Field[Any, Any]:
         common["default"] = dict if f.kind == "env" else f.default
     if f.kind == "int":
         return models.PositiveIntegerField(null=f.nullable, blank=f.nullable, **common)
+    if f.kind == "bool":
+        return models.BooleanField(**common)
     if f.kind == "env":
         return models.JSONField(blank=True, **common)
     if f.kind == "choice":

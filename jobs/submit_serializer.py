@@ -26,14 +26,19 @@ def _text_messages(f: spec.Field) -> dict[str, str | StrPromise]:
             "max_length": f"at most {f.max_length} characters"}
 
 
-def serializer_field(f: spec.Field) -> serializers.Field[Any, Any, Any, Any]:
-    """The DRF field of a spec field, with its default, bounds and help text."""
+def serializer_field(f: spec.Field, *, change: bool = False) -> serializers.Field[Any, Any, Any, Any]:
+    """The DRF field of a spec field, with its default, bounds and help text; with `change`, an
+    optional field without a default (a change to an existing job's value)."""
     common: dict[str, Any] = {"help_text": f.help}
-    if not f.required:
+    if change:
+        common["required"] = False
+    elif not f.required:
         common["default"] = spec.defaults()[f.name]
     if f.kind == "int":
         return serializers.IntegerField(min_value=f.min, max_value=f.max, allow_null=f.nullable,
                                         error_messages=_INT_MESSAGES, **common)
+    if f.kind == "bool":
+        return serializers.BooleanField(error_messages={"invalid": "must be true or false"}, **common)
     if f.kind == "env":
         child = serializers.CharField(allow_blank=True, trim_whitespace=False,
                                       error_messages={"invalid": "must be text", "null": "must be text"})
@@ -55,4 +60,10 @@ def serializer_field(f: spec.Field) -> serializers.Field[Any, Any, Any, Any]:
 JobSubmitSerializer = type("JobSubmitSerializer", (serializers.Serializer,), {
     "__doc__": "A job to submit: only name, package and entry are required (see jobs/spec.py).",
     **{f.name: serializer_field(f) for f in spec.surface("api")},
+})
+
+JobCloneSerializer = type("JobCloneSerializer", (serializers.Serializer,), {
+    "__doc__": "Changes to the cloned job's fields; every field not given keeps the source job's value, and the "
+               "name defaults to a free one made from the source's (<name>-2).",
+    **{f.name: serializer_field(f, change=True) for f in spec.surface("api")},
 })

@@ -8,10 +8,13 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from . import logstore
+from accounts.models import Datacenter
+
+from . import logstore, queue, retention
 from .backends.base import LaunchError
 from .backends.registry import get_backend
 from .lifecycle import sync_job
@@ -22,16 +25,20 @@ log = logging.getLogger(__name__)
 
 
 def _claim(job_id: int) -> Job | None:
-    """Take the launch of a queued job, or of one whose launcher went quiet (crashed)."""
+    """Take the launch of a job the queue admitted (Building, no heartbeat yet), or of one whose
+    launcher went quiet (crashed). A queued job waits for the queue (jobs/queue.py)."""
     now = timezone.now()
     stale = now - timedelta(seconds=settings.LAUNCH_LEASE_SECONDS)
     job = Job.objects.filter(pk=job_id).select_related("datacenter", "user").first()
     if job is None:
         return None
-    if job.state == JobState.QUEUED:
-        if not transition(job, JobState.BUILDING, "Preparing", "copying the package and preparing the runtime",
-                          from_states=[JobState.QUEUED], heartbeat=now):
+    if job.state == JobState.QUEUED:  # asked to launch a queued job: see whether the queue admits it now
+        admit_and_launch(job.datacenter)
+        job.refresh_from_db(fields=["state", "reason", "message", "heartbeat"])
+    if job.state == JobState.BUILDING and job.heartbeat is None:
+        if not Job.objects.filter(pk=job.pk, state=JobState.BUILDING, heartbeat=None).update(heartbeat=now):
             return None
+        job.heartbeat = now
         return job
     if job.state in (JobState.BUILDING, JobState.STARTING) and job.heartbeat and job.heartbeat < stale:
         if Job.objects.filter(pk=job.pk, heartbeat=job.heartbeat).update(heartbeat=now):
@@ -39,6 +46,23 @@ def _claim(job_id: int) -> Job | None:
             job.heartbeat = now
             return job
     return None
+
+
+def admit_and_launch(datacenter: Datacenter) -> queue.Pass:
+    """One admission pass (in the caller's transaction, if any); the jobs it admits are launched
+    once that commits."""
+    result = queue.admit(datacenter)
+    for job_id in result.admitted:
+        transaction.on_commit(lambda job_id=job_id: launch_job.delay(job_id))  # type: ignore[misc]
+    return result
+
+
+@shared_task(acks_late=True)
+def admit_queue(datacenter_id: int) -> None:
+    """Queued by every job that leaves the admitted states, so the next one starts at once."""
+    dc = Datacenter.objects.filter(pk=datacenter_id).first()
+    if dc is not None:
+        admit_and_launch(dc)
 
 
 @shared_task(acks_late=True)
@@ -58,7 +82,8 @@ def launch_job(job_id: int) -> None:
                               from_states=[JobState.BUILDING], heartbeat=timezone.now()):
                 return  # killed meanwhile
         backend.launch(job)
-        if not Job.objects.filter(pk=job.pk, state=JobState.STARTING).update(heartbeat=None):
+        # The watcher may already have seen the replicas start and moved the job to Running.
+        if not Job.objects.filter(pk=job.pk, state__in=[JobState.STARTING, JobState.RUNNING]).update(heartbeat=None):
             backend.stop(job)  # killed while replicas were starting: stop what this launch started
     except LaunchError as e:
         if transition(job, JobState.FAILED, e.reason, e.message):
@@ -81,6 +106,20 @@ def stop_job(job_id: int) -> None:
 
 
 @shared_task(acks_late=True)
+def suspend_job_task(job_id: int) -> None:
+    job = Job.objects.filter(pk=job_id, state=JobState.SUSPENDED).select_related("datacenter", "user").first()
+    if job is not None:
+        get_backend(job.datacenter).suspend(job)
+        sync_job(job)
+
+
+@shared_task
+def purge_finished_jobs() -> int:
+    """The retention policy's periodic pass (JOB_RETENTION_DAYS)."""
+    return retention.purge_expired()
+
+
+@shared_task(acks_late=True)
 def delete_job_task(job_id: int) -> None:
     job = Job.objects.filter(pk=job_id, deleting=True).select_related("datacenter", "user").first()
     if job is None:
@@ -91,11 +130,12 @@ def delete_job_task(job_id: int) -> None:
 
 
 def jobs_to_watch() -> QuerySet[Job]:
-    """Jobs whose replicas may still change: launched and active, or ended with some replica not
-    known to be done (one may have been started by a launch racing the kill: it gets stopped)."""
+    """Jobs whose replicas may still change: launched and active, or ended or suspended with some
+    replica not known to be done (one may have been started by a launch racing the kill: it gets
+    stopped)."""
     unsettled = [ReplicaState.RUNNING, ReplicaState.PENDING]
     return (Job.objects.filter(Q(state__in=[JobState.STARTING, JobState.RUNNING])
-                               | Q(state__in=TERMINAL_STATES, replicas__state__in=unsettled))
+                               | Q(state__in=[*TERMINAL_STATES, JobState.SUSPENDED], replicas__state__in=unsettled))
             .distinct().select_related("datacenter", "user"))
 
 
@@ -103,7 +143,10 @@ def jobs_to_watch() -> QuerySet[Job]:
 def reconcile() -> None:
     """The safety net: re-drive every job whose owner (task, worker, watcher) may have been lost."""
     stale = timezone.now() - timedelta(seconds=settings.LAUNCH_LEASE_SECONDS)
-    for job_id in Job.objects.filter(state=JobState.QUEUED, created__lt=stale).values_list("pk", flat=True):
+    for dc in Datacenter.objects.filter(jobs__state=JobState.QUEUED).distinct():
+        admit_and_launch(dc)
+    # Admitted, but the launch task was lost (a duplicate finds the launch taken and does nothing).
+    for job_id in Job.objects.filter(state=JobState.BUILDING, heartbeat=None).values_list("pk", flat=True):
         launch_job.delay(job_id)
     for job_id in Job.objects.filter(state__in=[JobState.BUILDING, JobState.STARTING],
                                      heartbeat__lt=stale).values_list("pk", flat=True):

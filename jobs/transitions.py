@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,6 +24,8 @@ def transition(job: Job, to: str, reason: str, message: str = "", *, from_states
     now = timezone.now()
     if to == JobState.RUNNING:
         fields.setdefault("started", now)
+    if to != JobState.QUEUED:
+        fields.setdefault("queue_position", None)  # only a queued job has a place in the queue
     if to in TERMINAL_STATES:
         fields.setdefault("finished", now)
         fields.setdefault("heartbeat", None)
@@ -39,7 +42,15 @@ def transition(job: Job, to: str, reason: str, message: str = "", *, from_states
         if to == JobState.RUNNING:
             transaction.on_commit(lambda: timings.observe_running(job), robust=True)  # a metric never fails a job
         transaction.on_commit(lambda: notify.job_state_changed(job, to), robust=True)
+        if to in TERMINAL_STATES or to == JobState.SUSPENDED:
+            # What it held (if it was admitted) is free: the queue's next jobs may start now.
+            transaction.on_commit(lambda: _request_admission(job.datacenter_id), robust=True)
     return bool(updated)
+
+
+def _request_admission(datacenter_id: int) -> None:
+    # By name: the task's module (jobs.tasks) sits above this one.
+    current_app.send_task("jobs.tasks.admit_queue", args=[datacenter_id])
 
 
 def set_reason(job: Job, reason: str, message: str) -> None:

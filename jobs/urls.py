@@ -13,5 +13,8 @@ urlpatterns = [
     path("<jobname:name>/usage/", views.job_usage, name="usage"),
     path("<jobname:name>/compare/", views.job_compare, name="compare"),
     path("<jobname:name>/kill/", views.job_kill, name="kill"),
+    path("<jobname:name>/clone/", views.job_clone, name="clone"),
+    path("<jobname:name>/suspend/", views.job_suspend, name="suspend"),
+    path("<jobname:name>/resume/", views.job_resume, name="resume"),
     path("<jobname:name>/delete/", views.job_delete, name="delete"),
 ]

@@ -19,7 +19,7 @@ from rest_framework.fields import empty
 from accounts.models import Datacenter, Registry
 from pfs.paths import PathError, resolve
 from pfs.usage import QuotaExceeded, get_usage
-from quotas.services import check_job_quota, job_resources
+from quotas.services import RESOURCE_FIELDS, capacity, effective_quota, job_resources, never_fits
 from quotas.units import cpu_millicores, memory_bytes
 
 from . import spec
@@ -158,6 +158,16 @@ def env_names_are_allowed(s: Submission) -> None:
             return s.fail("env", f"{key} is set by PaddleCloud for every replica and cannot be overridden")
 
 
+def exit_codes_parse(s: Submission) -> None:
+    if s.ok("permanent_exit_codes"):
+        try:
+            codes = spec.exit_codes(s.data["permanent_exit_codes"])
+        except ValueError:
+            return s.fail("permanent_exit_codes", f"at most {spec.MAX_PERMANENT_EXIT_CODES} whole numbers from 1 "
+                                                  "to 255, comma-separated, e.g. '2, 127'")
+        s.data["permanent_exit_codes"] = ", ".join(str(c) for c in sorted(codes))
+
+
 def package_is_a_directory(s: Submission) -> None:
     if not s.ok("package"):
         return
@@ -173,17 +183,27 @@ def package_is_a_directory(s: Submission) -> None:
         s.fail("package", f"{path.virtual} is not a directory in your storage; upload the package first")
 
 
-def fits_the_quota(s: Submission) -> None:
-    """An early answer (before an upload is stored); admission checks again under the user's lock."""
-    if not s.errors:
-        for name, message in admission_errors(s.user, s.data).items():
-            s.fail(name, message)
+def could_ever_run(s: Submission) -> None:
+    """Refuse what no amount of waiting would start: more than the user's whole quota or the
+    datacenter's whole capacity, a priority above the quota's, or a home already full (the job
+    could not write its output). Whether it fits now is the queue's business (jobs/queue.py)."""
+    if s.errors:
+        return
+    dc = s.data["datacenter"]
+    request = job_resources(**{f: s.data[f] for f in RESOURCE_FIELDS})
+    for name, message in never_fits(effective_quota(s.user, dc), capacity(dc), request,
+                                    s.data["priority"], dc.name).items():
+        s.fail(name, message)
+    storage = get_usage(s.user, dc)
+    if storage.free_bytes <= 0:
+        s.fail("storage", QuotaExceeded(storage.used_bytes + storage.reserved_bytes, storage.limit_bytes).message)
 
 
 RULES: tuple[Callable[[Submission], None], ...] = (
     name_is_free, datacenter_exists, pservers_fit_the_mode, quantities_parse, entry_parses,
-    image_is_a_reference, registry_is_yours, env_within_limits, env_names_are_allowed, package_is_a_directory,
-    fits_the_quota,
+    image_is_a_reference, registry_is_yours, env_within_limits, env_names_are_allowed, exit_codes_parse,
+    package_is_a_directory,
+    could_ever_run,
 )
 
 
@@ -198,17 +218,3 @@ def validate_submission(user: User, data: Mapping[str, Any], *, package_pending:
     if sub.errors:
         raise ValidationError({k: [v] for k, v in sub.errors.items()})
     return sub.data
-
-
-def admission_errors(user: User, cleaned: dict[str, Any]) -> dict[str, str]:
-    """Field errors for a job the user's quotas cannot take now: resources and running jobs, and
-    a home already full (the job could not write its output)."""
-    dc = cleaned["datacenter"]
-    request = job_resources(mode=cleaned["mode"], trainers=cleaned["trainers"], pservers=cleaned["pservers"],
-                            cpu=cleaned["cpu"], memory=cleaned["memory"], gpu=cleaned["gpu"],
-                            pscpu=cleaned["pscpu"], psmemory=cleaned["psmemory"])
-    errors = check_job_quota(user, dc, request)
-    storage = get_usage(user, dc)
-    if storage.free_bytes <= 0:
-        errors["storage"] = QuotaExceeded(storage.used_bytes + storage.reserved_bytes, storage.limit_bytes).message
-    return errors

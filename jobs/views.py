@@ -10,11 +10,11 @@ from django.views.decorators.http import require_POST
 from accounts.models import Datacenter
 from paddleweb.pagination import cursor_page
 
-from . import job_page, services, usage
+from . import job_page, retention, services, usage
 from .filtersets import JobFilterSet
 from .forms import JobForm, LogLinesForm
 from .metrics import parse_metrics
-from .models import JobState, ReplicaState
+from .models import ADMITTED_STATES, JobState, ReplicaState
 
 
 @login_required
@@ -31,12 +31,19 @@ def job_list(request):
 
 @login_required
 def job_submit(request):
-    form = JobForm(request.POST or None, request.FILES or None, user=request.user)
+    # ?from=<job>: "Edit and resubmit", the form prefilled with that job's spec and package.
+    source = None
+    if request.GET.get("from"):
+        source = get_object_or_404(services.visible_jobs(request.user), name=request.GET["from"])
+    initial = JobForm.initial_from(source, services.free_name(request.user, source.name)) if source else None
+    form = JobForm(request.POST or None, request.FILES or None, user=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
         data = {k: v for k, v in form.cleaned_data.items() if k not in ("files", "source")}
         try:
             if form.cleaned_data["source"] == "upload":
-                job = services.submit_with_upload(request.user, data, form.cleaned_data["files"])
+                job = services.submit_with_upload(request.user, data, form.cleaned_data["files"], cloned_from=source)
+            elif source is not None:
+                job = services.clone_job(request.user, source, data)
             else:
                 job = services.submit_job(request.user, data)
         except ValidationError as e:
@@ -46,12 +53,12 @@ def job_submit(request):
         else:
             messages.success(request, f"Job {job.name} submitted.")
             return redirect("jobs:detail", name=job.name)
-    return render(request, "jobs/job_submit.html", {"form": form})
+    return render(request, "jobs/job_submit.html", {"form": form, "source": source})
 
 
 @login_required
 def job_detail(request, name):
-    job = get_object_or_404(services.visible_jobs(request.user), name=name)
+    job = get_object_or_404(services.visible_jobs(request.user).select_related("cloned_from"), name=name)
     replicas = list(usage.with_latest(job.replicas.all()))
     for r in replicas:
         r.stopped_after_success = job_page.stopped_after_success(job, r)
@@ -61,7 +68,8 @@ def job_detail(request, name):
     context = {"job": job, "replicas": replicas, "events": job.events.select_related("replica"), "live": live,
                "waiting": services.waiting_reason(job), "timing": job_page.timing(job, now),
                "progress": job_page.progress(job, [r for r in replicas if r.role == "trainer"], now),
-               "log_replica": job_page.default_log_replica(replicas)}
+               "log_replica": job_page.default_log_replica(replicas),
+               "can_suspend": job.state in (JobState.QUEUED, *ADMITTED_STATES), "purged_notice": retention.notice(job)}
     if request.htmx and request.GET.get("part") == "status":
         return render(request, "jobs/_job_status.html", context)
     return render(request, "jobs/job_detail.html", context)
@@ -130,6 +138,50 @@ def job_kill(request, name):
     else:
         messages.info(request, f"Job {job.name} had already ended.")
     return redirect("jobs:detail", name=job.name)
+
+
+@login_required
+@require_POST
+def job_clone(request, name):
+    """Run again: the same spec under a free name, submitted at once."""
+    source = get_object_or_404(services.visible_jobs(request.user), name=name)
+    try:
+        job = services.clone_job(request.user, source, {})
+    except ValidationError as e:
+        messages.error(request, f"Job {source.name} could not run again: {_errors(e)}")
+        return redirect("jobs:detail", name=source.name)
+    messages.success(request, f"Job {job.name} submitted, a copy of {source.name}.")
+    return redirect("jobs:detail", name=job.name)
+
+
+@login_required
+@require_POST
+def job_suspend(request, name):
+    return _job_action(request, name, services.suspend_job, "is being suspended.")
+
+
+@login_required
+@require_POST
+def job_resume(request, name):
+    return _job_action(request, name, services.resume_job, "resumed: queued again.")
+
+
+def _job_action(request, name, action, done: str):
+    """Run a service action on one of the user's jobs; its refusal becomes a message on the page."""
+    job = get_object_or_404(services.visible_jobs(request.user), name=name)
+    try:
+        action(job)
+    except ValidationError as e:
+        messages.error(request, _errors(e))
+    else:
+        messages.success(request, f"Job {job.name} {done}")
+    return redirect("jobs:detail", name=job.name)
+
+
+def _errors(e: ValidationError) -> str:
+    if hasattr(e, "error_dict"):
+        return "; ".join(f"{k}: {' '.join(v)}" if k != "state" else " ".join(v) for k, v in e.message_dict.items())
+    return " ".join(e.messages)
 
 
 @login_required

@@ -16,6 +16,8 @@ class Quota(models.Model):
     gpus = models.PositiveIntegerField(default=0, help_text="Total GPUs of running jobs.")
     max_running_jobs = models.PositiveIntegerField(default=5)
     storage_bytes = models.PositiveBigIntegerField(default=100 * 2**30, help_text="Bytes in the user's PFS home.")
+    max_priority = models.PositiveIntegerField(default=10,
+                                               help_text="The highest priority the user's jobs may ask for.")
 
     class Meta:
         constraints = [

@@ -1,10 +1,13 @@
-"""Quota lookup, usage of running jobs, and the check every submission passes."""
+"""Quota lookup, what admitted jobs hold, a datacenter's capacity, and the checks the queue admits
+jobs by (jobs/queue.py); the reason texts users see come from here."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import psutil
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
@@ -33,6 +36,60 @@ class Resources:
         )
 
 
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(
+            self.cpu_millicores - other.cpu_millicores,
+            self.memory_bytes - other.memory_bytes,
+            self.gpus - other.gpus,
+        )
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What a datacenter's jobs may hold together; None: no limit (the cluster's scheduler decides)."""
+
+    cpu_millicores: int | None
+    memory_bytes: int | None
+    gpus: int | None
+
+    def shortfalls(self, held: Resources, request: Resources, datacenter: str) -> dict[str, str]:
+        """Field errors for a request that does not fit what is left ("" key: none)."""
+        errors: dict[str, str] = {}
+        for field, cap, used, need, fmt, unit in self.dims(held, request):
+            if cap is not None and used + need > cap:
+                errors[field] = (f"needs {fmt(need)} {unit}, {fmt(max(cap - used, 0))} free "
+                                 f"in datacenter {datacenter}")
+        return errors
+
+    def dominant_share(self, held: Resources) -> float:
+        """The largest fraction of any limited resource held (fair share orders users by it)."""
+        shares = [used / cap for _f, cap, used, _n, _fmt, _u in self.dims(held, Resources()) if cap]
+        return max(shares, default=0.0)
+
+    def dims(self, held: Resources, request: Resources) -> list[tuple[str, int | None, int, int, Any, str]]:
+        return [("cpu", self.cpu_millicores, held.cpu_millicores, request.cpu_millicores, format_cpu, "CPU"),
+                ("memory", self.memory_bytes, held.memory_bytes, request.memory_bytes, format_bytes, "memory"),
+                ("gpu", self.gpus, held.gpus, request.gpus, str, "GPU")]
+
+
+def capacity(datacenter: Datacenter) -> Capacity:
+    """The operator's figures where set; else the machine's own for a local datacenter (its CPUs,
+    its memory, no GPUs) and no limit for Kubernetes."""
+    if datacenter.backend == "local":
+        machine = Capacity((os.cpu_count() or 1) * 1000, psutil.virtual_memory().total, 0)
+    else:
+        machine = Capacity(None, None, None)
+    return Capacity(
+        _first(datacenter.capacity_cpu_millicores, machine.cpu_millicores),
+        _first(datacenter.capacity_memory_bytes, machine.memory_bytes),
+        _first(datacenter.capacity_gpus, machine.gpus),
+    )
+
+
+def _first(value: int | None, default: int | None) -> int | None:
+    return value if value is not None else default
+
+
 def effective_quota(user: User, datacenter: Datacenter) -> Quota:
     """The user's own quota, else the datacenter default, else the built-in defaults (unsaved)."""
     rows = {q.user_id: q for q in Quota.objects.filter(Q(user=user) | Q(user=None), datacenter=datacenter)}
@@ -48,17 +105,26 @@ def job_resources(*, mode: str, trainers: int, pservers: int, cpu: str, memory: 
     return total
 
 
+def resources_of(job: Any) -> Resources:
+    """What a job (a Job, or anything with its resource fields) holds once admitted."""
+    return job_resources(mode=job.mode, trainers=job.trainers, pservers=job.pservers, cpu=job.cpu,
+                         memory=job.memory, gpu=job.gpu, pscpu=job.pscpu, psmemory=job.psmemory)
+
+
+RESOURCE_FIELDS = ("mode", "trainers", "pservers", "cpu", "memory", "gpu", "pscpu", "psmemory")
+
+
 def usage(user: User, datacenter: Datacenter) -> tuple[Resources, int]:
-    """Resources held by the user's active jobs in the datacenter, and how many there are."""
-    from jobs.models import ACTIVE_STATES, Job
+    """Resources held by the user's admitted jobs in the datacenter (queued and suspended ones hold
+    nothing), and how many there are."""
+    from jobs.models import ADMITTED_STATES, Job
 
     total = Resources()
-    jobs = Job.objects.filter(user=user, datacenter=datacenter, state__in=ACTIVE_STATES)
+    jobs = Job.objects.filter(user=user, datacenter=datacenter, state__in=ADMITTED_STATES)
     count = 0
-    for job in jobs.only("mode", "trainers", "pservers", "cpu", "memory", "gpu", "pscpu", "psmemory"):
+    for job in jobs.only(*RESOURCE_FIELDS):
         count += 1
-        total += job_resources(mode=job.mode, trainers=job.trainers, pservers=job.pservers, cpu=job.cpu,
-                               memory=job.memory, gpu=job.gpu, pscpu=job.pscpu, psmemory=job.psmemory)
+        total += resources_of(job)
     return total, count
 
 
@@ -75,21 +141,36 @@ def lock_admissions(user: User) -> None:
     get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk").get()
 
 
-def check_job_quota(user: User, datacenter: Datacenter, request: Resources) -> dict[str, str]:
-    """Field errors for a job that would take the user over quota (empty when it fits). Only
-    binding under lock_admissions(), in the transaction that creates the job."""
-    quota = effective_quota(user, datacenter)
-    used, running = usage(user, datacenter)
+def never_fits(quota: Quota, cap: Capacity, request: Resources, priority: int, datacenter: str) -> dict[str, str]:
+    """Field errors for a job that could not start even with the datacenter to itself: it is
+    refused at submission instead of waiting forever."""
+    errors: dict[str, str] = {}
+    if quota.max_running_jobs == 0:
+        errors["__all__"] = "your quota allows no running jobs in this datacenter"
+    limits = Capacity(quota.cpu_millicores, quota.memory_bytes, quota.gpus)
+    for field, limit, _used, need, fmt, unit in limits.dims(Resources(), request):
+        if limit is not None and need > limit:
+            errors[field] = f"needs {fmt(need)} {unit}, more than your whole quota of {fmt(limit)}"
+    for field, limit, _used, need, fmt, unit in cap.dims(Resources(), request):
+        if limit is not None and need > limit:
+            errors.setdefault(field, f"needs {fmt(need)} {unit}, more than datacenter {datacenter} has "
+                                     f"({fmt(limit)})")
+    if priority > quota.max_priority:
+        errors["priority"] = f"at most {quota.max_priority} (your quota's maximum priority)"
+    return errors
+
+
+def quota_errors(quota: Quota, used: Resources, running: int, request: Resources) -> dict[str, str]:
+    """Field errors for a job that would take the user over quota now (empty when it fits)."""
     errors: dict[str, str] = {}
     if running + 1 > quota.max_running_jobs:
-        errors["__all__"] = (f"quota exceeded: {running} of {quota.max_running_jobs} jobs already running; "
-                             "wait for one to finish or kill one")
+        errors["__all__"] = f"{running} of {quota.max_running_jobs} running jobs used (quota)"
     if used.cpu_millicores + request.cpu_millicores > quota.cpu_millicores:
-        errors["cpu"] = (f"quota exceeded: this job needs {format_cpu(request.cpu_millicores)} CPU, "
-                         f"used {format_cpu(used.cpu_millicores)} of {format_cpu(quota.cpu_millicores)}")
+        errors["cpu"] = (f"needs {format_cpu(request.cpu_millicores)} CPU, {format_cpu(used.cpu_millicores)} "
+                         f"of {format_cpu(quota.cpu_millicores)} used (quota)")
     if used.memory_bytes + request.memory_bytes > quota.memory_bytes:
-        errors["memory"] = (f"quota exceeded: this job needs {format_bytes(request.memory_bytes)} memory, "
-                            f"used {format_bytes(used.memory_bytes)} of {format_bytes(quota.memory_bytes)}")
+        errors["memory"] = (f"needs {format_bytes(request.memory_bytes)} memory, {format_bytes(used.memory_bytes)} "
+                            f"of {format_bytes(quota.memory_bytes)} used (quota)")
     if used.gpus + request.gpus > quota.gpus:
-        errors["gpu"] = f"quota exceeded: this job needs {request.gpus} GPU, used {used.gpus} of {quota.gpus}"
+        errors["gpu"] = f"needs {request.gpus} GPU, {used.gpus} of {quota.gpus} used (quota)"
     return errors

@@ -4,6 +4,8 @@ uvicorn server, a logged-in Chromium, and the processes of a local job."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import shutil
 import socket
@@ -125,8 +127,9 @@ def logged_in_browser(base_url: str, monkeypatch):
 
 class LiveASGI:
     """uvicorn serving an ASGI application (paddleweb's by default) on a free loopback port, in a
-    thread, with the Procfile's HTTP protocol (paddleweb.server); with `zero_copy=False`, with
-    stock uvicorn's, which offers no zero-copy extension (the apps' fallback path)."""
+    thread, with the Procfile's HTTP protocol (paddleweb.server) and uncompressed websockets; with
+    `zero_copy=False`, with stock uvicorn's, which offers no zero-copy extension (the apps'
+    fallback path)."""
 
     def __init__(self, application=None, *, zero_copy: bool = True):
         import uvicorn
@@ -139,7 +142,7 @@ class LiveASGI:
             self.port = s.getsockname()[1]
         config = uvicorn.Config(application, host="127.0.0.1", port=self.port, lifespan="off",
                                 http="paddleweb.server:HttpProtocol" if zero_copy else "httptools",
-                                log_level="warning", access_log=False)
+                                ws_per_message_deflate=False, log_level="warning", access_log=False)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.url = f"http://127.0.0.1:{self.port}"
@@ -173,8 +176,11 @@ def job_processes(job: Job) -> list[psutil.Process]:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
         if (str(SHIM) in cmdline and root in cmdline) or cwd.startswith(root):
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
+            try:
+                if proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(proc)
+            except psutil.NoSuchProcess:  # ended since it was listed
+                continue
     return found
 
 
@@ -187,3 +193,54 @@ def wait_state(job: Job, states, timeout=60.0) -> Job:
 
     wait_for(check, timeout, what=f"job {job.name} to reach {states} (now {job.state}: {job.message[-500:]})")
     return job
+
+
+def make_job(user, datacenter, name: str = "fit", state: str = "Running") -> Job:
+    """A job row in `state` with no processes behind it (for tests that move jobs themselves)."""
+    from jobs.models import Job
+
+    return Job.objects.create(user=user, datacenter=datacenter, name=name, state=state, mode="ps", pservers=1,
+                              trainers=1, package=f"/pfs/local/home/{user.username}/pkg", entry="python train.py")
+
+
+def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
+    """A webhook's signature computed as a receiver would, independently of notifications.delivery."""
+    return "sha256=" + hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+
+
+def replica_program(job: Job, replica_name: str, needle: str) -> psutil.Process | None:
+    """The process of a local job's replica whose command line holds `needle` (its training
+    program, not the keeper or sandbox around it: the deepest such process), or None."""
+    from jobs.backends.local import LocalBackend
+
+    role, index = replica_name.split("-")
+    replica = job.replicas.get(role=role, index=int(index))
+    state = str(LocalBackend(job.datacenter).state_dir(replica))
+    for keeper in job_processes(job):
+        try:
+            if state not in " ".join(keeper.cmdline()):
+                continue
+            found = [p for p in keeper.children(recursive=True) if needle in " ".join(p.cmdline())]
+        except psutil.NoSuchProcess:
+            continue
+        return found[-1] if found else None
+    return None
+
+
+def run_until_done(job: Job, timeout: float = 30) -> Job:
+    """Drive a local job as the worker and watcher would: launch, then observe until it ends."""
+    from jobs.lifecycle import sync_job
+    from jobs.tasks import launch_job
+
+    launch_job(job.pk)
+
+    def done() -> bool:
+        # Processes first: a keeper gone by now has recorded its exit, which this sync then sees.
+        gone = not job_processes(job)
+        job.refresh_from_db()
+        sync_job(job)
+        return job.state in ("Succeeded", "Failed", "Killed") and gone
+
+    wait_for(done, timeout, what=lambda: f"job {job.name} to end (state {job.state}: {job.message})")
+    return job
+

@@ -25,7 +25,8 @@ def fill_job(page, name):
     page.fill("#id_trainers", "2")
     page.fill("#id_pservers", "2")
     page.fill("#id_passes", "10")
-    page.set_input_files("#id_files", [str(EXAMPLE / "train.py"), str(EXAMPLE / "requirements.txt")])
+    files = ("train.py", "checkpoint.py", "requirements.txt")
+    page.set_input_files("#id_files", [str(EXAMPLE / name) for name in files])
 
 
 def test_submit_fit_a_line_from_the_form_and_watch_it_succeed(system, page, live_server, alice, settings):

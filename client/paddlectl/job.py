@@ -65,6 +65,8 @@ class PaddleJob:
     registry: str | None = None
     datacenter: str | None = None
     timeout: int | None = None
+    priority: int = 0  # among your queued jobs, higher first (up to your quota's maximum)
+    fail_fast: bool = False  # refuse instead of queueing when it does not fit now
     # seed 002's example spellings
     namespace: str | None = None
     use_gpu: bool = False
@@ -100,7 +102,8 @@ class PaddleJob:
             "env": {str(k): str(v) for k, v in self.env.items()},
         }
         for key, value in (("image", self.runtime_image), ("registry", self.registry),
-                           ("datacenter", self.datacenter), ("timeout", self.timeout)):
+                           ("datacenter", self.datacenter), ("timeout", self.timeout),
+                           ("priority", self.priority), ("fail_fast", self.fail_fast)):
             if value:
                 body[key] = value
         return body

@@ -29,7 +29,7 @@ from .job import PaddleJob, check_job_name
 from .live import JobEvents
 from .logs import TERMINAL_STATES, LogLine, LogReader
 
-ACTIVE_STATES = ("Queued", "Building", "Starting", "Running")
+ACTIVE_STATES = ("Queued", "Building", "Starting", "Running", "Suspended")
 JobDict = dict[str, Any]
 
 
@@ -217,6 +217,21 @@ class Client:
             except PaddlectlError:
                 pass
             raise
+
+    def clone(self, name: str, /, **changes: Any) -> JobDict:
+        """Submit job `name` again with `changes` to its fields (the API's names: trainers, cpu,
+        env, ..., name); the new job gets a free name (<name>-2) unless one is given, and
+        records `cloned_from`."""
+        return self.api.post(f"jobs/{_q(name)}/clone/", changes)
+
+    def suspend(self, name: str) -> JobDict:
+        """Stop the job and free its resources, keeping it (Suspended): its replicas get SIGTERM
+        first, time to checkpoint. A queued job leaves the queue."""
+        return self.api.post(f"jobs/{_q(name)}/suspend/")
+
+    def resume(self, name: str) -> JobDict:
+        """Queue a suspended job again; it continues from its checkpoint where it keeps one."""
+        return self.api.post(f"jobs/{_q(name)}/resume/")
 
     def kill(self, name: str) -> JobDict:
         """Stop every replica; the job becomes Killed (its history and logs stay)."""

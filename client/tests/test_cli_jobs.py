@@ -177,6 +177,20 @@ def test_get_workers_and_events(config, alice, pkg):
     assert run_cli("get", "workers").code == 2
 
 
+def test_get_shows_restarts_of_workers_and_of_the_job(config, alice, pkg):
+    from jobs.models import Job
+
+    job = make_job(alice, "rs", pkg, "Running", ["Running", "Pending"])
+    job.replicas.filter(index=1).update(restarts=2, reason="BackOff", message="restart 2 of 3 at 12:00:00 (attempt 2)")
+    Job.objects.filter(pk=job.pk).update(restarts=1)
+    res = run_cli("get", "workers", "rs", "-o", "wide")
+    header, *rows = [line.split() for line in res.lines]
+    assert header[:5] == ["NAME", "STATUS", "START", "RESTARTS", "EXIT"]
+    assert rows[1][:5] == ["trainer-1", "Pending", "-", "2", "-"] and "BackOff" in rows[1]
+    assert "RESTARTS" in run_cli("get", "jobs", "rs", "-o", "wide").out
+    assert json.loads(run_cli("get", "jobs", "rs", "-o", "json").out)["restarts"] == 1
+
+
 def test_get_quota_and_datacenters(config):
     res = run_cli("get", "quota")
     assert res.code == 0

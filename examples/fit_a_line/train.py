@@ -8,7 +8,9 @@ PaddleCloud gives every replica (see README.md):
     POD_IP  PADDLE_PORT  (a pserver binds POD_IP:PADDLE_PORT)
 
 Optional: PADDLE_INIT_NUM_PASSES (default 10), PADDLE_JOB_NAME,
-PADDLE_PFS_HOME (the model goes to $PADDLE_PFS_HOME/models/<job>/, else ./output/).
+PADDLE_PFS_HOME (the model goes to $PADDLE_PFS_HOME/models/<job>/, else ./output/),
+PADDLE_CHECKPOINT_DIR (else ./checkpoints/): trainer 0 saves the parameters there after every
+pass, and a restarted job resumes from the latest complete checkpoint (checkpoint.py).
 
 After every pass each trainer prints one machine-readable line for the job page:
 
@@ -19,6 +21,7 @@ import json
 import os
 import sys
 
+import checkpoint
 import numpy as np
 import paddle
 from paddle.distributed import fleet
@@ -128,19 +131,55 @@ def output_dir():
     return os.path.abspath("output")
 
 
+def start_worker(trainer_id, ckpt):
+    """fleet.init_worker(), with every trainer starting from the same parameters.
+
+    Trainer 0 pushes its values to the pservers in init_worker(): the freshly initialised ones,
+    then those of the latest checkpoint if there is one. The others wait until it has (see
+    checkpoint.py), so none trains on parameters that the push would then throw away. A trainer
+    0 that restarts while the pservers keep running (params-ready names them) pushes nothing:
+    it pulls the live parameters like any other trainer, so nobody's progress is lost.
+    """
+    checkpoint.wait_for_pservers(os.environ["PADDLE_PSERVERS_IP_PORT_LIST"].split(","))
+    tokens = checkpoint.pserver_tokens(ckpt, fleet.server_num())
+    if trainer_id != 0:
+        checkpoint.wait_params_ready(ckpt, tokens)
+        fleet.init_worker()  # pulls the parameters trainer 0 set
+        return
+    rejoining = checkpoint.params_ready(ckpt, tokens)
+    if rejoining:
+        # Paddle 2.6's init_worker() skips trainer 0's push when TEST_MODE=1 and only pulls.
+        saved_mode = os.environ.get("TEST_MODE")
+        os.environ["TEST_MODE"] = "1"
+        fleet.init_worker()
+        if saved_mode is None:
+            del os.environ["TEST_MODE"]
+        else:
+            os.environ["TEST_MODE"] = saved_mode
+    else:
+        fleet.init_worker()
+    saved = checkpoint.latest(ckpt)
+    if saved and not rejoining:
+        # Loads the saved dense parameters into the scope and pushes them to the pservers.
+        fleet.load_inference_model(saved[1], mode=0)
+        print(f"trainer 0 set the parameters of checkpoint pass {saved[0]}", flush=True)
+    checkpoint.mark_params_ready(ckpt, tokens)
+
+
 def run_trainer(x, y, pred):
     trainer_id = fleet.worker_index()
     trainers = fleet.worker_num()
     passes = int(os.environ.get("PADDLE_INIT_NUM_PASSES", "10"))
+    ckpt = checkpoint.directory()
+    done = checkpoint.progress(ckpt, trainer_id)
+    if trainer_id == 0:
+        checkpoint.remove_partial(ckpt)
+    if done:
+        print(f"trainer {trainer_id} resumes after pass {done} (checkpoints in {ckpt})", flush=True)
 
     exe = paddle.static.Executor(paddle.CPUPlace())
     exe.run(paddle.static.default_startup_program())
-    # Trainer 0 pushes its initial parameters to the pservers, then every
-    # trainer pulls them; retries until the pservers are reachable. Without
-    # gloo (PADDLE_WITH_GLOO=0) there is no barrier between push and pull, so
-    # another trainer may start from the pservers' own initial values: harmless
-    # in async mode, it just adopts the pushed ones later.
-    fleet.init_worker()
+    start_worker(trainer_id, ckpt)
 
     data_file = os.path.abspath(os.path.join("data", f"train-{trainer_id:05d}.txt"))
     write_multislot_file(data_file, *make_data(trainer_id, trainers))
@@ -154,7 +193,7 @@ def run_trainer(x, y, pred):
 
     main_program = paddle.static.default_main_program()
     scope = paddle.static.global_scope()
-    for step in range(1, passes + 1):
+    for step in range(done + 1, passes + 1):
         dataset.local_shuffle()
         exe.train_from_dataset(program=main_program, dataset=dataset)
         loss = read_and_reset_pass_loss(scope)
@@ -162,6 +201,14 @@ def run_trainer(x, y, pred):
         print(
             "PADDLECLOUD_METRIC " + json.dumps({"step": step, "loss": loss}), flush=True
         )
+        if trainer_id == 0:
+            # Pulls the pservers' current parameters, then writes them (dnn_plugin/).
+            checkpoint.save_pass(
+                ckpt,
+                step,
+                lambda tmp: fleet.save_inference_model(exe, tmp, [x.name], [pred]),
+            )
+        checkpoint.save_progress(ckpt, trainer_id, step)
 
     if trainer_id == 0:
         out = output_dir()
@@ -197,6 +244,7 @@ def main():
 
     if fleet.is_server():
         print(f"pserver {fleet.server_index()} starting", flush=True)
+        checkpoint.announce_pserver(checkpoint.directory(), fleet.server_index())
         fleet.init_server()
         fleet.run_server()  # serves until the process is killed
     else:

@@ -5,10 +5,10 @@ from jobs import services, usage
 from jobs.logstore import MAX_LOG_LINES, MAX_LOG_OFFSET
 from jobs.models import Job, JobEvent, Replica
 from jobs.spec import SPEC
-from jobs.submit_serializer import JobSubmitSerializer
+from jobs.submit_serializer import JobCloneSerializer, JobSubmitSerializer
 
-__all__ = ["JobSubmitSerializer", "JobSerializer", "JobDetailSerializer", "LogQuerySerializer", "LogSerializer",
-           "ReplicaUsageSerializer"]
+__all__ = ["JobSubmitSerializer", "JobCloneSerializer", "JobSerializer", "JobDetailSerializer", "LogQuerySerializer",
+           "LogSerializer", "ReplicaUsageSerializer"]
 
 
 class UsagePointSerializer(serializers.Serializer):
@@ -29,7 +29,7 @@ class ReplicaSerializer(serializers.ModelSerializer):
     class Meta:
         model = Replica
         fields = ["name", "role", "index", "state", "reason", "message", "host", "port", "pod", "exit_code",
-                  "restarts", "started", "finished", "usage"]
+                  "restarts", "attempt", "started", "finished", "usage"]
 
     @extend_schema_field(UsagePointSerializer(allow_null=True))
     def get_usage(self, replica: Replica):
@@ -49,12 +49,19 @@ class JobEventSerializer(serializers.ModelSerializer):
 class JobSerializer(serializers.ModelSerializer):
     datacenter = serializers.CharField(source="datacenter.name", read_only=True)
     registry = serializers.CharField(source="registry.name", default=None, read_only=True, allow_null=True)
+    cloned_from = serializers.CharField(source="cloned_from.name", default=None, read_only=True, allow_null=True,
+                                        help_text="The name of the job this one was cloned from (null: none, or "
+                                                  "that job was deleted).")
+    purged = serializers.DateTimeField(read_only=True, allow_null=True, help_text=(
+        "When the retention policy removed the job's logs and working files; null while they are kept."))
 
     class Meta:
         model = Job
-        fields = [*(f.name for f in SPEC), "k8s_name", "state", "reason", "message", "created", "started",
-                  "finished"]
+        fields = [*(f.name for f in SPEC), "k8s_name", "state", "reason", "message", "queue_position", "created",
+                  "queued_at", "started", "finished", "restarts", "cloned_from", "purged"]
         read_only_fields = fields
+        extra_kwargs = {"queue_position": {"help_text": "A queued job's place in its datacenter's queue (1: next); "
+                                                        "why it waits is in reason and message."}}
 
 
 class JobDetailSerializer(JobSerializer):

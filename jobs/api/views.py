@@ -12,6 +12,7 @@ from paddleweb.api import OwnedViewSet, field_errors
 from paddleweb.pagination import NewestFirstCursorPagination
 
 from .serializers import (
+    JobCloneSerializer,
     JobDetailSerializer,
     JobSerializer,
     JobSubmitSerializer,
@@ -22,7 +23,7 @@ from .serializers import (
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet):
-    queryset = Job.objects.filter(deleting=False).select_related("datacenter", "registry")
+    queryset = Job.objects.filter(deleting=False).select_related("datacenter", "registry", "cloned_from")
     lookup_field = "name"
     lookup_value_regex = "[^/]+"
     filterset_class = JobFilterSet
@@ -58,6 +59,38 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
         if not services.kill_job(job):
             raise serializers.ValidationError({"state": [f"the job has already ended ({job.state})"]})
         job = self.get_queryset().filter(pk=job.pk).first()
+        if job is None:  # deleted meanwhile
+            raise NotFound()
+        return Response(JobDetailSerializer(job).data)
+
+    @extend_schema(request=JobCloneSerializer, responses={201: JobDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def clone(self, request, name=None):
+        """Submit the job again, with the fields given in the body changed (validated like a submission)."""
+        source = self.get_object()
+        with field_errors():
+            job = services.clone_job(request.user, source, request.data)
+        return Response(JobDetailSerializer(self.get_queryset().get(pk=job.pk)).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=None, responses={200: JobDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def suspend(self, request, name=None):
+        """Stop the job and free its resources, keeping it: its replicas get SIGTERM (time to checkpoint) and the
+        job becomes Suspended; a queued job leaves the queue."""
+        with field_errors():
+            services.suspend_job(self.get_object())
+        return self._current(name)
+
+    @extend_schema(request=None, responses={200: JobDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def resume(self, request, name=None):
+        """Queue a suspended job again; it continues from its checkpoint where the program keeps one."""
+        with field_errors():
+            services.resume_job(self.get_object())
+        return self._current(name)
+
+    def _current(self, name):
+        job = self.get_queryset().filter(name=name).first()
         if job is None:  # deleted meanwhile
             raise NotFound()
         return Response(JobDetailSerializer(job).data)

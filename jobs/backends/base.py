@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from django.db.models import QuerySet
 
     from accounts.models import Datacenter
+    from pfs.paths import PfsPath
 
     from ..models import Job, Replica
 
@@ -39,6 +40,11 @@ class ReplicaStatus:
     host: str = ""
     started: datetime | None = None
     finished: datetime | None = None
+    # Backends that restart failed replicas themselves (Backend.restarts_replicas): how many times
+    # the cluster has restarted this one, and why it last failed; None where not known.
+    restarts: int | None = None
+    last_exit_code: int | None = None
+    last_message: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,12 @@ class Watcher(ABC):
 
 
 class Backend(ABC):
+    # True when the backend itself restarts a failed replica in replica mode (a Kubernetes Job's
+    # backoffLimitPerIndex), within the job's max_restarts and permanent exit codes, reporting
+    # ReplicaStatus.restarts and a replica Failed only once it gives up. False: the lifecycle
+    # decides each restart and calls restart().
+    restarts_replicas = False
+
     def __init__(self, datacenter: Datacenter):
         self.datacenter = datacenter
 
@@ -120,6 +132,18 @@ class Backend(ABC):
         """Terminate the given replicas (all by default): graceful, then forced. Idempotent."""
 
     @abstractmethod
+    def restart(self, job: Job, replicas: Iterable[Replica]) -> None:
+        """Run these replicas again as a new attempt each (their `restarts` already counts it), with
+        the same index and environment. Called by the lifecycle once the failed attempt is stopped
+        and its backoff has passed; a gang restart passes every replica. Idempotent per attempt."""
+
+    @abstractmethod
+    def suspend(self, job: Job) -> None:
+        """Stop every replica gracefully (SIGTERM first: time to checkpoint) and free what the job
+        holds on the cluster, keeping what resuming needs (package copy, runtime). Resume is a
+        new launch() of the queued job. Idempotent."""
+
+    @abstractmethod
     def delete(self, job: Job) -> None:
         """Remove every trace of the job's processes or objects. Idempotent."""
 
@@ -133,13 +157,18 @@ class Backend(ABC):
         return {}
 
 
-def copy_tree_atomic(src: Path, dest: Path) -> None:
-    """Copy a tree so that `dest` either does not exist or is complete."""
+def copy_tree_atomic(src: Path, dest: Path, skip: Path | None = None) -> None:
+    """Copy a tree so that `dest` either does not exist or is complete; without `skip`, a
+    directory below `src`."""
     if dest.exists():
         return
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(src, tmp, symlinks=True)
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        return {skip.name} if skip is not None and Path(directory) == skip.parent and skip.name in names else set()
+
+    shutil.copytree(src, tmp, symlinks=True, ignore=ignore)
     os.rename(tmp, dest)
 
 
@@ -156,4 +185,30 @@ def snapshot_package(job: Job, dest: Path) -> None:
     if not src.is_dir():
         raise LaunchError("PackageUnavailable", f"{job.package} is not a directory any more")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    copy_tree_atomic(src, dest)
+    # A package at jobs/<name>/ (where uploads go) holds the job's checkpoints of earlier runs:
+    # the job reads them from PADDLE_CHECKPOINT_DIR, its working copies need no copy of them.
+    copy_tree_atomic(src, dest, skip=Path(os.path.realpath(checkpoint_path(job).disk)))
+
+
+def checkpoint_path(job: Job) -> PfsPath:
+    """The job's PADDLE_CHECKPOINT_DIR in its user's home (contract.checkpoint_subpath)."""
+    from pfs.paths import home
+
+    from .. import contract
+
+    return home(job.user, job.datacenter.name).child(contract.checkpoint_subpath(job))
+
+
+def ensure_checkpoint_dir(job: Job) -> Path:
+    """Create the job's checkpoint directory race-free below its user's home, so the job finds
+    it even when it cannot create the levels above. Called at every launch: the user may have
+    removed it meanwhile."""
+    from pfs.paths import PathError
+    from pfs.storage import make_dirs
+
+    target = checkpoint_path(job)
+    try:
+        make_dirs(target)
+    except PathError as e:
+        raise LaunchError("CheckpointDirUnavailable", f"{target.virtual}: {e.message}") from e
+    return target.disk

@@ -8,7 +8,10 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import kmock
+
 from jobs.backends.kubernetes.manifests import COMPLETION_INDEX, CONTAINER
+from jobs.backends.kubernetes.observe import INDEX_FAILURES
 
 from .k8s_emulator import EmulatedCluster, now
 
@@ -127,3 +130,71 @@ class Cluster(EmulatedCluster):
                           if n == ns and p not in ("events", "resourcequotas") and not (
                               p in ("secrets", "networkpolicies")
                               and "paddlecloud/job" not in (o["metadata"].get("labels") or {})))
+
+    # --- the Job controller's per-index retries (backoffLimitPerIndex, podFailurePolicy) --------
+    def trainer_failed(self, ns: str, pod: str, exit_code: int = 1, reason: str = "Error") -> str | None:
+        """The pod fails; then what the Job controller does by the Job's spec: FailIndex on a
+        listed exit code, a new pod for the index while its failures are within
+        backoffLimitPerIndex (annotated with the count), else the index fails for good and, past
+        maxFailedIndexes, the Job. Returns the new pod's name, if one was made."""
+        self.pod_failed(ns, pod, exit_code=exit_code, reason=reason)
+        obj = self.store.get("pods", ns, pod)
+        job_name, index = obj["metadata"]["labels"]["job-name"], int(obj["metadata"]["annotations"][COMPLETION_INDEX])
+        job = self.store.get("jobs", ns, job_name)
+        spec = job["spec"]
+        fail_index = any(
+            r["action"] == "FailIndex" and exit_code in (r.get("onExitCodes") or {}).get("values", [])
+            for r in (spec.get("podFailurePolicy") or {}).get("rules", []))
+        failures = sum(1 for p in self.store.find("pods", ns, f"job-name={job_name}")
+                       if p["metadata"]["annotations"].get(COMPLETION_INDEX) == str(index)
+                       and p["status"]["phase"] == "Failed")
+        if not fail_index and failures <= (spec.get("backoffLimitPerIndex") or 0):
+            new = self.run_job(ns, job_name, [index])[0]
+            self.store.patch("pods", ns, new, {"metadata": {"annotations": {INDEX_FAILURES: str(failures)}}})
+            return new
+        failed = sorted({*_indexes((job.get("status") or {}).get("failedIndexes") or ""), index})
+        status: Obj = {"failedIndexes": ",".join(map(str, failed))}
+        if len(failed) > (spec.get("maxFailedIndexes") or 0):
+            status["conditions"] = [{"type": "Failed", "status": "True", "reason": "MaxFailedIndexesExceeded",
+                                     "message": "Job has exceeded the specified maximal number of failed indexes",
+                                     "lastTransitionTime": now()}]
+        self.store.patch("jobs", ns, job_name, {"status": status})
+        return None
+
+    # --- gang schedulers ------------------------------------------------------------------
+    def podgroup_status(self, ns: str, name: str, phase: str, unschedulable: str = "") -> None:
+        """Volcano's scheduler on a PodGroup: its phase, and why it cannot place the gang."""
+        conditions = [{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
+                       "message": unschedulable, "lastTransitionTime": now()}] if unschedulable else []
+        self.store.patch("podgroups", ns, name, {"status": {"phase": phase, "conditions": conditions}})
+
+    def kueue_workload(self, ns: str, job_name: str, *, admitted: bool, message: str = "") -> None:
+        """Kueue's controller: the Workload of a queued Job, pending with a message or admitted (the
+        Job then unsuspended)."""
+        job = self.store.get("jobs", ns, job_name)
+        name = f"job-{job_name}-1a2b3"
+        conditions = [{"type": "QuotaReserved", "status": "True" if admitted else "False",
+                       "reason": "QuotaReserved" if admitted else "Pending", "message": message or "ok"}]
+        if admitted:
+            conditions.append({"type": "Admitted", "status": "True", "reason": "Admitted", "message": "admitted"})
+        try:
+            self.store.patch("workloads", ns, name, {"status": {"conditions": conditions}})
+        except kmock.KubernetesError:
+            md = job["metadata"]
+            self.store.create("workloads", ns, {
+                "metadata": {"name": name, "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                                                "name": md["name"], "uid": md["uid"],
+                                                                "controller": True}]},
+                "spec": {"queueName": md["labels"]["kueue.x-k8s.io/queue-name"]},
+                "status": {"conditions": conditions}})
+        if admitted:
+            self.store.patch("jobs", ns, job_name, {"spec": {"suspend": False}})
+
+
+def _indexes(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        if first.isdigit():
+            out += range(int(first), int(last or first) + 1)
+    return out

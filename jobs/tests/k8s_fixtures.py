@@ -26,8 +26,9 @@ def k8s_dc(db, cluster):
     from accounts.models import Datacenter
     from quotas.models import Quota
 
+    # No restarts unless a test asks for them (max_restarts): a failing test job fails at once.
     dc = Datacenter.objects.create(name="k8s", backend="kubernetes", kubeconfig=cluster.kubeconfig(),
-                                   config=dict(FAST))
+                                   config=dict(FAST), default_max_restarts=0)
     Quota.objects.create(datacenter=dc, user=None, cpu_millicores=64000, memory_bytes=256 * 2**30, gpus=8,
                          max_running_jobs=200)
     return dc

@@ -26,6 +26,8 @@ KINDS = {  # plural -> (apiVersion, kind, namespaced)
     "statefulsets": ("apps/v1", "StatefulSet", True), "jobs": ("batch/v1", "Job", True),
     "paddlejobs": ("kubeflow.org/v1", "PaddleJob", True),
     "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy", True),
+    "podgroups": ("scheduling.volcano.sh/v1beta1", "PodGroup", True),
+    "workloads": ("kueue.x-k8s.io/v1beta1", "Workload", True),
 }
 
 
@@ -201,7 +203,30 @@ class Store:
                     merge(dst[k], v)
                 else:
                     dst[k] = copy.deepcopy(v)
-        return self.update(plural, ns, name, lambda obj: merge(obj, patch))
+        obj = self.update(plural, ns, name, lambda obj: merge(obj, patch))
+        self._controllers(plural, obj)
+        return obj
+
+    def _controllers(self, plural: str, obj: Obj) -> None:
+        """What the Job and StatefulSet controllers do at once on a changed spec: a suspended
+        Job's pods are deleted (gracefully), a StatefulSet scaled down loses its highest ordinals."""
+        uid, spec = obj["metadata"]["uid"], obj.get("spec") or {}
+        if plural == "jobs" and spec.get("suspend"):
+            self.update(plural, obj["metadata"]["namespace"], obj["metadata"]["name"], lambda o: o.setdefault(
+                "status", {}).update(active=0, conditions=[
+                    {"type": "Suspended", "status": "True", "reason": "JobSuspended", "message": "Job suspended"}]))
+            keep = -1
+        elif plural == "statefulsets":
+            keep = int(spec.get("replicas") or 0)
+        else:
+            return
+        with self.lock:
+            for (p, n, name), pod in list(self.objects.items()):
+                refs = pod["metadata"].get("ownerReferences") or []
+                ordinal = name.rsplit("-", 1)[-1]
+                if p == "pods" and any(r.get("uid") == uid for r in refs) and (
+                        keep < 0 or (ordinal.isdigit() and int(ordinal) >= keep)):
+                    self.delete(p, n, name)
 
     def delete(self, plural: str, ns: str | None, name: str, propagation: str = "Background") -> Obj:
         with self.lock:

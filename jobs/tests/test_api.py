@@ -44,7 +44,7 @@ def test_quota_errors_without_a_field_are_non_field_errors(alice_api, pkg, datac
     datacenter.quotas.update(max_running_jobs=0)
     res = submit(alice_api, pkg)
     assert res.status_code == 400
-    assert "jobs already running" in res.json()["non_field_errors"][0]
+    assert res.json()["non_field_errors"] == ["your quota allows no running jobs in this datacenter"]
 
 
 def test_anonymous_and_bad_tokens_are_refused():

@@ -44,6 +44,7 @@ def submit(api, pkg, **fields):
     ("env", {"A-B": "x"}, "not a valid environment variable name"),
     ("env", {"A\n": "x"}, "not a valid environment variable name"),  # '$' alone would match before a newline
     ("env", {"PADDLE_PFS_HOME": "/"}, "cannot be overridden"),
+    ("env", {"PADDLE_CHECKPOINT_DIR": "/tmp"}, "cannot be overridden"),
 ])
 def test_out_of_range_job_fields_get_a_field_error(alice_api, pkg, field, value, message):
     res = submit(alice_api, pkg, **{field: value})

@@ -20,7 +20,7 @@ current-context: x
 def test_kubeconfig_is_write_only_and_encrypted_at_rest():
     form = DatacenterForm(data={"name": "gpu", "backend": "kubernetes", "description": "",
                                 "config": '{"namespace_prefix": "pc-", "pending_timeout": 300}',
-                                "kubeconfig": KUBECONFIG})
+                                "kubeconfig": KUBECONFIG, "default_max_restarts": 3})
     assert form.is_valid(), form.errors
     dc = form.save()
     with connection.cursor() as cur:
@@ -29,7 +29,8 @@ def test_kubeconfig_is_write_only_and_encrypted_at_rest():
     assert "secret-token" not in stored and Datacenter.objects.get(pk=dc.pk).kubeconfig == KUBECONFIG.strip()
     edit = DatacenterForm(instance=dc)
     assert "secret-token" not in str(edit["kubeconfig"])  # never sent back to a browser
-    kept = DatacenterForm(instance=dc, data={"name": "gpu", "backend": "kubernetes", "config": "{}", "kubeconfig": ""})
+    kept = DatacenterForm(instance=dc, data={"name": "gpu", "backend": "kubernetes", "config": "{}", "kubeconfig": "",
+                                               "default_max_restarts": 3})
     assert kept.is_valid() and kept.save().kubeconfig == KUBECONFIG.strip()
 
 

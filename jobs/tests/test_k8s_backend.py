@@ -129,3 +129,17 @@ def test_kubeflow_datacenters_get_one_paddlejob(alice, k8s_dc, cluster):
     pj = cluster.store.get("paddlejobs", ns, "fit")
     assert set(pj["spec"]["paddleReplicaSpecs"]) == {"Master", "Worker"}
     assert [p for p, _ in cluster.objects_in(ns)] == ["configmaps", "networkpolicies", "paddlejobs"]
+
+
+def test_pods_get_the_checkpoint_dir_in_the_mounted_home_made_by_the_launch(alice, k8s_dc, cluster):
+    from pfs.paths import home
+
+    job = submit(alice, "fit")
+    launch(job)
+    assert job.state == JobState.STARTING, job.message
+    assert home(alice, k8s_dc.name).child("jobs", "fit", "checkpoints").disk.is_dir()
+    pod = cluster.store.get("statefulsets", ns_of(job), "fit-pserver")["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    mounts = {m["subPath"]: m["mountPath"] for m in pod["containers"][0]["volumeMounts"] if m["name"] == "pfs"}
+    home_at = next(at for sub, at in mounts.items() if sub.endswith("/home/alice"))
+    assert env["PADDLE_CHECKPOINT_DIR"] == f"{home_at}/jobs/fit/checkpoints"

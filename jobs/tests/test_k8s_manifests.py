@@ -15,7 +15,7 @@ from accounts.models import Datacenter, Registry
 from jobs import contract
 from jobs.backends.kubernetes import build as k8s_build
 from jobs.backends.kubernetes import hardening as k8s_hardening
-from jobs.backends.kubernetes import manifests
+from jobs.backends.kubernetes import manifests, workloads
 from jobs.backends.kubernetes.config import SettingsError, parse, sanitize, user_namespace
 from jobs.models import Job
 from jobs.spec import MAX_TRAINERS
@@ -69,8 +69,8 @@ def every_manifest(job, settings, ns="paddle-alice-1234abcd"):
     yield manifests.headless_service(job, ns, "trainer", settings.trainer_port, owner)
     if job.pservers:
         yield manifests.headless_service(job, ns, "pserver", settings.pserver_port, owner)
-        yield manifests.pserver_statefulset(job, settings, ns, owner, **opts)
-    yield manifests.trainer_job(job, settings, ns, owner, **opts)
+        yield workloads.pserver_statefulset(job, settings, ns, owner, **opts)
+    yield workloads.trainer_job(job, settings, ns, owner, **opts)
     yield manifests.network_policy(job, ns, owner)
     yield from k8s_hardening.namespace_policies(settings, ns)
     for auth in (None, "fit-build-pull"):
@@ -88,7 +88,7 @@ def test_every_manifest_validates(alice, storage, variant, shape):
                                                            username="u", password="p"), **shape)
     for obj in every_manifest(job, settings):
         validate(obj)
-    pj = manifests.paddle_job(job, settings, "paddle-alice-1234abcd", manifests.owner_reference(ROOT),
+    pj = workloads.paddle_job(job, settings, "paddle-alice-1234abcd", manifests.owner_reference(ROOT),
                               image="img:1", runtime_ready=True, pull_secrets=[], grace_seconds=5)
     assert pj["apiVersion"] == "kubeflow.org/v1" and pj["kind"] == "PaddleJob"
     validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": pj["metadata"]})  # its ObjectMeta
@@ -144,12 +144,12 @@ def test_each_pod_gets_exactly_the_process_contract(alice, mode, kubeflow):
     kw = {"image": "img", "runtime_ready": False, "pull_secrets": [], "grace_seconds": 5}
     home = f"/pfs/k8s/home/{alice.username}"
     if kubeflow:
-        pj = manifests.paddle_job(job, settings, ns, None, **kw)["spec"]["paddleReplicaSpecs"]
+        pj = workloads.paddle_job(job, settings, ns, None, **kw)["spec"]["paddleReplicaSpecs"]
         templates = {"pserver": pj.get("Master"), "trainer": pj["Worker"]}
     else:
-        templates = {"trainer": manifests.trainer_job(job, settings, ns, None, **kw)["spec"]}
+        templates = {"trainer": workloads.trainer_job(job, settings, ns, None, **kw)["spec"]}
         if job.pservers:
-            templates["pserver"] = manifests.pserver_statefulset(job, settings, ns, None, **kw)["spec"]
+            templates["pserver"] = workloads.pserver_statefulset(job, settings, ns, None, **kw)["spec"]
     for role, count in (("pserver", job.pservers), ("trainer", job.trainers)):
         for i in range(count):
             container = templates[role]["template"]["spec"]["containers"][0]
@@ -173,7 +173,7 @@ def test_pods_mount_the_home_public_and_the_package_snapshot(alice):
     settings = parse("k8s", {"storage": {"kind": "cephfs", "monitors_addr": "m:6789", "secret_name": "ceph",
                                          "path": "/paddle"}})
     job = make_job(alice, gpu=1, mode="collective", pservers=0)
-    spec = manifests.trainer_job(job, settings, "ns", None, image=manifests.image_for(job, settings),
+    spec = workloads.trainer_job(job, settings, "ns", None, image=manifests.image_for(job, settings),
                                  runtime_ready=False, pull_secrets=[], grace_seconds=5)["spec"]["template"]["spec"]
     c = spec["containers"][0]
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
@@ -223,7 +223,7 @@ def test_names_with_dots_and_capitals_make_valid_kubernetes_objects(alice, name,
     job = make_job(alice, name=name)
     assert job.k8s_name != name
     objs = list(every_manifest(job, settings))
-    objs.append(manifests.paddle_job(job, settings, "paddle-alice-1234abcd", manifests.owner_reference(ROOT),
+    objs.append(workloads.paddle_job(job, settings, "paddle-alice-1234abcd", manifests.owner_reference(ROOT),
                                      image="img:1", runtime_ready=True, pull_secrets=[], grace_seconds=5))
     for obj in objs:
         if obj["kind"] != "PaddleJob":

@@ -146,7 +146,7 @@ def test_crash_looping_pserver_fails_the_job_with_its_log_tail(alice, cluster, p
 
 
 def test_oom_killed_trainer(alice, cluster, part):
-    job, ns, trainers = started(cluster, part, alice, mode="collective", pservers=0, trainers=2)
+    job, ns, trainers = started(cluster, part, alice, mode="collective", pservers=0, trainers=2, max_restarts=0)
     for pod in trainers:
         cluster.pod_running(ns, pod)
     cluster.pod_failed(ns, trainers[1], exit_code=137, reason="OOMKilled")
@@ -220,7 +220,7 @@ def test_a_failed_replica_stays_failed_while_the_cluster_deletes_its_pod(alice, 
     (the Job's tracking finalizer keeps them Terminating), then they go: the replica that
     failed keeps its exit code and reason, the one never scheduled ends NotStarted."""
     cluster.store.slow_deletion = True
-    job, ns, trainers = started(cluster, part, alice, mode="collective", pservers=0, trainers=3)
+    job, ns, trainers = started(cluster, part, alice, mode="collective", pservers=0, trainers=3, max_restarts=0)
     cluster.pod_running(ns, trainers[0])
     cluster.pod_unschedulable(ns, trainers[2], "0/3 nodes are available: 3 Insufficient cpu.")
     cluster.pod_failed(ns, trainers[1], exit_code=code, reason=reason)

@@ -11,7 +11,8 @@ from jobs.backends.local import LocalBackend
 from jobs.lifecycle import sync_job
 from jobs.models import Job, ReplicaState
 from jobs.tasks import launch_job, reconcile
-from tests.support import job_processes, make_package, wait_for
+from pfs.paths import home
+from tests.support import job_processes, make_package, run_until_done, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -55,19 +56,6 @@ def submit(user, name, files, **fields):
     return services.submit_job(user, data)
 
 
-def run_until_done(job, timeout=30):
-    """Drive the job as the worker and watcher would: launch, then observe until it ends."""
-    launch_job(job.pk)
-
-    def done():
-        # Processes first: a keeper gone by now has recorded its exit, which this sync then sees.
-        gone = not job_processes(job)
-        job.refresh_from_db()
-        sync_job(job)
-        return job.state in ("Succeeded", "Failed", "Killed") and gone
-
-    wait_for(done, timeout, what=f"job {job.name} to end (state {job.state})")
-    return job
 
 
 def replica_env(job, name):
@@ -116,6 +104,8 @@ def test_every_replica_gets_the_process_contract(alice):
     assert t1["ENTRY"] == "python train.py"
     assert t1["MY_SETTING"] == "x y"
     assert t1["PADDLE_PFS_HOME"].endswith("/pfs/local/home/alice")
+    checkpoints = t1["PADDLE_PFS_HOME"] + "/jobs/contract/checkpoints"
+    assert t1["PADDLE_CHECKPOINT_DIR"] == ps0["PADDLE_CHECKPOINT_DIR"] == checkpoints
     assert "DATABASE_URL" not in t1 and "SECRET_KEY" not in t1  # nothing of the server leaks in
     work = LocalBackend(job.datacenter).replica_dir(job.replicas.get(role="trainer", index=1)) / "work"
     assert (work / "trainer_id").read_text() == "1\n"
@@ -313,3 +303,43 @@ def test_delete_removes_processes_files_and_logs(alice):
     assert job_processes(job) == []
     assert not LocalBackend(job.datacenter).job_dir(job).exists()
     assert not logstore.path(replica).exists()
+
+
+def test_every_replica_gets_a_writable_checkpoint_dir_in_its_users_home(alice):
+    workload = ("import os\n"
+                "ckpt = os.environ['PADDLE_CHECKPOINT_DIR']\n"
+                "with open(os.path.join(ckpt, 'trainer-' + os.environ['PADDLE_TRAINER_ID']), 'w') as f:\n"
+                "    f.write(ckpt)\n")
+    job = run_until_done(submit(alice, "ckpt", {"train.py": workload}, mode="collective", pservers=0, trainers=2))
+    assert job.state == "Succeeded", job.message
+    checkpoints = home(alice, "local").child("jobs", "ckpt", "checkpoints")
+    written = {p.name: p.read_text() for p in checkpoints.disk.iterdir()}
+    # The path as the job sees its home (the virtual one when sandboxed), the same for all.
+    assert set(written) == {"trainer-0", "trainer-1"}
+    assert written["trainer-0"] == written["trainer-1"]
+    assert written["trainer-0"].endswith("/pfs/local/home/alice/jobs/ckpt/checkpoints")
+
+
+def test_a_checkpoint_dir_that_cannot_be_made_fails_the_job_with_a_reason(alice):
+    pkg = make_package(alice, "blocked", {"train.py": "print('never runs')\n"})
+    # A file where the job's checkpoint directory should be.
+    (home(alice, "local").child("jobs", "blocked").disk / "checkpoints").write_text("mine")
+    job = run_until_done(services.submit_job(alice, {"name": "blocked", "package": pkg, "entry": "python train.py",
+                                                     "mode": "collective", "pservers": 0, "trainers": 1}))
+    assert job.state == "Failed"
+    assert job.reason == "CheckpointDirUnavailable", job.message
+    assert (home(alice, "local").child("jobs", "blocked").disk / "checkpoints").read_text() == "mine"
+
+
+def test_checkpoints_in_the_package_directory_are_not_copied_into_the_working_copies(alice):
+    workload = "import os\nprint(sorted(os.listdir('.')), sorted(os.listdir(os.environ['PADDLE_CHECKPOINT_DIR'])))\n"
+    pkg = make_package(alice, "again", {"train.py": workload, "checkpoints/pass-000001/w": "saved",
+                                        "data/checkpoints/keep": "a package's own file"})
+    job = run_until_done(services.submit_job(alice, {"name": "again", "package": pkg, "entry": "python train.py",
+                                                     "mode": "collective", "pservers": 0, "trainers": 1}))
+    assert job.state == "Succeeded", job.message
+    work = LocalBackend(job.datacenter).replica_dir(job.replicas.get()) / "work"
+    assert not (work / "checkpoints").exists()
+    assert (work / "data" / "checkpoints" / "keep").exists()  # only the job's own checkpoint directory is left out
+    log = logstore.path(job.replicas.get()).read_text()
+    assert "['data', 'train.py', 'trainer_count', 'trainer_id'] ['pass-000001']" in log, log

@@ -97,25 +97,26 @@ def test_collective_jobs_have_no_pservers(alice, pkg):
 def test_a_job_over_the_cpu_quota_gets_a_field_error(alice, pkg, datacenter):
     Quota.objects.create(datacenter=datacenter, user=alice, cpu_millicores=2000)
     errors = errors_for(alice, good(pkg, cpu="1", pscpu="500m"))  # 2x1 + 2x0.5 = 3 CPU
-    assert errors["cpu"] == ["quota exceeded: this job needs 3 CPU, used 0 of 2"]
+    assert errors["cpu"] == ["needs 3 CPU, more than your whole quota of 2"]
 
 
-def test_running_jobs_count_against_the_quota(alice, pkg, datacenter):
+def test_a_fail_fast_job_over_what_admitted_jobs_leave_of_the_quota_is_refused(alice, pkg, datacenter):
     Quota.objects.filter(datacenter=datacenter, user=None).update(memory_bytes=5 * 2**30, max_running_jobs=2)
-    services.submit_job(alice, good(pkg, name="one"))  # 4 x 1Gi
-    errors = errors_for(alice, good(pkg, name="two"))
-    assert errors["memory"][0].startswith("quota exceeded: this job needs 4.0 GiB memory, used 4.0 GiB of 5.0 GiB")
+    assert services.submit_job(alice, good(pkg, name="one", fail_fast=True)).state == "Building"  # 4 x 1Gi
+    errors = errors_for(alice, good(pkg, name="two", fail_fast=True))
+    assert errors["memory"] == ["needs 4.0 GiB memory, 4.0 GiB of 5.0 GiB used (quota); not queued (fail fast)"]
+    assert not Job.objects.filter(name="two").exists()
     Job.objects.filter(name="one").update(state="Succeeded")  # ended jobs free their share
-    assert services.submit_job(alice, good(pkg, name="two"))
+    assert services.submit_job(alice, good(pkg, name="two", fail_fast=True)).state == "Building"
 
 
-def test_too_many_running_jobs_is_refused(alice, pkg, datacenter):
+def test_a_fail_fast_job_over_the_running_jobs_quota_is_refused(alice, pkg, datacenter):
     Quota.objects.filter(datacenter=datacenter, user=None).update(max_running_jobs=1)
-    services.submit_job(alice, good(pkg, name="one"))
-    errors = errors_for(alice, good(pkg, name="two"))
-    assert "1 of 1 jobs already running" in errors["__all__"][0]
+    services.submit_job(alice, good(pkg, name="one", fail_fast=True))
+    errors = errors_for(alice, good(pkg, name="two", fail_fast=True))
+    assert errors["__all__"] == ["1 of 1 running jobs used (quota); not queued (fail fast)"]
 
 
 def test_gpus_need_gpu_quota(alice, pkg):
     errors = errors_for(alice, good(pkg, gpu=1))
-    assert errors["gpu"] == ["quota exceeded: this job needs 2 GPU, used 0 of 0"]
+    assert errors["gpu"] == ["needs 2 GPU, more than your whole quota of 0"]

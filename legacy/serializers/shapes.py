@@ -40,12 +40,26 @@ def job_list(jobs: list[Job]) -> dict:
                        "failed": _count(trainers, ReplicaState.FAILED),
                        "active": _count(trainers, ReplicaState.PENDING, ReplicaState.RUNNING),
                        "start_time": timestamp(job.started), "completion_time": timestamp(job.finished),
-                       "conditions": None},
+                       "conditions": _conditions(job)},
         })
         if job.state == JobState.KILLED and any(r.state == ReplicaState.RUNNING for r in job.replicas.all()):
             terminating.append(job.name)
     return {"api_version": "batch/v1", "kind": "JobList", "items": items, "metadata": {},
             "terminating": terminating}
+
+
+def _conditions(job: Job) -> list[dict] | None:
+    """A suspended job reads as Kubernetes shows a suspended batch/v1 Job, a queued one as Kueue
+    shows a waiting Job (with its place and reason): a Suspended condition."""
+    if job.state == JobState.SUSPENDED:
+        reason, message = "JobSuspended", job.message or None
+    elif job.state == JobState.QUEUED:
+        place = f"position {job.queue_position} in the queue" if job.queue_position else "in the queue"
+        reason, message = job.reason or "Queued", f"{place}: {job.message}" if job.message else place
+    else:
+        return None
+    return [{"type": "Suspended", "status": "True", "reason": reason, "message": message,
+             "last_probe_time": None, "last_transition_time": None}]
 
 
 def pserver_list(jobs: list[Job]) -> dict:

@@ -1,6 +1,7 @@
 """Job admission under concurrency: twenty submissions at once, over real HTTP (uvicorn, as
-`make run` serves), never admit more than the user's quota. Run on SQLite by default and on
-PostgreSQL with DATABASE_URL set."""
+`make run` serves), and admission passes racing each other, never admit more than the user's
+quota; the rest wait in the queue, or are refused when they ask to fail fast. Run on SQLite by
+default and on PostgreSQL with DATABASE_URL set."""
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -8,7 +9,8 @@ import httpx
 import pytest
 
 from accounts.services import issue_token
-from jobs.models import ACTIVE_STATES, Job
+from jobs.models import ACTIVE_STATES, ADMITTED_STATES, Job
+from jobs.tasks import admit_queue
 from quotas.models import Quota
 from tests.support import LiveASGI, make_package
 
@@ -33,46 +35,74 @@ def bodies(pkg, n, **fields):
              "trainers": 1, "cpu": "1", **fields} for i in range(n)]
 
 
-def test_parallel_submissions_never_exceed_max_running_jobs(alice, datacenter):
+def admit_in_parallel(datacenter, n=8):
+    """n admission passes at once, each in a thread (and a database connection) of its own."""
+    from django.db import connection
+
+    def one(_):
+        try:
+            admit_queue.run(datacenter.pk)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(n) as pool:
+        list(pool.map(one, range(n)))
+
+
+def test_parallel_submissions_queue_and_parallel_passes_admit_exactly_max_running_jobs(alice, datacenter):
     Quota.objects.create(datacenter=datacenter, user=alice, max_running_jobs=2)
     pkg = make_package(alice, "fit", {"train.py": ""})
 
     token = issue_token(alice)
     answers = submit_all([(token, body) for body in bodies(pkg, PARALLEL)])
+    assert [r.status_code for r in answers] == [201] * PARALLEL, [r.text for r in answers if r.status_code != 201]
+    assert {r.json()["state"] for r in answers} == {"Queued"}
 
-    codes = sorted(r.status_code for r in answers)
-    assert codes == [201] * 2 + [400] * (PARALLEL - 2), [r.text for r in answers if r.status_code != 400]
-    refused = [r.json() for r in answers if r.status_code == 400]
-    assert all("2 of 2 jobs already running" in body["non_field_errors"][0] for body in refused), refused
-    assert Job.objects.filter(user=alice, state__in=ACTIVE_STATES).count() == 2
+    admit_in_parallel(datacenter)
+
+    assert Job.objects.filter(user=alice, state__in=ADMITTED_STATES).count() == 2
+    waiting = Job.objects.filter(user=alice, state="Queued").order_by("queue_position")
+    assert [j.queue_position for j in waiting] == list(range(1, PARALLEL - 1))
+    assert {j.message for j in waiting} == {"2 of 2 running jobs used (quota)"}
 
 
-def test_parallel_legacy_v1_submissions_never_exceed_max_running_jobs(alice, datacenter):
-    """The old client's `POST /api/v1/jobs/` goes through the same admission."""
+def test_parallel_fail_fast_submissions_admit_exactly_max_running_jobs_and_refuse_the_rest(alice, datacenter):
     Quota.objects.create(datacenter=datacenter, user=alice, max_running_jobs=2)
     pkg = make_package(alice, "fit", {"train.py": ""})
 
     token = issue_token(alice)
-    answers = submit_all([(token, {"name": f"job-{i}", "jobPackage": pkg, "entry": "python train.py",
-                                   "parallelism": 1, "cpu": 1, "memory": "1Gi", "pservers": 0})
-                          for i in range(PARALLEL)], path="/api/v1/jobs/")
+    answers = submit_all([(token, body) for body in bodies(pkg, PARALLEL, fail_fast=True)])
 
-    assert all(r.status_code == 200 for r in answers)
-    refused = [r.json()["msg"] for r in answers if r.json()["msg"]]
-    assert len(refused) == PARALLEL - 2 and all("2 of 2 jobs already running" in m for m in refused), refused
+    codes = sorted(r.status_code for r in answers)
+    assert codes == [201] * 2 + [400] * (PARALLEL - 2), [r.text for r in answers if r.status_code != 400]
+    refused = [r.json() for r in answers if r.status_code == 400]
+    assert all("2 of 2 running jobs used (quota)" in body["non_field_errors"][0] for body in refused), refused
     assert Job.objects.filter(user=alice, state__in=ACTIVE_STATES).count() == 2
 
 
-def test_parallel_submissions_never_exceed_the_cpu_quota(alice, datacenter):
+def test_parallel_fail_fast_submissions_never_exceed_the_cpu_quota(alice, datacenter):
     Quota.objects.create(datacenter=datacenter, user=alice, cpu_millicores=2000, max_running_jobs=100)
     pkg = make_package(alice, "fit", {"train.py": ""})
 
     token = issue_token(alice)
-    answers = submit_all([(token, body) for body in bodies(pkg, PARALLEL, cpu="1")])
+    answers = submit_all([(token, body) for body in bodies(pkg, PARALLEL, cpu="1", fail_fast=True)])
 
     assert sorted(r.status_code for r in answers) == [201] * 2 + [400] * (PARALLEL - 2)
-    assert all("quota exceeded" in r.json()["cpu"][0] for r in answers if r.status_code == 400)
+    assert all("of 2 used (quota)" in r.json()["cpu"][0] for r in answers if r.status_code == 400)
     assert Job.objects.filter(user=alice, state__in=ACTIVE_STATES).count() == 2
+
+
+def test_parallel_fail_fast_submissions_never_exceed_the_datacenters_capacity(alice, bob, datacenter):
+    type(datacenter).objects.filter(pk=datacenter.pk).update(capacity_cpu_millicores=3000)
+    pkg_a, pkg_b = make_package(alice, "fit", {"train.py": ""}), make_package(bob, "fit", {"train.py": ""})
+    token_a, token_b = issue_token(alice), issue_token(bob)
+
+    answers = submit_all([(token_a, b) for b in bodies(pkg_a, PARALLEL // 2, fail_fast=True)]
+                         + [(token_b, b) for b in bodies(pkg_b, PARALLEL // 2, fail_fast=True)])
+
+    assert sum(r.status_code == 201 for r in answers) == 3
+    assert all("free in datacenter local" in r.json()["cpu"][0] for r in answers if r.status_code == 400)
+    assert Job.objects.filter(state__in=ADMITTED_STATES).count() == 3
 
 
 def test_one_users_admissions_do_not_use_another_users_quota(alice, bob, datacenter):
@@ -82,8 +112,8 @@ def test_one_users_admissions_do_not_use_another_users_quota(alice, bob, datacen
     pkg_b = make_package(bob, "fit", {"train.py": ""})
     token_a, token_b = issue_token(alice), issue_token(bob)
 
-    answers = submit_all([(token_a, b) for b in bodies(pkg_a, PARALLEL // 2)]
-                         + [(token_b, b) for b in bodies(pkg_b, PARALLEL // 2)])
+    answers = submit_all([(token_a, b) for b in bodies(pkg_a, PARALLEL // 2, fail_fast=True)]
+                         + [(token_b, b) for b in bodies(pkg_b, PARALLEL // 2, fail_fast=True)])
 
     assert sum(r.status_code == 201 for r in answers) == 2
     assert Job.objects.filter(user=alice).count() == 1 and Job.objects.filter(user=bob).count() == 1

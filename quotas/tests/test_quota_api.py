@@ -7,12 +7,14 @@ from tests.support import make_package
 pytestmark = pytest.mark.django_db
 
 
-def test_quota_shows_limits_and_what_running_jobs_use(alice, alice_api, datacenter):
+def test_quota_shows_limits_and_what_admitted_jobs_use(alice, alice_api, datacenter):
     Quota.objects.create(datacenter=datacenter, user=alice, cpu_millicores=4000, memory_bytes=8 * 2**30, gpus=0,
                          max_running_jobs=3)
     pkg = make_package(alice, "fit", {"train.py": ""})
-    services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py", "pservers": 1,
-                                "trainers": 2, "cpu": "500m", "memory": "1Gi", "pscpu": "1", "psmemory": "2Gi"})
+    job = {"package": pkg, "entry": "python train.py", "pservers": 1, "trainers": 2, "cpu": "500m", "memory": "1Gi",
+           "pscpu": "1", "psmemory": "2Gi"}
+    services.submit_job(alice, {"name": "fit", "fail_fast": True, **job})  # admitted at once
+    services.submit_job(alice, {"name": "queued", **job})  # queued (no pass has run): holds nothing
     body = alice_api.get("/api/v2/quota/").json()
     assert body["datacenter"] == "local"
     assert body["limits"] == {"cpu_millicores": 4000, "memory_bytes": 8 * 2**30, "gpus": 0, "running_jobs": 3}

@@ -1,4 +1,4 @@
-"""Job commands: submit, get, logs, kill, delete."""
+"""Job commands: submit (also -from a job), get, logs, kill, suspend, resume, delete."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ JOB_COLUMNS: list[output.Column] = [
     ("START", lambda j: output.timestamp(j.get("started"))),
     ("COMP", lambda j: output.timestamp(j.get("finished"))),
     ("AGE", lambda j: output.age(j.get("created"))),
+    ("QUEUE", lambda j: queue_text(j)),
 ]
 JOB_WIDE: list[output.Column] = [
     ("DATACENTER", lambda j: j.get("datacenter")),
@@ -32,6 +33,7 @@ JOB_WIDE: list[output.Column] = [
     ("GPU", lambda j: j.get("gpu")),
     ("IMAGE", lambda j: j.get("image")),
     ("PACKAGE", lambda j: j.get("package")),
+    ("RESTARTS", lambda j: j.get("restarts")),
     ("REASON", lambda j: j.get("reason")),
     ("MESSAGE", lambda j: j.get("message")),
 ]
@@ -58,6 +60,13 @@ EVENT_COLUMNS: list[output.Column] = [
 ]
 
 
+def queue_text(job: dict[str, Any]) -> str | None:
+    """A queued job's place and why it waits, e.g. "#2: 2 of 2 running jobs used (quota)"."""
+    if job.get("state") != "Queued" or not job.get("queue_position"):
+        return None
+    return f"#{job['queue_position']}: {job['message']}" if job.get("message") else f"#{job['queue_position']}"
+
+
 def latest_job(ctx: Context) -> dict[str, Any]:
     """Your most recently submitted job, by creation time."""
     jobs = ctx.client.list(all=True)
@@ -74,32 +83,45 @@ def get_job(ctx: Context, name: str) -> dict[str, Any]:
 
 
 # --- submit ---------------------------------------------------------------------------------
+# Flags left out are None, so that `submit -from <job>` changes only the fields given; a plain
+# submit fills in these defaults.
+SUBMIT_DEFAULTS: dict[str, Any] = {"parallelism": 1, "cpu": "1", "gpu": 0, "memory": "1Gi", "pscpu": "1",
+                                   "psmemory": "1Gi", "passes": 1, "image": "", "registry": "", "mode": "ps"}
+
+
 def _submit_setup(p: argparse.ArgumentParser) -> None:
     a = p.add_argument
-    a("package", metavar="<package path>", help="local package directory (uploaded) or /pfs/<dc>/home/<you>/... path")
+    a("package", metavar="<package path>", nargs="?", help="local package directory (uploaded) or "
+      "/pfs/<dc>/home/<you>/... path (with -from: optional, a /pfs path)")
+    a("-from", "--from", dest="from_job", default=None, metavar="JOB", help="submit a copy of your job JOB: its "
+      "fields, changed by the flags given here (-env adds to its environment); the name defaults to JOB-2")
     a("-jobname", "--jobname", "-name", help="job name: letters, digits, '-' and '.', e.g. my.job (default: from the "
       "package directory's name)")
-    a("-parallelism", "--parallelism", "-p", "-trainers", "--trainers", dest="parallelism", type=int, default=1,
+    a("-parallelism", "--parallelism", "-p", "-trainers", "--trainers", dest="parallelism", type=int,
       help="number of trainers (default 1)")
-    a("-cpu", "--cpu", "-c", default="1", help="CPU per trainer, e.g. 1 or 500m (default 1)")
-    a("-gpu", "--gpu", "-g", type=int, default=0, help="GPUs per trainer (default 0)")
-    a("-memory", "--memory", "-m", default="1Gi", help="memory per trainer, e.g. 1Gi (default 1Gi)")
+    a("-cpu", "--cpu", "-c", help="CPU per trainer, e.g. 1 or 500m (default 1)")
+    a("-gpu", "--gpu", "-g", type=int, help="GPUs per trainer (default 0)")
+    a("-memory", "--memory", "-m", help="memory per trainer, e.g. 1Gi (default 1Gi)")
     a("-pservers", "--pservers", type=int, default=None,
       help="number of parameter servers (default: same as -parallelism in ps mode)")
-    a("-pscpu", "--pscpu", default="1", help="CPU per parameter server (default 1)")
-    a("-psmemory", "--psmemory", default="1Gi", help="memory per parameter server (default 1Gi)")
+    a("-pscpu", "--pscpu", help="CPU per parameter server (default 1)")
+    a("-psmemory", "--psmemory", help="memory per parameter server (default 1Gi)")
     a("-entry", "--entry", default=None, help="command that starts each process (default: python train.py)")
     a("-topology", "--topology", "-t", default=None, help="deprecated (PaddlePaddle v1 config file): passed as "
       "$TOPOLOGY; the default entry becomes `python <file>`")
-    a("-passes", "--passes", type=int, default=1, help="number of passes, given to the job as "
+    a("-passes", "--passes", type=int, help="number of passes, given to the job as "
       "$PADDLE_INIT_NUM_PASSES (default 1)")
-    a("-image", "--image", default="", help="runtime Docker image (default: the datacenter's)")
-    a("-registry", "--registry", default="", help="name of your registry (paddlectl registry) to pull -image from")
-    a("-mode", "--mode", choices=("ps", "collective"), default="ps",
+    a("-image", "--image", help="runtime Docker image (default: the datacenter's)")
+    a("-registry", "--registry", help="name of your registry (paddlectl registry) to pull -image from")
+    a("-mode", "--mode", choices=("ps", "collective"),
       help="ps: parameter servers + trainers (default); collective: trainers only (gloo/nccl)")
     a("-env", "--env", "-e", action="append", default=[], metavar="NAME=VALUE", help="environment variable for "
       "every process (repeatable)")
     a("-timeout", "--timeout", type=int, default=None, help="fail the job after this many seconds of running")
+    a("-priority", "--priority", type=int, default=0, help="queued jobs with a higher priority start first "
+      "(0 to your quota's maximum; default 0)")
+    a("-fail-fast", "--fail-fast", dest="fail_fast", action="store_true", help="fail at once instead of waiting in "
+      "the queue when the job does not fit your quota or the datacenter's free capacity now")
     a("-wait", "--wait", action="store_true", help="wait until the job has ended; exit 1 unless it succeeded")
     a("-input", "--input", default=None, metavar="DIR", help="PFS input directory, given to the job as "
       "$PADDLE_INPUT_DIR")
@@ -136,8 +158,34 @@ def env_pairs(items: list[str]) -> dict[str, str]:
 
 
 @command("submit", "Submit job to PaddlePaddle Cloud.", setup=_submit_setup,
-         usage="paddlectl submit [options] <package path>")
+         usage="paddlectl submit [options] <package path> | submit -from <job> [options] [<package path>]")
 def submit(ctx: Context, args: argparse.Namespace) -> int:
+    if args.from_job:
+        created = _submit_from(ctx, args)
+    else:
+        if not args.package:
+            raise UsageError("which package? paddlectl submit [options] <package path> (or -from <job>)")
+        created = _submit_new(ctx, args)
+    if ctx.output in ("table", "wide"):
+        copy = f" (a copy of {created['cloned_from']})" if created.get("cloned_from") else ""
+        print(f"job {created['name']} submitted ({created['state']}){copy}: {created['pservers']} pservers, "
+              f"{created['trainers']} trainers, package {created['package']}")
+        if queue_text(created):
+            print(f"queued {queue_text(created)}")
+    else:
+        output.emit(created, ctx.output)
+    if args.wait:
+        final = ctx.client.wait(created["name"])
+        print(f"job {final['name']} {final['state']}" + (f": {final['message']}" if final.get("message") else ""),
+              file=sys.stderr)
+        return 0 if final["state"] == "Succeeded" else 1
+    return 0
+
+
+def _submit_new(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
+    for key, default in SUBMIT_DEFAULTS.items():
+        if getattr(args, key) is None:
+            setattr(args, key, default)
     package = args.package
     name = args.jobname or suggest_job_name(Path(package.rstrip("/")).name)
     env = {**io_env(ctx.client, args.input, args.output_dir), **env_pairs(args.env)}
@@ -151,22 +199,34 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
                     trainers=args.parallelism, pservers=pservers, cpu_nums=args.cpu, gpu_nums=args.gpu,
                     memory=args.memory, pscpu=args.pscpu, psmemory=args.psmemory, passes=args.passes,
                     runtime_image=args.image, registry=args.registry or None, mode=args.mode, env=env,
-                    timeout=args.timeout)
+                    timeout=args.timeout, priority=args.priority, fail_fast=args.fail_fast)
     local = not package.startswith("/pfs/")
     with transfer_progress("Uploading package", enabled=local and ctx.output in ("table", "wide")) as progress:
-        created = ctx.client.submit(job, progress=progress)
-    if ctx.output in ("table", "wide"):
-        print(f"job {created['name']} submitted ({created['state']}): {created['pservers']} pservers, "
-              f"{created['trainers']} trainers, package {created['package']}")
-    else:
-        output.emit(created, ctx.output)
-    if args.wait:
-        final = ctx.client.wait(created["name"])
-        print(f"job {final['name']} {final['state']}" + (f": {final['message']}" if final.get("message") else ""),
-              file=sys.stderr)
-        return 0 if final["state"] == "Succeeded" else 1
-    return 0
+        created: dict[str, Any] = ctx.client.submit(job, progress=progress)
+    return created
 
+
+# The API's field for each flag of `submit -from`.
+_FROM_FIELDS = {"jobname": "name", "parallelism": "trainers", "cpu": "cpu", "gpu": "gpu", "memory": "memory",
+                "pservers": "pservers", "pscpu": "pscpu", "psmemory": "psmemory", "entry": "entry",
+                "passes": "passes", "image": "image", "registry": "registry", "mode": "mode", "timeout": "timeout"}
+
+
+def _submit_from(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
+    """A copy of one of your jobs with the fields given as flags changed (validated by the server)."""
+    source = get_job(ctx, args.from_job)
+    changes = {field: getattr(args, flag) for flag, field in _FROM_FIELDS.items() if getattr(args, flag) is not None}
+    if args.package:
+        if not args.package.startswith("/pfs/"):
+            raise UsageError("with -from the package is a /pfs/... path already in your storage")
+        changes["package"] = args.package.rstrip("/")
+    env = {**io_env(ctx.client, args.input, args.output_dir), **env_pairs(args.env)}
+    if args.topology:
+        env.setdefault("TOPOLOGY", args.topology)
+    if env:
+        changes["env"] = {**(source.get("env") or {}), **env}
+    created: dict[str, Any] = ctx.client.clone(args.from_job, **changes)
+    return created
 
 
 # --- get ------------------------------------------------------------------------------------
@@ -325,6 +385,30 @@ def kill(ctx: Context, args: argparse.Namespace) -> int:
             print(f"job {name} killed")
     return 0
 
+
+
+def _names_setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("jobs", nargs="+", metavar="<job name>")
+
+
+@command("suspend", "Stop the job and free its resources, keeping it to resume later (SIGTERM first: time to "
+         "checkpoint).", setup=_names_setup, usage="paddlectl suspend <job name>...")
+def suspend(ctx: Context, args: argparse.Namespace) -> int:
+    for name in args.jobs:
+        get_job(ctx, name)
+        job = ctx.client.suspend(name)
+        print(f"job {name} {job['state'].lower()}")
+    return 0
+
+
+@command("resume", "Queue a suspended job again; it continues from its checkpoint.", setup=_names_setup,
+         usage="paddlectl resume <job name>...")
+def resume(ctx: Context, args: argparse.Namespace) -> int:
+    for name in args.jobs:
+        get_job(ctx, name)
+        job = ctx.client.resume(name)
+        print(f"job {name} resumed ({job['state']})")
+    return 0
 
 
 def _delete_setup(p: argparse.ArgumentParser) -> None:

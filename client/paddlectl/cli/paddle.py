@@ -321,7 +321,8 @@ def status(ctx: Context, args: argparse.Namespace) -> int:
         output.emit(job, ctx.output)
         return 0
     why = f" ({job['reason']}: {job['message']})" if job.get("reason") and job.get("message") else ""
-    print(f"job {job['name']}: {job['state']}{why}")
+    place = f" #{job['queue_position']} in the queue" if job["state"] == "Queued" and job.get("queue_position") else ""
+    print(f"job {job['name']}: {job['state']}{place}{why}")
     output.emit(job.get("replicas", []), ctx.output, WORKER_COLUMNS, WORKER_WIDE)
     return 0
 

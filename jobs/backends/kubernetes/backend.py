@@ -3,10 +3,17 @@
 prepare: the package is snapshotted in PFS (as the local backend copies it), the user's
   namespace, ResourceQuota, NetworkPolicies (hardening.py) and copied Secrets are ensured,
   and the runtime image is built if the datacenter builds them (build.py).
-launch: root ConfigMap, pull Secret, the job's NetworkPolicy, headless Services, pserver
-  StatefulSet; the trainer Job only once every pserver is ready (seed 001's order): the
-  watcher calls `advance()` when the StatefulSet reports them ready. Collective jobs start
-  their trainers at once.
+launch: root ConfigMap, pull Secret, the job's NetworkPolicy, then the current attempt's
+  objects: (gang scheduling: its PodGroup,) headless Services, pserver StatefulSet; the trainer
+  Job only once every pserver is ready (seed 001's order): the watcher calls `advance()` when
+  the StatefulSet reports them ready. Collective jobs, and every job under a gang scheduler
+  (which binds all pods or none), start their trainers at once.
+restart: a gang restart (the lifecycle's; a failed trainer alone is retried by its Job, see
+  workloads.trainer_failure_policy): the previous attempt's objects are deleted and the new
+  attempt's created under new names (manifests.attempt_suffix).
+suspend: `spec.suspend` on the trainer Job (its controller deletes the pods, gracefully) and the
+  pserver StatefulSet scaled to 0; under Kueue, which owns `suspend`, both are deleted. Resume
+  is launch(): a new attempt's objects, or the suspended ones resumed.
 stop: deleting the root cascades to everything (kill leaves nothing behind); stopping only the
   pservers (all trainers done) deletes their StatefulSet.
 delete: a foreground delete of the root, waited for, so the name is free when the job row goes.
@@ -28,13 +35,13 @@ from django.conf import settings as django_settings
 
 from quotas.services import effective_quota
 
-from ...models import Job, JobState, Replica
-from ..base import Backend, LaunchError, ReplicaStatus, Usage, snapshot_package
-from . import hardening, manifests, watch
+from ...models import TERMINAL_STATES, Job, JobState, Replica
+from ..base import Backend, LaunchError, ReplicaStatus, Usage, ensure_checkpoint_dir, snapshot_package
+from . import gang, hardening, manifests, watch, workloads
 from . import usage as pod_usage
-from .client import Api, api_for
+from .client import MERGE_PATCH, Api, api_for
 from .config import K8sSettings, SettingsError, for_datacenter, parse
-from .observe import observe_job
+from .observe import current_attempt, observe_job
 from .sync import KubernetesWatcher
 
 if TYPE_CHECKING:
@@ -57,6 +64,8 @@ class _PodOptions(TypedDict):
 
 
 class KubernetesBackend(Backend):
+    restarts_replicas = True  # a trainer Job retries a failed index itself (backoffLimitPerIndex)
+
     def __init__(self, datacenter: Datacenter):
         super().__init__(datacenter)
         self._api: Api | None = None
@@ -120,6 +129,7 @@ class KubernetesBackend(Backend):
         base = django_settings.PFS_ROOT / self.datacenter.name
         (base / "home" / job.user.get_username()).mkdir(parents=True, exist_ok=True)
         (base / "public").mkdir(parents=True, exist_ok=True)
+        ensure_checkpoint_dir(job)
 
     def ensure_namespace(self, user: User) -> str:
         """The user's namespace with its ResourceQuota, NetworkPolicies and copied Secrets; safe to
@@ -157,41 +167,61 @@ class KubernetesBackend(Backend):
         return Job.objects.filter(pk=job.pk, state__in=[JobState.BUILDING, JobState.STARTING]).exists()
 
     def launch(self, job: Job) -> None:
-        api, st = self.api, self.settings
         ns = self.ensure_namespace(job.user)
         if not self._still(job):
             return  # killed meanwhile: create nothing
+        self._start(job, ns, current_attempt(job))
+
+    def _start(self, job: Job, ns: str, attempt: int) -> None:
+        """Create the attempt's objects (those of the attempt before it are deleted first)."""
+        api, st = self.api, self.settings
         owner = manifests.owner_reference(self.ensure_root(job, ns))
+        if attempt:
+            self._delete_attempt(job, ns, attempt - 1)
         image, ready = self.runtime(job)
         pulls = self.ensure_pull_secret(job, ns, owner, ready)
-        self._assign_endpoints(job, ns)
+        self._assign_endpoints(job, ns, attempt)
         api.create(api.networking.create_namespaced_network_policy, ns, body=manifests.network_policy(job, ns, owner))
         opts: _PodOptions = {"image": image, "runtime_ready": ready, "pull_secrets": pulls,
                              "grace_seconds": self._grace()}
         if st.kubeflow:
             api.create(api.custom.create_namespaced_custom_object, "kubeflow.org", "v1", ns, "paddlejobs",
-                       body=manifests.paddle_job(job, st, ns, owner, **opts))
+                       body=workloads.paddle_job(job, st, ns, owner, attempt=attempt, **opts))
             return
+        if st.gang_scheduler == gang.VOLCANO:
+            api.create(api.custom.create_namespaced_custom_object, *gang.PODGROUP_API[:2], ns, gang.PODGROUP_API[2],
+                       body=workloads.podgroup(job, st, ns, owner, attempt))
         if job.pservers:
             api.create(api.core.create_namespaced_service, ns,
-                       body=manifests.headless_service(job, ns, "pserver", st.pserver_port, owner))
-            api.create(api.apps.create_namespaced_stateful_set, ns,
-                       body=manifests.pserver_statefulset(job, st, ns, owner, **opts))
+                       body=manifests.headless_service(job, ns, "pserver", st.pserver_port, owner, attempt))
+            body = workloads.pserver_statefulset(job, st, ns, owner, attempt=attempt, **opts)
+            if api.create(api.apps.create_namespaced_stateful_set, ns, body=body) is None:
+                # Suspended (scaled to 0) earlier in this attempt: resume.
+                api.call(api.apps.patch_namespaced_stateful_set, body["metadata"]["name"], ns,
+                         body={"spec": {"replicas": job.pservers}}, _content_type=MERGE_PATCH)
         api.create(api.core.create_namespaced_service, ns,
-                   body=manifests.headless_service(job, ns, "trainer", st.trainer_port, owner))
-        if not job.pservers:
-            api.create(api.batch.create_namespaced_job, ns, body=manifests.trainer_job(job, st, ns, owner, **opts))
+                   body=manifests.headless_service(job, ns, "trainer", st.trainer_port, owner, attempt))
+        if not job.pservers or gang.enabled(st):
+            self._create_trainers(job, ns, attempt, workloads.trainer_job(job, st, ns, owner, attempt=attempt, **opts))
         else:
             self.advance(job)  # a relaunch may find the pservers ready already
+
+    def _create_trainers(self, job: Job, ns: str, attempt: int, body: dict[str, Any]) -> None:
+        api = self.api
+        if api.create(api.batch.create_namespaced_job, ns, body=body) is None and \
+                self.settings.gang_scheduler != gang.KUEUE:
+            # Suspended earlier in this attempt: resume (under Kueue, Kueue unsuspends it).
+            api.call(api.batch.patch_namespaced_job, body["metadata"]["name"], ns, body={"spec": {"suspend": False}},
+                     _content_type=MERGE_PATCH)
 
     def advance(self, job: Job, ready: int | None = None) -> bool:
         """Create the trainers once every pserver is ready; True when they exist (or were made)."""
         st, api = self.settings, self.api
-        if st.kubeflow or not job.pservers:
+        if st.kubeflow or not job.pservers or gang.enabled(st):
             return False
-        ns = self.namespace(job)
+        ns, attempt = self.namespace(job), current_attempt(job)
         if ready is None:
-            sset = api.raw(api.apps.read_namespaced_stateful_set, manifests.pserver_name(job), ns)
+            sset = api.raw(api.apps.read_namespaced_stateful_set, manifests.pserver_name(job, attempt), ns)
             ready = int(((sset or {}).get("status") or {}).get("readyReplicas") or 0)
         if ready < job.pservers:
             return False
@@ -201,9 +231,9 @@ class KubernetesBackend(Backend):
             return False  # stopped meanwhile
         image, runtime_ready = self.runtime(job)
         pulls = self.pull_secret_names(job, runtime_ready)
-        body = manifests.trainer_job(job, st, ns, manifests.owner_reference(root), image=image,
+        body = workloads.trainer_job(job, st, ns, manifests.owner_reference(root), image=image, attempt=attempt,
                                      runtime_ready=runtime_ready, pull_secrets=pulls, grace_seconds=self._grace())
-        api.create(api.batch.create_namespaced_job, ns, body=body)
+        self._create_trainers(job, ns, attempt, body)
         return True
 
     def _grace(self) -> int:
@@ -261,8 +291,8 @@ class KubernetesBackend(Backend):
         st = self.settings
         return (st.build.pull_secret or st.build.push_secret) if st.secrets_namespace else ""
 
-    def _assign_endpoints(self, job: Job, ns: str) -> None:
-        topo = manifests.topology(job, self.settings, ns)
+    def _assign_endpoints(self, job: Job, ns: str, attempt: int) -> None:
+        topo = manifests.topology(job, self.settings, ns, attempt)
         for replica in job.replicas.all():
             endpoint = (topo.pservers if replica.role == Replica.Role.PSERVER else topo.trainers)[replica.index]
             host, port = endpoint.rsplit(":", 1)
@@ -283,10 +313,63 @@ class KubernetesBackend(Backend):
             if root and (root["metadata"].get("labels") or {}).get(manifests.LABEL_JOB_ID) == str(job.pk):
                 api.delete(api.core.delete_namespaced_config_map, manifests.root_name(job), ns)
             return
+        attempt = current_attempt(job)
         if "pserver" in roles:
-            api.delete(api.apps.delete_namespaced_stateful_set, manifests.pserver_name(job), ns)
+            api.delete(api.apps.delete_namespaced_stateful_set, manifests.pserver_name(job, attempt), ns)
         if "trainer" in roles:
-            api.delete(api.batch.delete_namespaced_job, manifests.trainer_name(job), ns)
+            api.delete(api.batch.delete_namespaced_job, manifests.trainer_name(job, attempt), ns)
+
+    def _delete_attempt(self, job: Job, ns: str, attempt: int) -> None:
+        """Every object of one attempt (the root and what all attempts share stay). A deleted
+        Service is answered with the Service or a Status, by server version: not decoded."""
+        api, st = self.api, self.settings
+        if st.kubeflow:
+            api.delete(api.custom.delete_namespaced_custom_object, "kubeflow.org", "v1", ns, "paddlejobs",
+                       manifests.paddle_job_name(job, attempt))
+            return
+        ps, tr = manifests.pserver_name(job, attempt), manifests.trainer_name(job, attempt)
+        if job.pservers:
+            api.delete(api.apps.delete_namespaced_stateful_set, ps, ns)
+            api.delete(api.core.delete_namespaced_service, ps, ns, _preload_content=False)
+        api.delete(api.batch.delete_namespaced_job, tr, ns)
+        api.delete(api.core.delete_namespaced_service, tr, ns, _preload_content=False)
+        if st.gang_scheduler == gang.VOLCANO:
+            api.delete(api.custom.delete_namespaced_custom_object, *gang.PODGROUP_API[:2], ns, gang.PODGROUP_API[2],
+                       manifests.podgroup_name(job, attempt))
+
+    def restart(self, job: Job, replicas: Iterable[Replica]) -> None:
+        """A gang restart: the replicas' new attempt gets fresh objects (the Job restarts a
+        single trainer itself, so the lifecycle only restarts every replica at once here)."""
+        if not Job.objects.filter(pk=job.pk).exclude(state__in=[*TERMINAL_STATES, JobState.SUSPENDED]).exists():
+            return
+        self._start(job, self.ensure_namespace(job.user), current_attempt(job))
+
+    def suspend(self, job: Job) -> None:
+        api, st, ns = self.api, self.settings, self.namespace(job)
+        attempt = current_attempt(job)
+        if st.kubeflow or st.gang_scheduler == gang.KUEUE:
+            # Kueue owns a managed Job's `suspend`; the training operator has no such field.
+            self._delete_attempt(job, ns, attempt)
+            return
+        if job.pservers:
+            self._patch(api.apps.patch_namespaced_stateful_set, manifests.pserver_name(job, attempt), ns,
+                        {"spec": {"replicas": 0}})
+        self._patch(api.batch.patch_namespaced_job, manifests.trainer_name(job, attempt), ns,
+                    {"spec": {"suspend": True}})
+        if st.gang_scheduler == gang.VOLCANO:
+            # A waiting PodGroup holds a place in Volcano's queue: a suspended job gives it up.
+            api.delete(api.custom.delete_namespaced_custom_object, *gang.PODGROUP_API[:2], ns, gang.PODGROUP_API[2],
+                       manifests.podgroup_name(job, attempt))
+
+    def _patch(self, fn: Callable[..., Any], name: str, ns: str, body: dict[str, Any]) -> None:
+        """A merge patch of an object that may not exist (never made, or already gone)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.api.call(fn, name, ns, body=body, _content_type=MERGE_PATCH)
+        except ApiException as e:
+            if e.status != 404:
+                raise
 
     def delete(self, job: Job) -> None:
         api, ns, name = self.api, self.namespace(job), manifests.root_name(job)
@@ -319,4 +402,4 @@ class KubernetesBackend(Backend):
         watcher = watch.running(self.datacenter.pk)
         if watcher is None or not watcher.state.ready():
             return {}
-        return observe_job(watcher.state, job, self.namespace(job))
+        return observe_job(watcher.state, job, self.namespace(job), gang_on=gang.enabled(self.settings))

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# The generated client would send a dict body as a JSON patch (its first content type), which the
+# API server refuses: our patches are merge patches.
+MERGE_PATCH = "application/merge-patch+json"
 _clients: dict[tuple[int, str], client.ApiClient] = {}
 _lock = threading.Lock()
 

@@ -35,6 +35,12 @@ datacenter is saved rather than when a user's job starts. Every key is optional:
         control_plane_label "paddlecloud.org/control-plane=true": marks the service's namespace
         dns_namespace "kube-system", dns_pod_labels {"k8s-app": "kube-dns"}: where DNS may go
     kubeflow           false            emit a kubeflow.org/v1 PaddleJob instead of raw objects
+    gang_scheduler     "none"           "volcano": a PodGroup per job (minMember = every replica) and
+                                        schedulerName volcano on its pods; "kueue": the job's Jobs
+                                        are created suspended for a Kueue LocalQueue to admit. Either
+                                        way a job never half-starts, and its pods start together
+    volcano_queue      ""               the Volcano Queue of the PodGroups ("": Volcano's default)
+    kueue_queue        ""               the LocalQueue (in every user namespace) with gang_scheduler kueue
     watch_timeout 300, resync_seconds 600, api_timeout 30, api_retries 5
 """
 
@@ -53,11 +59,13 @@ DEFAULT_GPU_IMAGE = "paddlepaddle/paddle:2.6.2-gpu-cuda12.0-cudnn8.9-trt8.6"
 DEFAULT_KANIKO = "gcr.io/kaniko-project/executor:v1.23.2"
 DEFAULT_CRANE = "gcr.io/go-containerregistry/crane:v0.20.6"
 INTERNET_MODES = ("all", "build", "none")
+GANG_SCHEDULERS = ("none", "volcano", "kueue")
 PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8")
 PRIVATE_RANGES_V6 = ("fc00::/7", "fe80::/10", "::1/128")
 STORAGE_KINDS = ("hostPath", "pvc", "cephfs", "nfs")
 _PREFIX = re.compile(r"^[a-z]([-a-z0-9]{0,18})$")
 _SUB_PATH = re.compile(r"^[A-Za-z0-9._/-]*$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LABEL = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
@@ -126,6 +134,9 @@ class K8sSettings:
     cluster_domain: str = ""
     build: Build = field(default_factory=Build)
     kubeflow: bool = False
+    gang_scheduler: str = "none"
+    volcano_queue: str = ""
+    kueue_queue: str = ""
     run_as_user: int = 10001
     run_as_group: int = 10001
     network: Network = field(default_factory=Network)
@@ -304,7 +315,26 @@ def parse(datacenter_name: str, config: dict[str, Any] | None) -> K8sSettings:
     _check(settings.image_pull_policy in ("Always", "IfNotPresent", "Never"),
            "image_pull_policy: Always, IfNotPresent or Never")
     _check(settings.pserver_port != settings.trainer_port, "pserver_port and trainer_port must differ")
+    _check_gang(settings)
     return settings
+
+
+def _check_gang(settings: K8sSettings) -> None:
+    gang = settings.gang_scheduler
+    _check(gang in GANG_SCHEDULERS, f"gang_scheduler: one of {', '.join(GANG_SCHEDULERS)}")
+    # The training operator makes the pods itself (it has its own schedulingPolicy for Volcano).
+    _check(gang == "none" or not settings.kubeflow, "gang_scheduler: not with kubeflow (the training operator "
+                                                    "creates the pods; set its own gang scheduling)")
+    if gang == "kueue":
+        _check(DNS_LABEL.match(settings.kueue_queue) is not None,
+               "kueue_queue: the name of the Kueue LocalQueue that admits the jobs (in every user namespace)")
+    else:
+        _check(not settings.kueue_queue, "kueue_queue: only with gang_scheduler kueue")
+    if gang == "volcano":
+        _check(not settings.volcano_queue or DNS_LABEL.match(settings.volcano_queue) is not None,
+               "volcano_queue: the name of a Volcano Queue")
+    else:
+        _check(not settings.volcano_queue, "volcano_queue: only with gang_scheduler volcano")
 
 
 def for_datacenter(datacenter: Datacenter) -> K8sSettings:

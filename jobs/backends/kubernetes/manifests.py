@@ -8,11 +8,18 @@ user typed, see jobs/spec.py; the typed name is in the root ConfigMap's job.json
 - pservers: StatefulSet `<job>-pserver` + headless Service of the same name, so pserver i is
   `<job>-pserver-<i>.<job>-pserver.<ns>.svc` before it starts; a TCP readiness probe on its port,
 - trainers: Indexed Job `<job>-trainer` (index = trainer id) + headless Service for their names
-  (`<job>-trainer-<i>.<job>-trainer.<ns>.svc`; rank 0 is the collective master),
+  (`<job>-trainer-<i>.<job>-trainer.<ns>.svc`; rank 0 is the collective master); a failed index is
+  retried by the Job itself (backoffLimitPerIndex, podFailurePolicy: the job's restart policy),
+- with a gang scheduler (gang.py): the attempt's Volcano PodGroup `<job>-gang`,
 - `<job>-peers`, the NetworkPolicy that lets the job's pods (and only they) reach each other,
 - optionally the runtime image build Job `<job>-build` (kaniko), see build.py.
 
-Every pod is hardened by hardening.py (non-root, no capabilities, seccomp).
+Workloads, their Services and pods belong to one attempt of the job (Replica.attempt): attempt 0
+has the names above, attempt n > 0 the suffix `-a<n in base 36>` after the role (`<job>-pserver-a1`),
+so a gang restart or a resume makes fresh objects whose pods are never mistaken for the old ones'.
+
+The workloads themselves (StatefulSet, Job, PodGroup, PaddleJob) are built in workloads.py from
+the pieces here. Every pod is hardened by hardening.py (non-root, no capabilities, seccomp).
 
 A pod template is shared by every index, so per-index values of the process contract come from
 the pod itself (downward API) through Kubernetes' `$(VAR)` expansion; everything literal is
@@ -36,6 +43,7 @@ LABEL_JOB = "paddlecloud/job"
 LABEL_JOB_ID = "paddlecloud/job-id"
 LABEL_ROLE = "paddlecloud/role"
 LABEL_INDEX = "paddlecloud/index"
+LABEL_ATTEMPT = "paddlecloud/attempt"
 LABEL_DATACENTER = "paddlecloud/datacenter"
 LABEL_USER = "paddlecloud/user"
 ANNOTATION_USERNAME = "paddlecloud/username"
@@ -57,29 +65,48 @@ def root_name(job: Job) -> str:
     return job.k8s_name
 
 
-def pserver_name(job: Job) -> str:
-    return f"{job.k8s_name}-pserver"
+def attempt_suffix(attempt: int) -> str:
+    """Base 36 keeps the longest names within the 63 characters of a label value."""
+    digits, n = "", attempt
+    while n:
+        n, d = divmod(n, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[d] + digits
+    return f"-a{digits}" if attempt else ""
 
 
-def trainer_name(job: Job) -> str:
-    return f"{job.k8s_name}-trainer"
+def pserver_name(job: Job, attempt: int = 0) -> str:
+    return f"{job.k8s_name}-pserver{attempt_suffix(attempt)}"
+
+
+def trainer_name(job: Job, attempt: int = 0) -> str:
+    return f"{job.k8s_name}-trainer{attempt_suffix(attempt)}"
+
+
+def paddle_job_name(job: Job, attempt: int = 0) -> str:
+    return f"{job.k8s_name}{attempt_suffix(attempt)}"
+
+
+def podgroup_name(job: Job, attempt: int = 0) -> str:
+    return f"{job.k8s_name}-gang{attempt_suffix(attempt)}"
 
 
 def pull_secret_name(job: Job) -> str:
     return f"{job.k8s_name}-pull"
 
 
-def labels(job: Job, role: str | None = None, index: int | None = None) -> dict[str, str]:
+def labels(job: Job, role: str | None = None, index: int | None = None, attempt: int | None = None) -> dict[str, str]:
     out = {LABEL_JOB: job.k8s_name, LABEL_JOB_ID: str(job.pk), LABEL_DATACENTER: job.datacenter.name,
            LABEL_USER: sanitize(job.user.get_username(), 63) or "user", **MANAGED_BY}
     if role:
         out[LABEL_ROLE] = role
     if index is not None:
         out[LABEL_INDEX] = str(index)
+    if attempt is not None:
+        out[LABEL_ATTEMPT] = str(attempt)
     return out
 
 
-def _meta(name: str, namespace: str | None, lbls: dict[str, str], owner: Obj | None = None, **extra: Any) -> Obj:
+def object_meta(name: str, namespace: str | None, lbls: dict[str, str], owner: Obj | None = None, **extra: Any) -> Obj:
     meta: Obj = {"name": name, "labels": dict(lbls)}
     if namespace:
         meta["namespace"] = namespace
@@ -105,7 +132,8 @@ def escape(value: str) -> str:
 def namespace(settings: K8sSettings, username: str) -> Obj:
     lbls = {LABEL_DATACENTER: settings.datacenter, LABEL_USER: sanitize(username, 63) or "user", **MANAGED_BY}
     return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": _meta(settings.namespace(username), None, lbls, annotations={ANNOTATION_USERNAME: username})}
+            "metadata": object_meta(settings.namespace(username), None, lbls,
+                                    annotations={ANNOTATION_USERNAME: username})}
 
 
 def resource_quota(ns: str, *, cpu_millicores: int, memory_bytes: int, gpus: int) -> Obj:
@@ -113,7 +141,7 @@ def resource_quota(ns: str, *, cpu_millicores: int, memory_bytes: int, gpus: int
     on every container we make, so both are bounded alike)."""
     cpu, mem = f"{cpu_millicores}m", str(memory_bytes)
     return {"apiVersion": "v1", "kind": "ResourceQuota",
-            "metadata": _meta("paddlecloud-quota", ns, MANAGED_BY),
+            "metadata": object_meta("paddlecloud-quota", ns, MANAGED_BY),
             "spec": {"hard": {"requests.cpu": cpu, "limits.cpu": cpu, "requests.memory": mem, "limits.memory": mem,
                               "requests.nvidia.com/gpu": str(gpus)}}}
 
@@ -121,14 +149,14 @@ def resource_quota(ns: str, *, cpu_millicores: int, memory_bytes: int, gpus: int
 def copied_secret(source: Obj, ns: str) -> Obj:
     """A Secret from the service's namespace (Ceph key, registry push credentials) for `ns`."""
     return {"apiVersion": "v1", "kind": "Secret", "type": source.get("type") or "Opaque",
-            "metadata": _meta(source["metadata"]["name"], ns, MANAGED_BY), "data": dict(source.get("data") or {})}
+            "metadata": object_meta(source["metadata"]["name"], ns, MANAGED_BY), "data": dict(source.get("data") or {})}
 
 
 def dockerconfig_secret(name: str, ns: str, auths: dict[str, Obj], lbls: dict[str, str], owner: Obj | None) -> Obj:
     """`auths` maps a registry server to {"username", "password", "auth"} (see docker_auth)."""
     payload = json.dumps({"auths": auths}, sort_keys=True)
     return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
-            "metadata": _meta(name, ns, lbls, owner), "stringData": {".dockerconfigjson": payload}}
+            "metadata": object_meta(name, ns, lbls, owner), "stringData": {".dockerconfigjson": payload}}
 
 
 def docker_auth(username: str, password: str) -> Obj:
@@ -142,36 +170,38 @@ def docker_auth(username: str, password: str) -> Obj:
 def root(job: Job, ns: str) -> Obj:
     summary = {"name": job.name, "mode": job.mode, "pservers": job.pservers, "trainers": job.trainers,
                "entry": job.entry, "package": job.package, "user": job.user.get_username()}
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": _meta(root_name(job), ns, labels(job)),
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": object_meta(root_name(job), ns, labels(job)),
             "data": {"job.json": json.dumps(summary, sort_keys=True)}}
 
 
-def _host_formats(job: Job, settings: K8sSettings, ns: str) -> tuple[str, str]:
+def _host_formats(job: Job, settings: K8sSettings, ns: str, attempt: int = 0) -> tuple[str, str]:
     """Host name patterns of pservers and trainers ({i} = index): our Services' pod names, or
     the training operator's per-replica Services in kubeflow mode."""
     domain = settings.service_domain(ns)
     if settings.kubeflow:
-        return f"{job.k8s_name}-master-{{i}}.{domain}", f"{job.k8s_name}-worker-{{i}}.{domain}"
-    ps, tr = pserver_name(job), trainer_name(job)
+        name = paddle_job_name(job, attempt)
+        return f"{name}-master-{{i}}.{domain}", f"{name}-worker-{{i}}.{domain}"
+    ps, tr = pserver_name(job, attempt), trainer_name(job, attempt)
     return f"{ps}-{{i}}.{ps}.{domain}", f"{tr}-{{i}}.{tr}.{domain}"
 
 
-def topology(job: Job, settings: K8sSettings, ns: str) -> contract.Topology:
-    """Every replica's stable DNS endpoint, known before any pod exists."""
-    ps_fmt, tr_fmt = _host_formats(job, settings, ns)
+def topology(job: Job, settings: K8sSettings, ns: str, attempt: int = 0) -> contract.Topology:
+    """Every replica's stable DNS endpoint in this attempt, known before any pod exists."""
+    ps_fmt, tr_fmt = _host_formats(job, settings, ns, attempt)
     return contract.Topology(
         pservers=[f"{ps_fmt.format(i=i)}:{settings.pserver_port}" for i in range(job.pservers)],
         trainers=[f"{tr_fmt.format(i=i)}:{settings.trainer_port}" for i in range(job.trainers)],
     )
 
 
-def headless_service(job: Job, ns: str, role: str, port: int, owner: Obj | None) -> Obj:
-    name = pserver_name(job) if role == "pserver" else trainer_name(job)
-    return {"apiVersion": "v1", "kind": "Service", "metadata": _meta(name, ns, labels(job, role), owner),
+def headless_service(job: Job, ns: str, role: str, port: int, owner: Obj | None, attempt: int = 0) -> Obj:
+    name = pserver_name(job, attempt) if role == "pserver" else trainer_name(job, attempt)
+    return {"apiVersion": "v1", "kind": "Service",
+            "metadata": object_meta(name, ns, labels(job, role, attempt=attempt), owner),
             "spec": {"clusterIP": "None",
                      # A replica resolves its own name to bind its port before it is ready.
                      "publishNotReadyAddresses": True,
-                     "selector": {LABEL_JOB_ID: str(job.pk), LABEL_ROLE: role},
+                     "selector": {LABEL_JOB_ID: str(job.pk), LABEL_ROLE: role, LABEL_ATTEMPT: str(attempt)},
                      "ports": [{"name": role, "port": port, "targetPort": port, "protocol": "TCP"}]}}
 
 
@@ -245,15 +275,16 @@ def _env(values: dict[str, str], field_refs: dict[str, str], templated: dict[str
     return out
 
 
-def replica_env(job: Job, settings: K8sSettings, ns: str, role: str, *, runtime_ready: bool) -> list[Obj]:
+def replica_env(job: Job, settings: K8sSettings, ns: str, role: str, *, runtime_ready: bool,
+                attempt: int = 0) -> list[Obj]:
     """The process contract for every pod of `role`: contract.replica_env for index 0, with
     the per-index values replaced by expressions of the pod's own index or name."""
-    topo = topology(job, settings, ns)
+    topo = topology(job, settings, ns, attempt)
     base = {"PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8", "HOME": HOME,
             "PADDLECLOUD_RUNTIME_READY": "1" if runtime_ready else "0",
             **job.env,
             **contract.replica_env(job, role, 0, topo, pfs_home=pfs_home(job, settings), package=job.package)}
-    ps_fmt, tr_fmt = _host_formats(job, settings, ns)
+    ps_fmt, tr_fmt = _host_formats(job, settings, ns, attempt)
     if role == "pserver":
         # StatefulSet (and training-operator) pod names are their host names: <name>-<i>.
         refs = {"PADDLECLOUD_POD_NAME": "metadata.name"}
@@ -324,56 +355,3 @@ def network_policy(job: Job, ns: str, owner: Obj | None) -> Obj:
     """`<job>-peers`: the job's pods reach each other; the namespace's policies deny the rest."""
     selector = {LABEL_JOB: job.k8s_name, LABEL_JOB_ID: str(job.pk)}
     return k8s_hardening.job_policy(f"{job.k8s_name}-peers", ns, labels(job), selector, owner)
-
-
-def pserver_statefulset(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
-                        pull_secrets: list[str], grace_seconds: int) -> Obj:
-    env = replica_env(job, settings, ns, "pserver", runtime_ready=runtime_ready)
-    spec = pod_spec(job, settings, ns, "pserver", image=image, env=env, port=settings.pserver_port,
-                    restart_policy="Always", pull_secrets=pull_secrets, grace_seconds=grace_seconds)
-    selector = {LABEL_JOB_ID: str(job.pk), LABEL_ROLE: "pserver"}
-    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
-            "metadata": _meta(pserver_name(job), ns, labels(job, "pserver"), owner),
-            "spec": {"serviceName": pserver_name(job), "replicas": job.pservers,
-                     "podManagementPolicy": "Parallel",  # pservers need no order among themselves
-                     "selector": {"matchLabels": selector},
-                     "template": {"metadata": {"labels": labels(job, "pserver")}, "spec": spec}}}
-
-
-def trainer_job(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
-                pull_secrets: list[str], grace_seconds: int) -> Obj:
-    env = replica_env(job, settings, ns, "trainer", runtime_ready=runtime_ready)
-    spec = pod_spec(job, settings, ns, "trainer", image=image, env=env, port=settings.trainer_port,
-                    restart_policy="Never", pull_secrets=pull_secrets, grace_seconds=grace_seconds)
-    spec["subdomain"] = trainer_name(job)  # with the hostname <job>-trainer-<i>: a stable DNS name
-    return {"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": _meta(trainer_name(job), ns, labels(job, "trainer"), owner),
-            "spec": {"completionMode": "Indexed", "completions": job.trainers, "parallelism": job.trainers,
-                     # A failed trainer fails the job, as locally; a node drain or preemption
-                     # does not (the pod is replaced under the same index and name).
-                     "backoffLimit": 0,
-                     "podFailurePolicy": {"rules": [{"action": "Ignore",
-                                                     "onPodConditions": [{"type": "DisruptionTarget"}]}]},
-                     "template": {"metadata": {"labels": labels(job, "trainer")}, "spec": spec}}}
-
-
-# --- optional: Kubeflow PaddleJob (the runtime image build is in backends/kubernetes/build.py) ---------
-def paddle_job(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
-               pull_secrets: list[str], grace_seconds: int) -> Obj:
-    """A Kubeflow training-operator PaddleJob (kubeflow.org/v1): Master = pservers, Worker =
-    trainers. The operator names pods and Services <job>-master-<i> / <job>-worker-<i>."""
-    replicas: Obj = {}
-    for role, kind, count in (("pserver", "Master", job.pservers), ("trainer", "Worker", job.trainers)):
-        if not count:
-            continue
-        port = settings.pserver_port if role == "pserver" else settings.trainer_port
-        env = replica_env(job, settings, ns, role, runtime_ready=runtime_ready)
-        spec = pod_spec(job, settings, ns, role, image=image, env=env, port=port, restart_policy="Never",
-                        pull_secrets=pull_secrets, grace_seconds=grace_seconds)
-        # The operator takes the rendezvous port from the port named "master".
-        spec["containers"][0]["ports"][0]["name"] = "master"
-        replicas[kind] = {"replicas": count, "restartPolicy": "Never",
-                          "template": {"metadata": {"labels": labels(job, role)}, "spec": spec}}
-    return {"apiVersion": "kubeflow.org/v1", "kind": "PaddleJob",
-            "metadata": _meta(job.k8s_name, ns, labels(job), owner),
-            "spec": {"runPolicy": {"cleanPodPolicy": "None", "backoffLimit": 0}, "paddleReplicaSpecs": replicas}}

@@ -26,10 +26,10 @@ from accounts.models import Datacenter
 from ...models import TERMINAL_STATES, Job, JobEvent, JobState, Replica, ReplicaState
 from ...transitions import set_reason, transition
 from ..base import LaunchError, WatchContext, Watcher
-from . import manifests
-from .client import api_for
+from . import gang, manifests
+from .client import MERGE_PATCH, api_for
 from .logs import LogCollector
-from .observe import created
+from .observe import created, current_attempt
 from .status import MOUNT_WARNINGS, PENDING_REASONS, meta, ready_replicas, replica_key
 from .watch import JOB, POD, STATEFULSET, ClusterState, ClusterWatcher, register
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 # Replica reasons that explain a stuck replica: shown on the job while it waits.
-PROBLEMS = PENDING_REASONS | MOUNT_WARNINGS | {"Unschedulable", "FailedCreate"}
+PROBLEMS = PENDING_REASONS | MOUNT_WARNINGS | {"Unschedulable", "FailedCreate"} | gang.REASONS
 REFRESH_SECONDS = 10.0
 FULL_PASS_SECONDS = 5.0
 SWEEP_SECONDS = 60.0
@@ -56,9 +56,11 @@ class KubernetesWatcher(Watcher):
         self.next_refresh = 0.0
         self.next_full = 0.0
         self.next_sweep = 0.0
-        self.advanced: set[int] = set()
+        self.advanced: dict[int, int] = {}  # job id -> the attempt whose trainers exist
         self.labelled: set[str | None] = set()
         self.starting_at: dict[int, datetime] = {}
+        # job id -> (attempt, when its replicas began to wait for the cluster)
+        self.pending_since: dict[int, tuple[int, datetime]] = {}
 
     # --- watchers --------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -136,24 +138,29 @@ class KubernetesWatcher(Watcher):
             self._advance(watcher, backend, job, ns)
             self._pending(watcher, backend, job)
         live, gone = watcher.state.pods_of(job.pk)
-        self._pod_details(backend, job, live, gone, ns)
+        self._pod_details(watcher, backend, job, live, gone, ns)
         ctx.push_logs(job)
         ctx.record_usage(job)
         if job.state in TERMINAL_STATES and not live:
             watcher.state.forget(job.pk)
             watcher.logs.forget(job.pk)
-            self.advanced.discard(job.pk)
+            self.advanced.pop(job.pk, None)
             self.starting_at.pop(job.pk, None)
+            self.pending_since.pop(job.pk, None)
 
     def _advance(self, watcher: ClusterWatcher, backend: KubernetesBackend, job: Job, ns: str) -> None:
-        if not job.pservers or job.mode != "ps" or backend.settings.kubeflow or job.pk in self.advanced:
+        st = backend.settings
+        if not job.pservers or job.mode != "ps" or st.kubeflow or gang.enabled(st):
             return
-        if watcher.state.workload(JOB, ns, manifests.trainer_name(job)) is not None:
-            self.advanced.add(job.pk)
+        attempt = current_attempt(job)
+        if self.advanced.get(job.pk) == attempt:
             return
-        ready = ready_replicas(watcher.state.workload(STATEFULSET, ns, manifests.pserver_name(job)))
+        if watcher.state.workload(JOB, ns, manifests.trainer_name(job, attempt)) is not None:
+            self.advanced[job.pk] = attempt
+            return
+        ready = ready_replicas(watcher.state.workload(STATEFULSET, ns, manifests.pserver_name(job, attempt)))
         if ready >= job.pservers and backend.advance(job, ready):
-            self.advanced.add(job.pk)
+            self.advanced[job.pk] = attempt
 
     def _pending(self, watcher: ClusterWatcher, backend: KubernetesBackend, job: Job) -> None:
         replicas = list(job.replicas.all())
@@ -161,10 +168,12 @@ class KubernetesWatcher(Watcher):
         problem = next((r for r in pending if r.reason in PROBLEMS), None)
         if pending:
             timeout = backend.settings.pending_timeout
-            launched = self._starting_at(job)
+            launched = self._waiting_since(job, held=any(r.reason in gang.REASONS for r in pending))
             pods = {meta(p).get("name"): p for p in watcher.state.pods_of(job.pk)[0]}
             now = timezone.now()
             for r in [problem] + pending if problem else pending:
+                if r.reason in gang.REASONS:
+                    continue  # waiting in the gang scheduler's queue is waiting its turn, not stuck
                 pod = pods.get(r.pod)
                 since = max(launched, created(pod)) if pod else launched
                 if (now - since).total_seconds() > timeout:
@@ -179,17 +188,30 @@ class KubernetesWatcher(Watcher):
             set_reason(job, *(("Launching", "starting the replicas") if job.state == JobState.STARTING
                               else ("Running", "all replicas started")))
 
+    def _waiting_since(self, job: Job, *, held: bool) -> datetime:
+        """Since when the job's current attempt waits for the cluster: its first start, a gang
+        restart's or resume's new attempt (first seen), or the last moment a gang scheduler
+        still held it back (its queue is no reason to fail the job)."""
+        attempt, now = current_attempt(job), timezone.now()
+        known = self.pending_since.get(job.pk)
+        if held or (known is not None and known[0] != attempt) or (known is None and attempt):
+            self.pending_since[job.pk] = (attempt, now)
+        elif known is None:
+            self.pending_since[job.pk] = (attempt, self._starting_at(job))
+        return self.pending_since[job.pk][1]
+
     def _starting_at(self, job: Job) -> datetime:
         if job.pk not in self.starting_at:
             event = JobEvent.objects.filter(job=job, state=JobState.STARTING, replica=None).order_by("created").first()
             self.starting_at[job.pk] = event.created if event else job.created
         return self.starting_at[job.pk]
 
-    def _pod_details(self, backend: KubernetesBackend, job: Job, pods: list[dict[str, Any]],
+    def _pod_details(self, watcher: ClusterWatcher, backend: KubernetesBackend, job: Job, pods: list[dict[str, Any]],
                      gone: list[dict[str, Any]], ns: str) -> None:
-        """Restart counts on the replicas, the highest seen (a pod that failed the job may be
-        deleted before this pass: its last state is among the gone ones); our index label on
-        each live pod (templates cannot carry a per-pod label), once per pod."""
+        """Container restart counts on the replicas, the highest seen (a pod that failed the job
+        may be deleted before this pass: its last state is among the gone ones; a trainer's retries
+        by its Job are the lifecycle's to record, with their events); our index label on each
+        live pod (templates cannot carry a per-pod label), once per pod."""
         for pod in pods + gone:
             key = replica_key(pod)
             statuses = (pod.get("status") or {}).get("containerStatuses") or []
@@ -207,7 +229,8 @@ class KubernetesWatcher(Watcher):
                 try:
                     api = backend.api
                     api.call(api.core.patch_namespaced_pod, md["name"], ns,
-                             body={"metadata": {"labels": {manifests.LABEL_INDEX: str(key[2])}}})
+                             body={"metadata": {"labels": {manifests.LABEL_INDEX: str(key[2])}}},
+                             _content_type=MERGE_PATCH)
                 except Exception as e:  # noqa: BLE001 - a label is a convenience, not a duty
                     log.debug("pod %s: cannot label: %s", md.get("name"), e)
 

@@ -1,5 +1,7 @@
 """Long-running watches of one datacenter: pods, Jobs and StatefulSets with our labels across
-all namespaces, and Warning events (failed mounts and failed pod creation only show there).
+all namespaces, and Warning events (failed mounts and failed pod creation only show there); with
+a gang scheduler also its objects: Volcano PodGroups (ours, labelled) or Kueue Workloads (Kueue's,
+found by their owner, our Job).
 
 Each kind is listed once and then watched from the list's resourceVersion; every event moves
 the resourceVersion on, so a dropped stream resumes where it stopped, and a 410 Gone (the
@@ -16,12 +18,14 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from . import gang
 from .client import Api, is_transient
 from .manifests import LABEL_DATACENTER, LABEL_JOB, LABEL_JOB_ID
 from .status import Warning, meta
@@ -29,6 +33,7 @@ from .status import Warning, meta
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 POD, JOB, STATEFULSET, EVENT, PADDLEJOB = "Pod", "Job", "StatefulSet", "Event", "PaddleJob"
+PODGROUP, WORKLOAD = "PodGroup", "Workload"
 
 
 class Gone(Exception):
@@ -41,7 +46,8 @@ class ClusterState:
     def __init__(self, namespace_prefix: str):
         self.prefix = namespace_prefix
         self.lock = threading.RLock()
-        self.objects: dict[str, dict[str, Obj]] = {POD: {}, JOB: {}, STATEFULSET: {}, PADDLEJOB: {}}
+        self.objects: dict[str, dict[str, Obj]] = {POD: {}, JOB: {}, STATEFULSET: {}, PADDLEJOB: {}, PODGROUP: {},
+                                                   WORKLOAD: {}}
         self.gone_pods: dict[str, Obj] = {}  # uid -> last state of a deleted pod
         self.warnings: dict[tuple[str, str, str], Warning] = {}  # (ns, kind, name) -> latest
         self.synced: set[str] = set()
@@ -64,6 +70,8 @@ class ClusterState:
         if kind == EVENT:
             self._apply_event(obj)
             return
+        if kind == WORKLOAD and not (meta(obj).get("namespace") or "").startswith(self.prefix):
+            return  # Kueue's Workloads of other users of the cluster
         key = self.key(obj)
         with self.lock:
             if event == "DELETED":
@@ -74,7 +82,7 @@ class ClusterState:
                 self.objects[kind][key] = obj
                 if kind == POD:
                     self.gone_pods.pop(key, None)
-            self._touch(obj)
+            self._touch(obj, kind)
         for listener in self.listeners:
             listener(kind, event, obj)
 
@@ -92,8 +100,16 @@ class ClusterState:
         for obj in items:
             self.apply(kind, "ADDED", obj)
 
-    def _touch(self, obj: Obj) -> None:
+    def _touch(self, obj: Obj, kind: str = "") -> None:
         job_id = self.job_id(obj)
+        if job_id is None and kind == WORKLOAD:
+            # Kueue's Workload carries none of our labels: its owner, our trainer Job, does.
+            ns = meta(obj).get("namespace")
+            for ref in meta(obj).get("ownerReferences") or []:
+                owner = self.workload(JOB, ns or "", ref.get("name", "")) if ref.get("kind") == JOB else None
+                job_id = self.job_id(owner) if owner else None
+                if job_id is not None:
+                    break
         if job_id is not None:
             self.dirty.add(job_id)
 
@@ -128,6 +144,17 @@ class ClusterState:
             for obj in self.objects[kind].values():
                 md = meta(obj)
                 if md.get("namespace") == namespace and md.get("name") == name:
+                    return obj
+        return None
+
+    def owned(self, kind: str, namespace: str, owner_kind: str, owner_name: str) -> Obj | None:
+        """The object of `kind` in `namespace` whose owner is `owner_kind`/`owner_name`."""
+        with self.lock:
+            for obj in self.objects[kind].values():
+                md = meta(obj)
+                if md.get("namespace") == namespace and any(
+                        r.get("kind") == owner_kind and r.get("name") == owner_name
+                        for r in md.get("ownerReferences") or []):
                     return obj
         return None
 
@@ -248,6 +275,16 @@ class ClusterWatcher:
             ResourceWatch(self.state, EVENT, api.core.list_event_for_all_namespaces, stop=self.stop_event,
                           timeout=t, field_selector="type=Warning"),
         ]
+        if self.settings.gang_scheduler == gang.VOLCANO:
+            group, version, plural = gang.PODGROUP_API
+            self.threads.append(ResourceWatch(
+                self.state, PODGROUP, partial(api.custom.list_cluster_custom_object, group, version, plural),
+                stop=self.stop_event, timeout=t, label_selector=selector))
+        elif self.settings.gang_scheduler == gang.KUEUE:
+            group, version, plural = gang.WORKLOAD_API
+            self.threads.append(ResourceWatch(
+                self.state, WORKLOAD, partial(api.custom.list_cluster_custom_object, group, version, plural),
+                stop=self.stop_event, timeout=t))
 
     def start(self) -> None:
         for t in self.threads:

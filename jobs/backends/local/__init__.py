@@ -35,7 +35,7 @@ from pfs.paths import PfsPath, resolve
 
 from ... import contract, logstore
 from ...models import Job, Replica, ReplicaState
-from ..base import Backend, LaunchError, ReplicaStatus, Usage, copy_tree_atomic, snapshot_package
+from ..base import Backend, LaunchError, ReplicaStatus, Usage, copy_tree_atomic, ensure_checkpoint_dir, snapshot_package
 from . import cgroups, config, egress, netns, runtime, sandbox, usage
 from .watcher import LocalWatcher
 
@@ -125,6 +125,10 @@ class LocalBackend(Backend):
         root: Path = settings.JOBS_ROOT
         return root / str(replica.job_id) / replica.name
 
+    def state_dir(self, replica: Replica) -> Path:
+        """The keeper's files of the replica's current attempt (a restart or resume is a new one)."""
+        return self.replica_dir(replica) / ("state" if not replica.attempt else f"state-{replica.attempt}")
+
     # --- prepare ---------------------------------------------------------------------------
     def prepare(self, job: Job, heartbeat: Callable[[], None]) -> None:
         cfg = self.settings()
@@ -143,11 +147,12 @@ class LocalBackend(Backend):
         if cfg.sandboxed and (why := sandbox.probe()):
             raise LaunchError("SandboxUnavailable", f"local jobs cannot be isolated on this machine: {why}")
 
-    def launch(self, job: Job) -> None:
+    def launch(self, job: Job, only: Iterable[Replica] | None = None) -> None:
         cfg = self.settings()
         self._check_sandbox(cfg)
         self._assign_ports(job)
         replicas = list(job.replicas.all())
+        wanted = None if only is None else {(r.role, r.index) for r in only}
         topo = contract.Topology(
             pservers=[r.endpoint for r in replicas if r.role == Replica.Role.PSERVER],
             trainers=[r.endpoint for r in replicas if r.role == Replica.Role.TRAINER],
@@ -155,6 +160,7 @@ class LocalBackend(Backend):
         bin_dir = runtime.ensure_env(self._requirements(job), sandboxed=cfg.sandboxed)
         home = resolve(job.user, f"/pfs/{job.datacenter.name}/home/{job.user.get_username()}")
         home.disk.mkdir(parents=True, exist_ok=True)
+        ensure_checkpoint_dir(job)  # before give_to below, which hands it to the job's uid
         ns = None
         if cfg.sandboxed:
             ns = netns.ensure(netns.name(job))
@@ -167,7 +173,7 @@ class LocalBackend(Backend):
         # Keepers start side by side (each is an interpreter starting up); then every one must
         # have written its pid, so observe() never sees a gap.
         starting = []
-        for replica in replicas:
+        for replica in replicas if wanted is None else [r for r in replicas if (r.role, r.index) in wanted]:
             if not Job.objects.filter(pk=job.pk, state=job.state).exists():
                 break  # killed or failed while we were starting replicas
             launcher = self._start(job, replica, topo, bin_dir, home, cfg, ns)
@@ -177,7 +183,7 @@ class LocalBackend(Backend):
         for replica, launcher in starting:
             if launcher.wait():
                 raise LaunchError("StartFailed", f"{replica.name}: the process keeper failed ({launcher.returncode})")
-            while not (self.replica_dir(replica) / "state" / "shim.pid").exists():
+            while not (self.state_dir(replica) / "shim.pid").exists():
                 if time.monotonic() > deadline:
                     raise LaunchError("StartFailed", f"{replica.name}: the process keeper did not start")
                 time.sleep(0.01)
@@ -193,7 +199,7 @@ class LocalBackend(Backend):
         """Start the replica's keeper (unless it was started or stopped already); returns the
         launcher process, which exits as soon as the keeper has detached."""
         rdir = self.replica_dir(replica)
-        state = rdir / "state"
+        state = self.state_dir(replica)
         if (state / "shim.pid").exists() or (state / "stop").exists():
             return None
         state.mkdir(parents=True, exist_ok=True)
@@ -253,7 +259,7 @@ class LocalBackend(Backend):
     # --- stop, delete ----------------------------------------------------------------------
     def stop(self, job: Job, replicas: Iterable[Replica] | None = None) -> None:
         for replica in job.replicas.all() if replicas is None else replicas:
-            state = self.replica_dir(replica) / "state"
+            state = self.state_dir(replica)
             if state.exists():
                 (state / "stop").touch()  # a launch still in flight will not start it
             pid = self._live_shim(state)
@@ -263,11 +269,20 @@ class LocalBackend(Backend):
                 except ProcessLookupError:
                     pass
 
+    def restart(self, job: Job, replicas: Iterable[Replica]) -> None:
+        # Each attempt has its own state directory (state_dir), so launch() starts exactly the
+        # replicas whose new attempt has not started yet.
+        self.launch(job, only=replicas)
+
+    def suspend(self, job: Job) -> None:
+        # The working copies and the runtime stay; resume is a launch() of new attempts.
+        self.stop(job)
+
     def delete(self, job: Job) -> None:
         self.stop(job)
         deadline = time.monotonic() + settings.KILL_GRACE_SECONDS + 5
         replicas = list(job.replicas.all())
-        while any(self._live_shim(self.replica_dir(r) / "state") for r in replicas):
+        while any(self._live_shim(self.state_dir(r)) for r in replicas):
             if time.monotonic() > deadline:
                 raise LaunchError("DeleteTimeout", "replicas did not stop in time")
             time.sleep(0.1)
@@ -309,14 +324,14 @@ class LocalBackend(Backend):
     def usage(self, job: Job) -> dict[tuple[str, int], Usage]:
         measured = {}
         for replica in job.replicas.filter(state=ReplicaState.RUNNING):
-            pid = self._live_shim(self.replica_dir(replica) / "state")
+            pid = self._live_shim(self.state_dir(replica))
             found = usage.measure(pid) if pid else None
             if found:
                 measured[(replica.role, replica.index)] = found
         return measured
 
     def _observe_one(self, replica: Replica) -> ReplicaStatus:
-        state = self.replica_dir(replica) / "state"
+        state = self.state_dir(replica)
         pid_file = state / "shim.pid"
         if not pid_file.exists():
             return ReplicaStatus(ReplicaState.PENDING)

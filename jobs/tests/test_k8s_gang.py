@@ -1,0 +1,253 @@
+# ruff: noqa: F811 - pytest fixtures imported from k8s_fixtures are used as parameters
+"""Gang scheduling handed to Volcano or Kueue (the datacenter's gang_scheduler): every manifest
+variant valid against the Kubernetes schemas and the vendored CRDs, the objects made over HTTP,
+and the scheduler's own reason on the job while it holds the pods back."""
+
+import copy
+import functools
+from datetime import timedelta
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from django.utils import timezone
+
+from jobs.backends.kubernetes import gang, manifests, workloads
+from jobs.backends.kubernetes.config import SettingsError, parse
+from jobs.backends.registry import get_backend
+from jobs.models import JobState, ReplicaState
+
+from .k8s_emulator import now
+from .k8s_fixtures import FAST, cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
+from .test_k8s_manifests import ROOT, make_job, validate
+
+CRDS = Path(__file__).parent / "crds"
+GANGS = [{"gang_scheduler": "volcano"}, {"gang_scheduler": "volcano", "volcano_queue": "research",
+                                         "priority_class_name": "batch"},
+         {"gang_scheduler": "kueue", "kueue_queue": "team-a"}]
+
+
+def _strict(schema: dict) -> dict:
+    """Unknown fields fail, as kubectl's strict validation would (the API server prunes them)."""
+    if isinstance(schema, dict):
+        if "properties" in schema and "additionalProperties" not in schema \
+                and not schema.get("x-kubernetes-preserve-unknown-fields"):
+            schema["additionalProperties"] = False
+        for value in schema.values():
+            _strict(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            _strict(value)
+    return schema
+
+
+@functools.cache
+def crd_validator(filename: str, version: str) -> jsonschema.Draft7Validator:
+    crd = yaml.safe_load((CRDS / filename).read_text())
+    schema = next(v["schema"]["openAPIV3Schema"] for v in crd["spec"]["versions"] if v["name"] == version)
+    return jsonschema.Draft7Validator(_strict(copy.deepcopy(schema)))
+
+
+def validate_podgroup(obj: dict) -> None:
+    assert obj["apiVersion"] == "scheduling.volcano.sh/v1beta1" and obj["kind"] == "PodGroup"
+    crd_validator("scheduling.volcano.sh_podgroups.yaml", "v1beta1").validate(obj)
+
+
+def gang_manifests(job, settings, attempt, ns="paddle-alice-1234abcd"):
+    owner = manifests.owner_reference(ROOT)
+    opts = {"image": manifests.image_for(job, settings), "runtime_ready": False, "pull_secrets": [],
+            "grace_seconds": 10, "attempt": attempt}
+    out = [workloads.trainer_job(job, settings, ns, owner, **opts),
+           manifests.headless_service(job, ns, "trainer", settings.trainer_port, owner, attempt)]
+    if job.pservers:
+        out += [workloads.pserver_statefulset(job, settings, ns, owner, **opts),
+                manifests.headless_service(job, ns, "pserver", settings.pserver_port, owner, attempt)]
+    return out
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("config", GANGS, ids=["volcano", "volcano-queue", "kueue"])
+@pytest.mark.parametrize("shape", [dict(mode="ps", pservers=2, trainers=3),
+                                   dict(mode="collective", pservers=0, trainers=4, gpu=2)], ids=["ps", "collective"])
+@pytest.mark.parametrize("policy", [dict(restart_mode="replica", max_restarts=None, permanent_exit_codes="2"),
+                                    dict(restart_mode="gang", max_restarts=5, permanent_exit_codes="")],
+                         ids=["replica", "gang"])
+@pytest.mark.parametrize("attempt", [0, 37])
+def test_gang_manifests_are_schema_valid_and_gang_every_replica(alice, config, shape, policy, attempt):
+    settings = parse("k8s", {**FAST, **config})
+    job = make_job(alice, **shape, **policy)
+    ns = "paddle-alice-1234abcd"
+    objs = gang_manifests(job, settings, attempt)
+    for obj in objs:
+        validate(obj)
+        assert obj["metadata"]["labels"][manifests.LABEL_ATTEMPT] == str(attempt)
+    made = [o for o in objs if o["kind"] in ("Job", "StatefulSet")]
+    templates = [w["spec"]["template"] for w in made]
+    trainers = next(w for w in made if w["kind"] == "Job")["spec"]
+    if policy["restart_mode"] == "replica":
+        assert trainers["backoffLimitPerIndex"] == job.datacenter.default_max_restarts
+        assert {"action": "FailIndex", "onExitCodes": {"containerName": "paddle", "operator": "In", "values": [2]}} \
+            in trainers["podFailurePolicy"]["rules"]
+    else:
+        assert trainers["backoffLimitPerIndex"] == 0, "gang mode: the lifecycle restarts the whole job"
+        assert [r["action"] for r in trainers["podFailurePolicy"]["rules"]] == ["Ignore"]
+    assert trainers["maxFailedIndexes"] == 0 and "backoffLimit" not in trainers
+    if config["gang_scheduler"] == "volcano":
+        group = workloads.podgroup(job, settings, ns, manifests.owner_reference(ROOT), attempt)
+        validate_podgroup(group)
+        assert group["spec"]["minMember"] == job.pservers + job.trainers
+        cpu = 2000 * job.trainers + 500 * job.pservers
+        mem = 4 * 2**30 * job.trainers + 2**30 * job.pservers
+        assert group["spec"]["minResources"]["cpu"] == f"{cpu}m"
+        assert group["spec"]["minResources"]["memory"] == str(mem)
+        assert group["spec"]["minResources"].get("nvidia.com/gpu") == ("8" if job.gpu else None)
+        assert group["spec"].get("queue") == config.get("volcano_queue")
+        assert group["metadata"]["ownerReferences"][0]["uid"] == ROOT["metadata"]["uid"]
+        for tpl in templates:
+            assert tpl["spec"]["schedulerName"] == "volcano"
+            assert tpl["metadata"]["annotations"][gang.GROUP_ANNOTATION] == group["metadata"]["name"]
+        assert "suspend" not in trainers
+    else:
+        for w in made:
+            assert w["metadata"]["labels"][gang.QUEUE_LABEL] == "team-a"
+        assert trainers["suspend"] is True, "Kueue unsuspends it once admitted"
+        for tpl in templates:
+            assert "schedulerName" not in tpl["spec"] and "annotations" not in tpl["metadata"]
+    # Each attempt's objects have their own names, and every name fits its limits.
+    names = {o["metadata"]["name"] for o in objs}
+    assert all(n.endswith(manifests.attempt_suffix(attempt)) for n in names)
+
+
+@pytest.mark.django_db
+def test_the_podgroup_schema_check_rejects_what_volcano_would(alice):
+    settings = parse("k8s", {**FAST, "gang_scheduler": "volcano"})
+    group = workloads.podgroup(make_job(alice), settings, "ns", None)
+    for broken in ({"minMember": "5"}, {"minResources": {"cpu": "lots"}}, {"minMembers": 5}):
+        bad = copy.deepcopy(group)
+        bad["spec"].update(broken)
+        with pytest.raises(jsonschema.ValidationError):
+            validate_podgroup(bad)
+
+
+@pytest.mark.django_db
+def test_attempt_names_stay_within_label_limits(alice):
+    job = make_job(alice, name="a" * 40)
+    for attempt in (1, 35, 36, 1295):
+        # A StatefulSet's pods get "<name>-<revision hash of 10>" as a label value (63 at most).
+        assert len(manifests.pserver_name(job, attempt)) + 11 <= 63
+        assert len(f"{manifests.trainer_name(job, attempt)}-999") <= 63  # a trainer's host name
+    assert manifests.attempt_suffix(0) == "" and manifests.attempt_suffix(36) == "-a10"
+
+
+@pytest.mark.parametrize("config, error", [
+    ({"gang_scheduler": "slurm"}, "gang_scheduler: one of none, volcano, kueue"),
+    ({"gang_scheduler": "kueue"}, "kueue_queue: the name of the Kueue LocalQueue"),
+    ({"gang_scheduler": "kueue", "kueue_queue": "Team A"}, "kueue_queue"),
+    ({"kueue_queue": "team-a"}, "kueue_queue: only with gang_scheduler kueue"),
+    ({"gang_scheduler": "kueue", "kueue_queue": "q", "volcano_queue": "x"}, "volcano_queue: only with"),
+    ({"gang_scheduler": "volcano", "kubeflow": True}, "gang_scheduler: not with kubeflow"),
+])
+def test_gang_settings_are_checked_when_the_datacenter_is_saved(config, error):
+    with pytest.raises(SettingsError, match=error):
+        parse("k8s", config)
+
+
+# --- over HTTP -------------------------------------------------------------------------------
+def use_gang(dc, **config) -> None:
+    dc.config = {**FAST, **config}
+    dc.save()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_volcano_gangs_the_whole_job_and_its_reason_is_shown_while_it_waits(alice, cluster, k8s_dc, part):
+    use_gang(k8s_dc, gang_scheduler="volcano")
+    job = submit(alice, "fit", mode="ps", pservers=2, trainers=2)
+    launch(job)
+    ns = ns_of(job)
+    # Everything at once: Volcano binds all four pods or none, so trainers do not wait here.
+    assert {("podgroups", "fit-gang"), ("statefulsets", "fit-pserver"), ("jobs", "fit-trainer")} \
+        <= set(cluster.objects_in(ns))
+    root = cluster.store.get("configmaps", ns, "fit")
+    assert cluster.store.get("podgroups", ns, "fit-gang")["metadata"]["ownerReferences"][0]["uid"] == \
+        root["metadata"]["uid"]
+    part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
+    pods = cluster.run_statefulset(ns, "fit-pserver") + cluster.run_job(ns, "fit-trainer")
+    why = "2/4 tasks in gang unschedulable: 0/3 nodes are available: 3 Insufficient cpu."
+    cluster.podgroup_status(ns, "fit-gang", "Pending", why)
+    part.until(lambda: part.job(job).reason == "GangUnschedulable", what="Volcano's reason on the job")
+    assert job.state == JobState.STARTING and why in job.message
+    r = job.replicas.get(role="trainer", index=1)
+    assert (r.state, r.reason) == (ReplicaState.PENDING, "GangUnschedulable") and why in r.message
+    cluster.podgroup_status(ns, "fit-gang", "Running")
+    for pod in pods:
+        cluster.pod_running(ns, pod)
+    part.until(lambda: part.job(job).state == JobState.RUNNING, what="Running")
+    assert job.reason == "Running"
+    # Kill: the root's cascade takes the PodGroup too.
+    get_backend(job.datacenter).stop(job)
+    assert cluster.objects_in(ns) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kueue_admits_the_suspended_trainer_job_and_its_reason_is_shown_while_queued(alice, cluster, k8s_dc, part):
+    use_gang(k8s_dc, gang_scheduler="kueue", kueue_queue="team-a")
+    job = submit(alice, "fit", mode="collective", pservers=0, trainers=2)
+    launch(job)
+    ns = ns_of(job)
+    trainers = cluster.store.get("jobs", ns, "fit-trainer")
+    assert trainers["spec"]["suspend"] is True
+    assert trainers["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
+    why = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 4 more needed"
+    cluster.kueue_workload(ns, "fit-trainer", admitted=False, message=why)
+    part.until(lambda: part.job(job).reason == "KueueQueued", what="Kueue's reason on the job")
+    assert why in job.message and job.state == JobState.STARTING
+    cluster.kueue_workload(ns, "fit-trainer", admitted=True)
+    assert cluster.store.get("jobs", ns, "fit-trainer")["spec"]["suspend"] is False
+    for pod in cluster.run_job(ns, "fit-trainer"):
+        cluster.pod_running(ns, pod)
+    part.until(lambda: part.job(job).state == JobState.RUNNING, what="Running")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_waiting_for_the_gang_scheduler_never_times_out_and_the_clock_starts_when_released(
+        alice, cluster, k8s_dc, part):
+    use_gang(k8s_dc, gang_scheduler="volcano")
+    job = submit(alice, "fit", mode="collective", pservers=0, trainers=2)
+    launch(job)
+    ns = ns_of(job)
+    part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
+    pods = cluster.run_job(ns, "fit-trainer")
+    # Launched and made an hour ago, far past pending_timeout (30 s here), held by Volcano since.
+    part.part.starting_at[job.pk] = timezone.now() - timedelta(hours=1)
+    for pod in pods:
+        cluster.store.update("pods", ns, pod, lambda o: o["metadata"].update(creationTimestamp=now(-3600)))
+    cluster.podgroup_status(ns, "fit-gang", "Inqueue", "1/2 tasks in gang unschedulable: 2 Insufficient nvidia.com/gpu")
+    part.until(lambda: part.job(job).reason == "GangUnschedulable", what="Volcano's reason")
+    cluster.podgroup_status(ns, "fit-gang", "Running")
+    for pod in pods:
+        cluster.pod_waiting(ns, pod, "ContainerCreating")
+    part.until(lambda: all(r.reason == "ContainerCreating" for r in job.replicas.all()), what="pods bound")
+    part.tick()
+    assert part.job(job).state == JobState.STARTING, job.message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kueue_gated_pservers_show_why_and_do_not_time_out(alice, cluster, k8s_dc, part):
+    use_gang(k8s_dc, gang_scheduler="kueue", kueue_queue="team-a", pending_timeout=1)
+    job = submit(alice, "fit", mode="ps", pservers=2, trainers=2)
+    launch(job)
+    ns = ns_of(job)
+    sset = cluster.store.get("statefulsets", ns, "fit-pserver")
+    assert sset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert cluster.store.get("jobs", ns, "fit-trainer")["spec"]["suspend"] is True, "created with the pservers"
+    part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
+    part.part.starting_at[job.pk] = timezone.now() - timedelta(hours=1)
+    for pod in cluster.run_statefulset(ns, "fit-pserver"):
+        cluster.store.update("pods", ns, pod, lambda o: o["metadata"].update(creationTimestamp=now(-3600)))
+        cluster._status(ns, pod, {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+             "message": "Scheduling is blocked due to non-empty scheduling gates"}]}, node=None)
+    part.until(lambda: part.job(job).reason == "SchedulingGated", what="the gate on the job")
+    assert job.state == JobState.STARTING and "scheduling gates" in job.message
