@@ -2,6 +2,9 @@
 API clients authenticated with real tokens, per-test storage directories, and — for tests that
 need the whole system — a Celery worker and the jobs watcher running in threads."""
 
+import os
+import sys
+
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -33,6 +36,30 @@ def _end_leftover_sessions(django_db_setup, django_db_blocker):
             with connection.cursor() as cur:
                 cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                             "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sqlite_database_opened_only_by_sqlite(django_db_setup):
+    """On SQLite, nothing in the test process may open the database's files itself: closing such a
+    descriptor drops every lock this process's SQLite connections hold, and a worker process could
+    then checkpoint and delete the write-ahead log under them, losing rows and corrupting the file
+    (https://sqlite.org/howtocorrupt.html, 2.2). SQLite's own opens raise no audit event."""
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        return
+    database = os.path.realpath(connection.settings_dict["NAME"])
+    guarded = {database, database + "-wal", database + "-shm", database + "-journal"}
+
+    prefix = os.path.basename(database)
+
+    def refuse(event, args):
+        if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+            path = os.fsdecode(args[0])
+            if os.path.basename(path).startswith(prefix) and os.path.realpath(path) in guarded:
+                raise PermissionError(f"the test database is SQLite's alone: do not open {args[0]}")
+
+    sys.addaudithook(refuse)  # for the rest of the session: audit hooks cannot be removed
 
 
 @pytest.fixture(autouse=True)

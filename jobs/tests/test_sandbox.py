@@ -119,9 +119,14 @@ def test_a_job_reaches_none_of_the_services_files_sockets_or_other_users_data(al
     other_log = settings.LOGS_ROOT / "other-job" / "trainer-0.log"
     other_log.parent.mkdir(parents=True)
     other_log.write_text("another job's output")
-    # Everything the job is to be refused is really there and open to the service itself.
-    for path in (secret, *database.values(), bob_home / "private.txt", other_log, f"/proc/{os.getpid()}/environ"):
+    # Everything the job is to be refused is really there and open to the service itself. The
+    # database is not opened here: closing any other descriptor of it would drop the locks this
+    # process's SQLite connections hold, and another process could then checkpoint and delete the
+    # write-ahead log under them (https://sqlite.org/howtocorrupt.html, 2.2).
+    for path in (secret, bob_home / "private.txt", other_log, f"/proc/{os.getpid()}/environ"):
         assert Path(path).read_bytes()
+    for path in database.values():
+        assert os.access(path, os.R_OK) and os.stat(path).st_size
     tcp = {"redis": ["127.0.0.1", 6379], "postgresql": ["127.0.0.1", 5432]}
     for path in unix.values():
         socket.socket(socket.AF_UNIX).connect(path)
