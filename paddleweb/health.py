@@ -1,7 +1,7 @@
 """Liveness of the service's parts: heartbeats from the Celery worker and the jobs watcher, and
 the status that /api/v2/health/, the pages' banner and the Kubernetes probes read.
 
-Each worker or watcher process writes `paddlecloud:alive:<role>:<host>` in Redis with a time to
+Each worker or watcher process writes `<CACHE_PREFIX>:alive:<role>:<host>` in Redis with a time to
 live of HEARTBEAT_TTL seconds, renewed every HEARTBEAT_INTERVAL: a process that dies (even by
 `kill -9`) or hangs is seen gone within HEARTBEAT_TTL. Redis, not the database, because a
 beat every few seconds per process should cost nothing and vanish by itself.
@@ -22,7 +22,12 @@ from django.conf import settings
 from django.db import connection
 
 ROLES = ("worker", "watcher")
-PREFIX = "paddlecloud:alive:"
+
+
+def prefix() -> str:
+    """Heartbeat keys share the cache's prefix, so installs (or test runs) sharing a Redis each
+    see only their own processes."""
+    return f"{settings.CACHES['default']['KEY_PREFIX']}:alive:"
 
 
 def redis_client() -> redis.Redis:
@@ -37,17 +42,17 @@ def _client(url: str) -> redis.Redis:
 
 def beat(role: str, host: str | None = None) -> None:
     """Say that this host's `role` process is alive (for HEARTBEAT_TTL seconds)."""
-    redis_client().set(f"{PREFIX}{role}:{host or socket.gethostname()}", "1", ex=settings.HEARTBEAT_TTL)
+    redis_client().set(f"{prefix()}{role}:{host or socket.gethostname()}", "1", ex=settings.HEARTBEAT_TTL)
 
 
 def forget(role: str, host: str | None = None) -> None:
     """A clean stop: gone at once rather than after the time to live."""
-    redis_client().delete(f"{PREFIX}{role}:{host or socket.gethostname()}")
+    redis_client().delete(f"{prefix()}{role}:{host or socket.gethostname()}")
 
 
 def alive(role: str) -> list[str]:
     """The hosts whose `role` process beat within HEARTBEAT_TTL."""
-    return sorted(k.decode().rsplit(":", 1)[1] for k in redis_client().scan_iter(f"{PREFIX}{role}:*"))
+    return sorted(k.decode().rsplit(":", 1)[1] for k in redis_client().scan_iter(f"{prefix()}{role}:*"))
 
 
 class Heartbeat(threading.Thread):

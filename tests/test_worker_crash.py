@@ -125,7 +125,7 @@ def no_heartbeats():
     """No worker or watcher beats for this test's start (none outlives its test, but a
     heartbeat left by a killed one lasts its time to live)."""
     r = health.redis_client()
-    for key in r.scan_iter(f"{health.PREFIX}*"):
+    for key in r.scan_iter(f"{health.prefix()}*"):
         r.delete(key)
 
 
