@@ -29,19 +29,16 @@ def expired() -> list[int]:
 
 
 def purge(job_id: int) -> bool:
-    """Remove one expired job's working copies and logs. The conditional UPDATE claims it, so two
-    passes never both do it; a removal that fails gives the claim back for the next pass."""
-    now = timezone.now()
-    if not Job.objects.filter(pk=job_id, purged=None, deleting=False, state__in=TERMINAL_STATES).update(purged=now):
+    """Remove one expired job's working copies and logs, then mark it purged. Removing is
+    idempotent, so the mark comes last: a pass that dies half-way leaves the job unmarked for the
+    next pass, two passes at once both remove harmlessly, and the conditional UPDATE counts it once."""
+    job = (Job.objects.select_related("datacenter", "user")
+           .filter(pk=job_id, purged=None, deleting=False, state__in=TERMINAL_STATES).first())
+    if job is None:
         return False
-    job = Job.objects.select_related("datacenter", "user").get(pk=job_id)
-    try:
-        get_backend(job.datacenter).delete(job)
-        logstore.delete_job(job.pk)
-    except Exception:
-        Job.objects.filter(pk=job_id, purged=now).update(purged=None)
-        raise
-    return True
+    get_backend(job.datacenter).delete(job)
+    logstore.delete_job(job.pk)
+    return bool(Job.objects.filter(pk=job_id, purged=None).update(purged=timezone.now()))
 
 
 def purge_expired() -> int:

@@ -45,7 +45,7 @@ def test_expired_jobs_lose_their_files_and_logs_but_keep_their_history(settings,
     assert old.replicas.count() == 2 and old.events.count() == events
     assert not LocalBackend(old.datacenter).job_dir(old).exists()
     assert not logstore.job_dir(old.pk).exists()
-    # The recent one keeps everything; a second pass changes nothing (each job is claimed once).
+    # The recent one keeps everything; a second pass changes nothing (each job is marked once).
     assert LocalBackend(recent.datacenter).job_dir(recent).exists() and logstore.job_dir(recent.pk).exists()
     assert purge_finished_jobs() == 0
     assert Job.objects.get(pk=recent.pk).purged is None
@@ -64,7 +64,7 @@ def test_active_and_unsettled_jobs_are_never_purged(settings, alice, pkg):
     killed = ended(alice, pkg, "killed", days_ago=30, state=JobState.KILLED)
     killed.replicas.filter(role="trainer").update(state=ReplicaState.RUNNING)  # still being stopped
     assert retention.expired() == []
-    assert not retention.purge(suspended.pk)  # the claim itself refuses a job that has not ended
+    assert not retention.purge(suspended.pk)  # purge itself refuses a job that has not ended
     assert Job.objects.get(pk=suspended.pk).purged is None
 
 
@@ -80,6 +80,26 @@ def test_a_failed_removal_is_retried_on_the_next_pass(settings, alice, pkg, monk
     assert Job.objects.get(pk=job.pk).purged is None
     monkeypatch.undo()
     assert purge_finished_jobs() == 1
+
+
+class Killed(BaseException):
+    """The pass's process dying (kill -9) in the middle: no handler of the code under test runs."""
+
+
+def test_a_pass_killed_half_way_leaves_the_job_for_the_next_pass(settings, alice, pkg, monkeypatch):
+    settings.JOB_RETENTION_DAYS = 1
+    job = ended(alice, pkg, "old", days_ago=2)
+
+    def killed(job_id):
+        raise Killed
+
+    monkeypatch.setattr(logstore, "delete_job", killed)
+    with pytest.raises(Killed):
+        retention.purge(job.pk)
+    assert Job.objects.get(pk=job.pk).purged is None  # not marked: its logs are still there
+    monkeypatch.undo()
+    assert purge_finished_jobs() == 1
+    assert not logstore.job_dir(job.pk).exists() and Job.objects.get(pk=job.pk).purged is not None
 
 
 def test_page_and_api_say_the_logs_were_removed(settings, client, alice, alice_api, pkg):
