@@ -37,7 +37,7 @@ from quotas.services import effective_quota
 
 from ...models import TERMINAL_STATES, Job, JobState, Replica
 from ..base import Backend, LaunchError, ReplicaStatus, Usage, ensure_checkpoint_dir, snapshot_package
-from . import gang, hardening, manifests, watch, workloads
+from . import gang, hardening, manifests, pull, watch, workloads
 from . import usage as pod_usage
 from .client import MERGE_PATCH, Api, api_for
 from .config import K8sSettings, SettingsError, for_datacenter, parse
@@ -159,7 +159,7 @@ class KubernetesBackend(Backend):
         st = self.settings
         if not st.secrets_namespace:
             return []
-        # Registry credentials are never copied whole: see build.py and ensure_pull_secret.
+        # Registry credentials are never copied whole: see build.py and pull.py.
         return [st.storage.secret_name] if st.storage.kind == "cephfs" else []
 
     # --- launch ----------------------------------------------------------------------------
@@ -179,7 +179,7 @@ class KubernetesBackend(Backend):
         if attempt:
             self._delete_attempt(job, ns, attempt - 1)
         image, ready = self.runtime(job)
-        pulls = self.ensure_pull_secret(job, ns, owner, ready)
+        pulls = pull.ensure_pull_secret(api, st, job, ns, owner, ready)
         self._assign_endpoints(job, ns, attempt)
         api.create(api.networking.create_namespaced_network_policy, ns, body=manifests.network_policy(job, ns, owner))
         opts: _PodOptions = {"image": image, "runtime_ready": ready, "pull_secrets": pulls,
@@ -230,7 +230,7 @@ class KubernetesBackend(Backend):
                 or root["metadata"].get("deletionTimestamp"):
             return False  # stopped meanwhile
         image, runtime_ready = self.runtime(job)
-        pulls = self.pull_secret_names(job, runtime_ready)
+        pulls = pull.pull_secret_names(st, job, runtime_ready)
         body = workloads.trainer_job(job, st, ns, manifests.owner_reference(root), image=image, attempt=attempt,
                                      runtime_ready=runtime_ready, pull_secrets=pulls, grace_seconds=self._grace())
         self._create_trainers(job, ns, attempt, body)
@@ -264,32 +264,6 @@ class KubernetesBackend(Backend):
                 raise LaunchError("NameInUse", f"the cluster is still deleting the objects of an earlier job named "
                                                f"'{job.name}'; submit again in a minute, or use another name")
             time.sleep(1)
-
-    def pull_secret_names(self, job: Job, runtime_ready: bool) -> list[str]:
-        built = runtime_ready and self._runtime_pull_secret()
-        return [manifests.pull_secret_name(job)] if job.registry_id or built else []
-
-    def ensure_pull_secret(self, job: Job, ns: str, owner: dict[str, Any], runtime_ready: bool) -> list[str]:
-        names = self.pull_secret_names(job, runtime_ready)
-        if not names:
-            return []
-        api, st = self.api, self.settings
-        auths: dict[str, dict[str, Any]] = {}
-        if runtime_ready and self._runtime_pull_secret():
-            from .build import shared_auths
-
-            auths.update(shared_auths(api, st, self._runtime_pull_secret()))
-        if (reg := job.registry) is not None:  # no query when the job names no registry
-            auths[reg.server] = manifests.docker_auth(reg.username, reg.password)
-        body = manifests.dockerconfig_secret(names[0], ns, auths, manifests.labels(job), owner)
-        api.create(api.core.create_namespaced_secret, ns, body=body)
-        return names
-
-    def _runtime_pull_secret(self) -> str:
-        """Pods pull runtime images with the read-only pull_secret, else the push secret (whose
-        copy the kubelet uses; no container mounts it, and pods have no API token to read it)."""
-        st = self.settings
-        return (st.build.pull_secret or st.build.push_secret) if st.secrets_namespace else ""
 
     def _assign_endpoints(self, job: Job, ns: str, attempt: int) -> None:
         topo = manifests.topology(job, self.settings, ns, attempt)
