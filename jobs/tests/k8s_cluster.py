@@ -14,6 +14,7 @@ from jobs.backends.kubernetes.manifests import COMPLETION_INDEX, CONTAINER
 from jobs.backends.kubernetes.observe import INDEX_FAILURES
 
 from .k8s_emulator import EmulatedCluster, now
+from .k8s_jobset import JOBSET_NAME, JobSetController
 
 Obj = dict[str, Any]
 
@@ -24,6 +25,10 @@ def _container(state: Obj, *, ready: bool = False, restarts: int = 0, last: Obj 
 
 
 class Cluster(EmulatedCluster):
+    def __init__(self) -> None:
+        super().__init__()
+        self.store.controllers.append(JobSetController(self.store))
+
     # --- controllers ------------------------------------------------------------------------
     def _pod(self, owner: Obj, name: str, labels: dict, annotations: dict, extra_spec: dict) -> str:
         tpl = owner["spec"]["template"]
@@ -53,6 +58,15 @@ class Cluster(EmulatedCluster):
             idx = {COMPLETION_INDEX: str(i)}
             out.append(self._pod(job, f"{name}-{i}-{uuid.uuid4().hex[:5]}", {**idx, "job-name": name}, idx,
                                  {"hostname": f"{name}-{i}"}))
+        return out
+
+    def run_jobset(self, ns: str, name: str) -> list[str]:
+        """Every pod of a JobSet's Jobs (refused while suspended: nothing runs before admission)."""
+        out = []
+        for job in sorted(self.store.find("jobs", ns, f"{JOBSET_NAME}={name}"), key=lambda j: j["metadata"]["name"]):
+            if job["spec"].get("suspend"):
+                raise AssertionError(f"Job {job['metadata']['name']} is suspended: its pods are not made")
+            out += self.run_job(ns, job["metadata"]["name"])
         return out
 
     def pod_named(self, ns: str, prefix: str) -> str:
@@ -168,11 +182,12 @@ class Cluster(EmulatedCluster):
                        "message": unschedulable, "lastTransitionTime": now()}] if unschedulable else []
         self.store.patch("podgroups", ns, name, {"status": {"phase": phase, "conditions": conditions}})
 
-    def kueue_workload(self, ns: str, job_name: str, *, admitted: bool, message: str = "") -> None:
-        """Kueue's controller: the Workload of a queued Job, pending with a message or admitted (the
-        Job then unsuspended)."""
-        job = self.store.get("jobs", ns, job_name)
-        name = f"job-{job_name}-1a2b3"
+    def kueue_workload(self, ns: str, job_name: str, *, admitted: bool, message: str = "",
+                       plural: str = "jobs") -> None:
+        """Kueue's controller: the Workload of a queued Job (or JobSet: one Workload, a PodSet per
+        replicated job), pending with a message or admitted (the Job or JobSet then unsuspended)."""
+        job = self.store.get(plural, ns, job_name)
+        name = f"{job['kind'].lower()}-{job_name}-1a2b3"
         conditions = [{"type": "QuotaReserved", "status": "True" if admitted else "False",
                        "reason": "QuotaReserved" if admitted else "Pending", "message": message or "ok"}]
         if admitted:
@@ -182,13 +197,20 @@ class Cluster(EmulatedCluster):
         except kmock.KubernetesError:
             md = job["metadata"]
             self.store.create("workloads", ns, {
-                "metadata": {"name": name, "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": name, "ownerReferences": [{"apiVersion": job["apiVersion"], "kind": job["kind"],
                                                                 "name": md["name"], "uid": md["uid"],
                                                                 "controller": True}]},
-                "spec": {"queueName": md["labels"]["kueue.x-k8s.io/queue-name"]},
+                "spec": {"queueName": md["labels"]["kueue.x-k8s.io/queue-name"], "podSets": _podsets(job)},
                 "status": {"conditions": conditions}})
         if admitted:
-            self.store.patch("jobs", ns, job_name, {"spec": {"suspend": False}})
+            self.store.patch(plural, ns, job_name, {"spec": {"suspend": False}})
+
+
+def _podsets(obj: Obj) -> list[Obj]:
+    if obj["kind"] == "JobSet":
+        return [{"name": rj["name"], "count": rj["template"]["spec"]["parallelism"] * rj.get("replicas", 1)}
+                for rj in obj["spec"]["replicatedJobs"]]
+    return [{"name": "main", "count": obj["spec"].get("parallelism") or 1}]
 
 
 def _indexes(text: str) -> list[int]:

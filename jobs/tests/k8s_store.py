@@ -28,6 +28,7 @@ KINDS = {  # plural -> (apiVersion, kind, namespaced)
     "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy", True),
     "podgroups": ("scheduling.volcano.sh/v1beta1", "PodGroup", True),
     "workloads": ("kueue.x-k8s.io/v1beta1", "Workload", True),
+    "jobsets": ("jobset.x-k8s.io/v1alpha2", "JobSet", True),
 }
 
 
@@ -117,6 +118,8 @@ class Store:
         self.stream_generation = 0
         # Keep foreground-deleted owners and deleted pods Terminating until finish_deletions().
         self.slow_deletion = False
+        # Controllers told of every created or changed object (plural, object): the JobSet one.
+        self.controllers: list[Callable[[str, Obj], None]] = []
 
     # --- change notification --------------------------------------------------------------
     def _notify(self) -> None:
@@ -158,7 +161,9 @@ class Store:
                     data[k] = base64.b64encode(v.encode()).decode()
             self.objects[key] = obj
             self._record(plural, "ADDED", obj)
-            return copy.deepcopy(obj)
+            out = copy.deepcopy(obj)
+            self._run_controllers(plural, obj)
+            return out
 
     def get(self, plural: str, ns: str | None, name: str) -> Obj:
         with self.lock:
@@ -181,7 +186,14 @@ class Store:
             change(obj)
             self._record(plural, "MODIFIED", obj)
             self._maybe_finalize(plural, obj)
-            return copy.deepcopy(obj)
+            out = copy.deepcopy(obj)
+            self._run_controllers(plural, obj)
+            return out
+
+    def _run_controllers(self, plural: str, obj: Obj) -> None:
+        if (plural, obj["metadata"].get("namespace") or "", obj["metadata"]["name"]) in self.objects:
+            for controller in self.controllers:
+                controller(plural, copy.deepcopy(obj))
 
     def replace(self, plural: str, ns: str | None, name: str, body: Obj) -> Obj:
         def change(obj: Obj) -> None:
