@@ -138,7 +138,8 @@ def test_rbac_allows_every_request_of_a_jobs_life_and_no_more(alice, cluster, k8
 # What only a gang-scheduled job's life with a gang restart and a suspend asks for (below).
 GANG_LIFE = {("scheduling.volcano.sh", "podgroups", v) for v in ("list", "watch", "create", "delete")} | {
     ("kueue.x-k8s.io", "workloads", "list"), ("kueue.x-k8s.io", "workloads", "watch"),
-    ("batch", "jobs", "patch"), ("apps", "statefulsets", "patch"), ("", "services", "delete")}
+    ("batch", "jobs", "patch"), ("apps", "statefulsets", "patch"), ("", "services", "delete"),
+    ("jobset.x-k8s.io", "jobsets", "create"), ("jobset.x-k8s.io", "jobsets", "delete")}  # a pserver job under Kueue
 
 
 @pytest.mark.django_db(transaction=True)

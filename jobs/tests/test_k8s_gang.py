@@ -77,6 +77,8 @@ def gang_manifests(job, settings, attempt, ns="paddle-alice-1234abcd"):
 def test_gang_manifests_are_schema_valid_and_gang_every_replica(alice, config, shape, policy, attempt):
     settings = parse("k8s", {**FAST, **config})
     job = make_job(alice, **shape, **policy)
+    if gang.uses_jobset(settings, job.pservers):
+        pytest.skip("under Kueue a pserver job is one JobSet: test_k8s_jobset.py")
     ns = "paddle-alice-1234abcd"
     objs = gang_manifests(job, settings, attempt)
     for obj in objs:
@@ -234,17 +236,18 @@ def test_waiting_for_the_gang_scheduler_never_times_out_and_the_clock_starts_whe
 
 
 @pytest.mark.django_db(transaction=True)
-def test_kueue_gated_pservers_show_why_and_do_not_time_out(alice, cluster, k8s_dc, part):
+def test_kueue_gated_pods_of_an_admitted_jobset_show_why_and_do_not_time_out(alice, cluster, k8s_dc, part):
     use_gang(k8s_dc, gang_scheduler="kueue", kueue_queue="team-a", pending_timeout=1)
     job = submit(alice, "fit", mode="ps", pservers=2, trainers=2)
     launch(job)
     ns = ns_of(job)
-    sset = cluster.store.get("statefulsets", ns, "fit-pserver")
-    assert sset["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
-    assert cluster.store.get("jobs", ns, "fit-trainer")["spec"]["suspend"] is True, "created with the pservers"
+    js = cluster.store.get("jobsets", ns, "fit")
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a" and js["spec"]["suspend"] is True
     part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
     part.part.starting_at[job.pk] = timezone.now() - timedelta(hours=1)
-    for pod in cluster.run_statefulset(ns, "fit-pserver"):
+    cluster.kueue_workload(ns, "fit", admitted=True, plural="jobsets")
+    # Admitted, but Kueue still gates the pods (e.g. while it assigns their topology).
+    for pod in cluster.run_jobset(ns, "fit"):
         cluster.store.update("pods", ns, pod, lambda o: o["metadata"].update(creationTimestamp=now(-3600)))
         cluster._status(ns, pod, {"phase": "Pending", "conditions": [
             {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",

@@ -7,15 +7,17 @@ launch: root ConfigMap, pull Secret, the job's NetworkPolicy, then the current a
   objects: (gang scheduling: its PodGroup,) headless Services, pserver StatefulSet; the trainer
   Job only once every pserver is ready (seed 001's order): the watcher calls `advance()` when
   the StatefulSet reports them ready. Collective jobs, and every job under a gang scheduler
-  (which binds all pods or none), start their trainers at once.
+  (which binds all pods or none), start their trainers at once. Under Kueue a pserver job is one
+  suspended JobSet instead (workloads.jobset), which Kueue admits whole.
 restart: a gang restart (the lifecycle's; a failed trainer alone is retried by its Job, see
   workloads.trainer_failure_policy): the previous attempt's objects are deleted and the new
   attempt's created under new names (manifests.attempt_suffix).
 suspend: `spec.suspend` on the trainer Job (its controller deletes the pods, gracefully) and the
-  pserver StatefulSet scaled to 0; under Kueue, which owns `suspend`, both are deleted. Resume
+  pserver StatefulSet scaled to 0; under Kueue, which owns `suspend`, they (or the JobSet) are
+  deleted. Resume
   is launch(): a new attempt's objects, or the suspended ones resumed.
 stop: deleting the root cascades to everything (kill leaves nothing behind); stopping only the
-  pservers (all trainers done) deletes their StatefulSet.
+  pservers (all trainers done) deletes their StatefulSet (a JobSet: the whole JobSet).
 delete: a foreground delete of the root, waited for, so the name is free when the job row goes.
 observe: from the watcher's in-memory state (observe.py); no API call per job.
 
@@ -191,6 +193,11 @@ class KubernetesBackend(Backend):
         if st.gang_scheduler == gang.VOLCANO:
             api.create(api.custom.create_namespaced_custom_object, *gang.PODGROUP_API[:2], ns, gang.PODGROUP_API[2],
                        body=workloads.podgroup(job, st, ns, owner, attempt))
+        if gang.uses_jobset(st, job.pservers):
+            # One object for Kueue to admit whole; its controller makes the Jobs and the Service.
+            api.create(api.custom.create_namespaced_custom_object, *gang.JOBSET_API[:2], ns, gang.JOBSET_API[2],
+                       body=workloads.jobset(job, st, ns, owner, attempt=attempt, **opts))
+            return
         if job.pservers:
             api.create(api.core.create_namespaced_service, ns,
                        body=manifests.headless_service(job, ns, "pserver", st.pserver_port, owner, attempt))
@@ -288,6 +295,11 @@ class KubernetesBackend(Backend):
                 api.delete(api.core.delete_namespaced_config_map, manifests.root_name(job), ns)
             return
         attempt = current_attempt(job)
+        if gang.uses_jobset(self.settings, job.pservers):
+            # One JobSet holds both roles: stopping either (a gang restart stops both; the
+            # pservers alone once the trainers are done) deletes it, its Jobs and pods.
+            self._delete_jobset(job, ns, attempt)
+            return
         if "pserver" in roles:
             api.delete(api.apps.delete_namespaced_stateful_set, manifests.pserver_name(job, attempt), ns)
         if "trainer" in roles:
@@ -301,6 +313,9 @@ class KubernetesBackend(Backend):
             api.delete(api.custom.delete_namespaced_custom_object, "kubeflow.org", "v1", ns, "paddlejobs",
                        manifests.paddle_job_name(job, attempt))
             return
+        if gang.uses_jobset(st, job.pservers):
+            self._delete_jobset(job, ns, attempt)
+            return
         ps, tr = manifests.pserver_name(job, attempt), manifests.trainer_name(job, attempt)
         if job.pservers:
             api.delete(api.apps.delete_namespaced_stateful_set, ps, ns)
@@ -310,6 +325,10 @@ class KubernetesBackend(Backend):
         if st.gang_scheduler == gang.VOLCANO:
             api.delete(api.custom.delete_namespaced_custom_object, *gang.PODGROUP_API[:2], ns, gang.PODGROUP_API[2],
                        manifests.podgroup_name(job, attempt))
+
+    def _delete_jobset(self, job: Job, ns: str, attempt: int) -> None:
+        self.api.delete(self.api.custom.delete_namespaced_custom_object, *gang.JOBSET_API[:2], ns,
+                        gang.JOBSET_API[2], manifests.jobset_name(job, attempt))
 
     def restart(self, job: Job, replicas: Iterable[Replica]) -> None:
         """A gang restart: the replicas' new attempt gets fresh objects (the Job restarts a
@@ -376,4 +395,6 @@ class KubernetesBackend(Backend):
         watcher = watch.running(self.datacenter.pk)
         if watcher is None or not watcher.state.ready():
             return {}
-        return observe_job(watcher.state, job, self.namespace(job), gang_on=gang.enabled(self.settings))
+        st = self.settings
+        return observe_job(watcher.state, job, self.namespace(job), gang_on=gang.enabled(st),
+                           jobset=gang.uses_jobset(st, job.pservers))

@@ -36,9 +36,11 @@ datacenter is saved rather than when a user's job starts. Every key is optional:
         dns_namespace "kube-system", dns_pod_labels {"k8s-app": "kube-dns"}: where DNS may go
     kubeflow           false            emit a kubeflow.org/v1 PaddleJob instead of raw objects
     gang_scheduler     "none"           "volcano": a PodGroup per job (minMember = every replica) and
-                                        schedulerName volcano on its pods; "kueue": the job's Jobs
-                                        are created suspended for a Kueue LocalQueue to admit. Either
-                                        way a job never half-starts, and its pods start together
+                                        schedulerName volcano on its pods; "kueue": a collective
+                                        job's Job, or a pserver job's one JobSet (the JobSet
+                                        controller must be installed), is created suspended for a
+                                        Kueue LocalQueue to admit whole. Either way a job never
+                                        half-starts, and its pods start together
     volcano_queue      ""               the Volcano Queue of the PodGroups ("": Volcano's default)
     kueue_queue        ""               the LocalQueue (in every user namespace) with gang_scheduler kueue
     watch_timeout 300, resync_seconds 600, api_timeout 30, api_retries 5

@@ -4,12 +4,12 @@ job never half-starts on a busy cluster. Pure: manifests.py and observe.py call 
 - volcano: one PodGroup (scheduling.volcano.sh/v1beta1) per job attempt, minMember = every
   replica and minResources = their requests; every pod names it (annotation
   scheduling.k8s.io/group-name) and `schedulerName: volcano`. Volcano binds all of them or none.
-- kueue: the trainer Job is created suspended with the `kueue.x-k8s.io/queue-name` label; Kueue
-  unsuspends it once its LocalQueue admits every index at once. Pservers are a StatefulSet with
-  the same label (Kueue's StatefulSet integration admits its pods as one group). Kueue has no
-  single workload spanning a Job and a StatefulSet: the two groups are created together and each
-  starts whole, so with Kueue a pserver job can hold its pservers while its trainers wait.
-  Volcano gangs all of a job's pods at once.
+- kueue: Kueue admits a workload whole once its LocalQueue has quota for all of it. A collective
+  job's trainer Job is created suspended with the `kueue.x-k8s.io/queue-name` label; Kueue
+  unsuspends it once every index is admitted. A parameter-server job runs as one JobSet
+  (jobset.x-k8s.io/v1alpha2, workloads.jobset), suspended and labelled alike: Kueue admits it as one
+  Workload with a PodSet per replicated job (pservers and trainers), so pservers never hold
+  their place while trainers wait. This needs the JobSet controller installed on the cluster.
 
 While pods wait, the scheduler's own words explain why: a PodGroup's Unschedulable condition,
 a Kueue Workload's QuotaReserved/Admitted conditions.
@@ -26,6 +26,7 @@ Obj = dict[str, Any]
 VOLCANO, KUEUE = "volcano", "kueue"
 PODGROUP_API = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 WORKLOAD_API = ("kueue.x-k8s.io", "v1beta1", "workloads")
+JOBSET_API = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 # A replica's reason while the scheduler holds the job back (never a pending timeout: it queues).
@@ -38,6 +39,12 @@ def enabled(settings: K8sSettings) -> bool:
     return settings.gang_scheduler in (VOLCANO, KUEUE)
 
 
+def uses_jobset(settings: K8sSettings, pservers: int) -> bool:
+    """Whether a job with `pservers` runs as one JobSet: Kueue admits a JobSet whole, but a Job
+    and a StatefulSet only as two workloads (collective jobs are one Job: unchanged)."""
+    return settings.gang_scheduler == KUEUE and pservers > 0 and not settings.kubeflow
+
+
 def pod_template(settings: K8sSettings, group: str, annotations: dict[str, str], spec: Obj) -> None:
     """What every pod of a gang-scheduled job carries (in place)."""
     if settings.gang_scheduler == VOLCANO:
@@ -46,7 +53,7 @@ def pod_template(settings: K8sSettings, group: str, annotations: dict[str, str],
 
 
 def workload_labels(settings: K8sSettings) -> dict[str, str]:
-    """Labels of the Job and StatefulSet themselves: Kueue picks its workloads by these."""
+    """Labels of the Job, StatefulSet or JobSet themselves: Kueue picks its workloads by these."""
     return {QUEUE_LABEL: settings.kueue_queue} if settings.gang_scheduler == KUEUE else {}
 
 

@@ -10,7 +10,10 @@ user typed, see jobs/spec.py; the typed name is in the root ConfigMap's job.json
 - trainers: Indexed Job `<job>-trainer` (index = trainer id) + headless Service for their names
   (`<job>-trainer-<i>.<job>-trainer.<ns>.svc`; rank 0 is the collective master); a failed index is
   retried by the Job itself (backoffLimitPerIndex, podFailurePolicy: the job's restart policy),
-- with a gang scheduler (gang.py): the attempt's Volcano PodGroup `<job>-gang`,
+- with a gang scheduler (gang.py): the attempt's Volcano PodGroup `<job>-gang`; under Kueue a
+  pserver job is instead one JobSet `<job>` (replicated jobs `pserver` and `trainer`, each one
+  Indexed Job `<job>-<role>-0`): pod i is `<job>-<role>-0-<i>.<job>.<ns>.svc` through the headless
+  Service the JobSet controller makes, so the backend makes no Service of its own for it,
 - `<job>-peers`, the NetworkPolicy that lets the job's pods (and only they) reach each other,
 - optionally the runtime image build Job `<job>-build` (kaniko), see build.py.
 
@@ -33,6 +36,7 @@ import shlex
 from typing import TYPE_CHECKING, Any
 
 from ... import contract
+from . import gang
 from . import hardening as k8s_hardening
 from .config import K8sSettings, sanitize
 
@@ -84,6 +88,16 @@ def trainer_name(job: Job, attempt: int = 0) -> str:
 
 def paddle_job_name(job: Job, attempt: int = 0) -> str:
     return f"{job.k8s_name}{attempt_suffix(attempt)}"
+
+
+def jobset_name(job: Job, attempt: int = 0) -> str:
+    """The JobSet of a pserver job under Kueue; also its pods' DNS subdomain (its Service)."""
+    return f"{job.k8s_name}{attempt_suffix(attempt)}"
+
+
+def jobset_job_name(job: Job, role: str, attempt: int = 0) -> str:
+    """The JobSet controller's name for the (only) Job of replicated job `role`."""
+    return f"{jobset_name(job, attempt)}-{role}-0"
 
 
 def podgroup_name(job: Job, attempt: int = 0) -> str:
@@ -175,9 +189,14 @@ def root(job: Job, ns: str) -> Obj:
 
 
 def _host_formats(job: Job, settings: K8sSettings, ns: str, attempt: int = 0) -> tuple[str, str]:
-    """Host name patterns of pservers and trainers ({i} = index): our Services' pod names, or
-    the training operator's per-replica Services in kubeflow mode."""
+    """Host name patterns of pservers and trainers ({i} = index): our Services' pod names, the
+    JobSet's pod host names under its Service, or the training operator's per-replica Services
+    in kubeflow mode."""
     domain = settings.service_domain(ns)
+    if gang.uses_jobset(settings, job.pservers):
+        js = jobset_name(job, attempt)
+        return (f"{jobset_job_name(job, 'pserver', attempt)}-{{i}}.{js}.{domain}",
+                f"{jobset_job_name(job, 'trainer', attempt)}-{{i}}.{js}.{domain}")
     if settings.kubeflow:
         name = paddle_job_name(job, attempt)
         return f"{name}-master-{{i}}.{domain}", f"{name}-worker-{{i}}.{domain}"
@@ -285,16 +304,18 @@ def replica_env(job: Job, settings: K8sSettings, ns: str, role: str, *, runtime_
             **job.env,
             **contract.replica_env(job, role, 0, topo, pfs_home=pfs_home(job, settings), package=job.package)}
     ps_fmt, tr_fmt = _host_formats(job, settings, ns, attempt)
-    if role == "pserver":
+    if role == "pserver" and not gang.uses_jobset(settings, job.pservers):
         # StatefulSet (and training-operator) pod names are their host names: <name>-<i>.
         refs = {"PADDLECLOUD_POD_NAME": "metadata.name"}
         suffix = ps_fmt.split(".", 1)[1]
         return _env(base, refs, {"POD_IP": f"$(PADDLECLOUD_POD_NAME).{suffix}"})
     index_field = f"metadata.labels['{KUBEFLOW_INDEX}']" if settings.kubeflow else \
         f"metadata.annotations['{COMPLETION_INDEX}']"
-    templated = {"POD_IP": tr_fmt.format(i="$(PADDLECLOUD_INDEX)")}
+    # A JobSet's pservers are Indexed Job pods (named <job>-<i>-<random>): their index names them.
+    templated = {"POD_IP": (ps_fmt if role == "pserver" else tr_fmt).format(i="$(PADDLECLOUD_INDEX)")}
     for key in ("PADDLE_TRAINER_ID", "TRAINER_ID", "PADDLE_INIT_TRAINER_ID"):
-        templated[key] = "$(PADDLECLOUD_INDEX)"
+        if key in base:
+            templated[key] = "$(PADDLECLOUD_INDEX)"
     if "PADDLE_CURRENT_ENDPOINT" in base:
         templated["PADDLE_CURRENT_ENDPOINT"] = "$(POD_IP):$(PADDLE_PORT)"
     return _env(base, {"PADDLECLOUD_INDEX": index_field}, templated)

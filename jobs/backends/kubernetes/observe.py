@@ -1,8 +1,8 @@
 """Each replica's status from the watched pods and workloads of a job (the watcher's in-memory
 state, no API call): the newest pod of each replica in its current attempt, what deleted pods
-said last, what the trainer Job and the pserver StatefulSet report for replicas that have no
-pod, a trainer's retries by its Job (backoffLimitPerIndex), and the gang scheduler's reason
-while the job's pods wait for it."""
+said last, what the trainer Job and the pserver StatefulSet (or, for a JobSet, its two Jobs)
+report for replicas that have no pod, a trainer's retries by its Job (backoffLimitPerIndex), and
+the gang scheduler's reason while the job's pods wait for it."""
 
 from __future__ import annotations
 
@@ -102,12 +102,15 @@ def gang_reason(state: ClusterState, job: Job, ns: str, attempt: int) -> tuple[s
     group = state.workload(PODGROUP, ns, manifests.podgroup_name(job, attempt))
     if group is None:
         group = state.owned(WORKLOAD, ns, "Job", manifests.trainer_name(job, attempt))
+    if group is None:  # a pserver job under Kueue: the JobSet's one Workload
+        group = state.owned(WORKLOAD, ns, "JobSet", manifests.jobset_name(job, attempt))
     return gang.waiting_reason(group)
 
 
 def observe_job(state: ClusterState, job: Job, ns: str, *,
-                gang_on: bool = False) -> dict[tuple[str, int], ReplicaStatus]:
-    """Each replica's status from the watched pods and workloads of `job`."""
+                gang_on: bool = False, jobset: bool = False) -> dict[tuple[str, int], ReplicaStatus]:
+    """Each replica's status from the watched pods and workloads of `job` (`jobset`: it runs as
+    one JobSet, whose Jobs are named by the JobSet controller)."""
     live_all, gone_all = state.pods_of(job.pk)
     attempts = {(role, index): attempt for role, index, attempt in job.replicas.values_list("role", "index", "attempt")}
     attempt = max(attempts.values(), default=0)
@@ -140,7 +143,8 @@ def observe_job(state: ClusterState, job: Job, ns: str, *,
                     status = ReplicaStatus(ReplicaState.TERMINATED, None, "Deleted", "the pod was deleted",
                                            pod=status.pod, started=status.started)
             out[key[1:]] = status
-    trainers_obj = state.workload(JOB, ns, manifests.trainer_name(job, attempt))
+    trainer_job = manifests.jobset_job_name(job, "trainer", attempt) if jobset else manifests.trainer_name(job, attempt)
+    trainers_obj = state.workload(JOB, ns, trainer_job)
     if not ended:
         _trainer_retries(job, live + gone, trainers_obj, out)
     if ended:
@@ -154,8 +158,11 @@ def observe_job(state: ClusterState, job: Job, ns: str, *,
         return out
     pservers_obj = state.workload(STATEFULSET, ns, manifests.pserver_name(job, attempt))
     for role, index in wanted - set(out):
-        kind, name = (STATEFULSET, manifests.pserver_name(job, attempt)) if role == "pserver" else \
-            (JOB, manifests.trainer_name(job, attempt))
+        if jobset:
+            kind, name = JOB, manifests.jobset_job_name(job, role, attempt)
+        else:
+            kind, name = (STATEFULSET, manifests.pserver_name(job, attempt)) if role == "pserver" else \
+                (JOB, trainer_job)
         warning = state.warning(ns, kind, name)
         if warning and warning.reason == "FailedCreate":
             out[(role, index)] = ReplicaStatus(ReplicaState.PENDING, None, "FailedCreate", warning.message)

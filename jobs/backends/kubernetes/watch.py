@@ -1,7 +1,8 @@
 """Long-running watches of one datacenter: pods, Jobs and StatefulSets with our labels across
 all namespaces, and Warning events (failed mounts and failed pod creation only show there); with
 a gang scheduler also its objects: Volcano PodGroups (ours, labelled) or Kueue Workloads (Kueue's,
-found by their owner, our Job).
+found by their owner: our Job, or our JobSet through the Jobs its controller made for it, which
+carry our labels and the JobSet's name).
 
 Each kind is listed once and then watched from the list's resourceVersion; every event moves
 the resourceVersion on, so a dropped stream resumes where it stopped, and a 410 Gone (the
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 POD, JOB, STATEFULSET, EVENT, PADDLEJOB = "Pod", "Job", "StatefulSet", "Event", "PaddleJob"
 PODGROUP, WORKLOAD = "PodGroup", "Workload"
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"  # the JobSet controller's label on its Jobs and pods
 
 
 class Gone(Exception):
@@ -103,15 +105,22 @@ class ClusterState:
     def _touch(self, obj: Obj, kind: str = "") -> None:
         job_id = self.job_id(obj)
         if job_id is None and kind == WORKLOAD:
-            # Kueue's Workload carries none of our labels: its owner, our trainer Job, does.
-            ns = meta(obj).get("namespace")
+            # Kueue's Workload carries none of our labels: its owner, our trainer Job, does (a
+            # JobSet is not watched: the Jobs made for it carry our labels and its name).
+            ns = meta(obj).get("namespace") or ""
             for ref in meta(obj).get("ownerReferences") or []:
-                owner = self.workload(JOB, ns or "", ref.get("name", "")) if ref.get("kind") == JOB else None
+                owner = self.workload(JOB, ns, ref.get("name", "")) if ref.get("kind") == JOB else \
+                    self._jobset_child(ns, ref.get("name", "")) if ref.get("kind") == "JobSet" else None
                 job_id = self.job_id(owner) if owner else None
                 if job_id is not None:
                     break
         if job_id is not None:
             self.dirty.add(job_id)
+
+    def _jobset_child(self, namespace: str, jobset: str) -> Obj | None:
+        with self.lock:
+            return next((o for o in self.objects[JOB].values() if meta(o).get("namespace") == namespace
+                         and (meta(o).get("labels") or {}).get(JOBSET_NAME) == jobset), None)
 
     def _apply_event(self, ev: Obj) -> None:
         inv = ev.get("involvedObject") or ev.get("regarding") or {}

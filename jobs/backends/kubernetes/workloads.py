@@ -1,6 +1,7 @@
 """The workloads of a job attempt, as plain dicts (pure, like manifests.py whose pieces they are
 built from): the pserver StatefulSet, the trainer Indexed Job with the job's restart policy, the
-Volcano PodGroup of a gang-scheduled job, and the optional Kubeflow PaddleJob."""
+Volcano PodGroup of a gang-scheduled job, the JobSet of a pserver job under Kueue, and the
+optional Kubeflow PaddleJob."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from .manifests import (
     LABEL_JOB_ID,
     LABEL_ROLE,
     Obj,
+    jobset_job_name,
+    jobset_name,
     labels,
     object_meta,
     paddle_job_name,
@@ -76,23 +79,62 @@ def trainer_failure_policy(job: Job) -> tuple[int, Obj]:
     return limit, {"rules": rules}
 
 
-def trainer_job(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
-                pull_secrets: list[str], grace_seconds: int, attempt: int = 0) -> Obj:
+def _trainer_spec(job: Job, settings: K8sSettings, ns: str, name: str, subdomain: str, *, image: str,
+                  runtime_ready: bool, pull_secrets: list[str], grace_seconds: int, attempt: int) -> Obj:
+    """The trainer Indexed Job's spec: its own Job, or the JobSet's `trainer` replicated job."""
     env = replica_env(job, settings, ns, "trainer", runtime_ready=runtime_ready, attempt=attempt)
     spec = pod_spec(job, settings, ns, "trainer", image=image, env=env, port=settings.trainer_port,
                     restart_policy="Never", pull_secrets=pull_secrets, grace_seconds=grace_seconds)
-    name = trainer_name(job, attempt)
-    spec["subdomain"] = name  # with the hostname <name>-<i>: a stable DNS name
+    spec["subdomain"] = subdomain  # with the hostname <job name>-<i>: a stable DNS name
     per_index, policy = trainer_failure_policy(job)
-    body: Obj = {"completionMode": "Indexed", "completions": job.trainers, "parallelism": job.trainers,
-                 # Kubernetes 1.29+ (beta, on by default; GA in 1.33). The Job fails once an index has failed for good
-                 # (maxFailedIndexes 0): a trainer that cannot go on fails the job, as locally.
-                 "backoffLimitPerIndex": per_index, "maxFailedIndexes": 0, "podFailurePolicy": policy,
-                 "template": _template(job, settings, "trainer", attempt, spec)}
+    return {"completionMode": "Indexed", "completions": job.trainers, "parallelism": job.trainers,
+            # Kubernetes 1.29+ (beta, on by default; GA in 1.33). The Job fails once an index has failed for good
+            # (maxFailedIndexes 0): a trainer that cannot go on fails the job, as locally.
+            "backoffLimitPerIndex": per_index, "maxFailedIndexes": 0, "podFailurePolicy": policy,
+            "template": _template(job, settings, "trainer", attempt, spec)}
+
+
+def trainer_job(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
+                pull_secrets: list[str], grace_seconds: int, attempt: int = 0) -> Obj:
+    name = trainer_name(job, attempt)
+    body = _trainer_spec(job, settings, ns, name, name, image=image, runtime_ready=runtime_ready,
+                         pull_secrets=pull_secrets, grace_seconds=grace_seconds, attempt=attempt)
     if settings.gang_scheduler == gang.KUEUE:
         body["suspend"] = True  # Kueue unsuspends it once admitted
     return {"apiVersion": "batch/v1", "kind": "Job",
             "metadata": _workload_meta(job, settings, name, ns, "trainer", attempt, owner), "spec": body}
+
+
+def jobset(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
+           pull_secrets: list[str], grace_seconds: int, attempt: int = 0) -> Obj:
+    """A pserver job under Kueue as one JobSet (jobset.x-k8s.io/v1alpha2), which Kueue admits as
+    one Workload: pservers and trainers start together or not at all. Created suspended (Kueue
+    unsuspends it once admitted). It succeeds when the trainers do (the JobSet controller then
+    deletes the pservers' Job) and fails when a Job fails; never restarted by its controller
+    (maxRestarts 0): a gang restart is the lifecycle's, with a new attempt's JobSet."""
+    name = jobset_name(job, attempt)
+    env = replica_env(job, settings, ns, "pserver", runtime_ready=runtime_ready, attempt=attempt)
+    # A Job's pods cannot restart Always: Never, and no retry (backoffLimit 0), since a pserver
+    # that exited lost its parameters; the JobSet fails with its Job and the lifecycle decides.
+    ps_spec = pod_spec(job, settings, ns, "pserver", image=image, env=env, port=settings.pserver_port,
+                       restart_policy="Never", pull_secrets=pull_secrets, grace_seconds=grace_seconds)
+    ps_spec["subdomain"] = name
+    pservers: Obj = {"completionMode": "Indexed", "completions": job.pservers, "parallelism": job.pservers,
+                     "backoffLimit": 0, "template": _template(job, settings, "pserver", attempt, ps_spec)}
+    trainers = _trainer_spec(job, settings, ns, jobset_job_name(job, "trainer", attempt), name, image=image,
+                             runtime_ready=runtime_ready, pull_secrets=pull_secrets, grace_seconds=grace_seconds,
+                             attempt=attempt)
+    replicated = [{"name": role, "replicas": 1,
+                   "template": {"metadata": {"labels": labels(job, role, attempt=attempt)}, "spec": spec}}
+                  for role, spec in (("pserver", pservers), ("trainer", trainers))]
+    return {"apiVersion": "/".join(gang.JOBSET_API[:2]), "kind": "JobSet",
+            "metadata": object_meta(name, ns, {**labels(job, attempt=attempt), **gang.workload_labels(settings)},
+                                    owner),
+            "spec": {"suspend": True, "replicatedJobs": replicated,
+                     "successPolicy": {"operator": "All", "targetReplicatedJobs": ["trainer"]},
+                     "failurePolicy": {"maxRestarts": 0},
+                     # The JobSet controller makes the headless Service <name> for these host names.
+                     "network": {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True}}}
 
 
 def podgroup(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, attempt: int = 0) -> Obj:

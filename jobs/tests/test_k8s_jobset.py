@@ -1,0 +1,242 @@
+# ruff: noqa: F811 - pytest fixtures imported from k8s_fixtures are used as parameters
+"""A parameter-server job under Kueue runs as one JobSet, which Kueue admits as one Workload: the
+manifest valid against the vendored JobSet CRD and each replicated job's template a valid Job;
+over HTTP against the emulator (its JobSet controller and Kueue): nothing runs before admission,
+then every pod at once, success with the trainers, suspend / resume, a gang restart and delete."""
+
+import copy
+from datetime import timedelta
+
+import jsonschema
+import pytest
+from django.utils import timezone
+
+from jobs import attempts
+from jobs.backends.kubernetes import gang, manifests, workloads
+from jobs.backends.kubernetes.config import parse
+from jobs.backends.registry import get_backend
+from jobs.models import Job, JobState, ReplicaState
+
+from .k8s_emulator import now
+from .k8s_fixtures import FAST, cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
+from .k8s_jobset import JOBSET_NAME, RJ_NAME
+from .test_k8s_gang import crd_validator, use_gang
+from .test_k8s_manifests import ROOT, make_job, validate
+
+NS = "paddle-alice-1234abcd"
+KUEUE = {"gang_scheduler": "kueue", "kueue_queue": "team-a"}
+
+
+def validate_jobset(obj: dict) -> None:
+    """The JobSet against its CRD (strict), and each replicated job's template as the batch/v1
+    Job the JobSet controller makes of it, with the Kubernetes schemas (strict)."""
+    assert obj["apiVersion"] == "jobset.x-k8s.io/v1alpha2" and obj["kind"] == "JobSet"
+    crd_validator("jobset.x-k8s.io_jobsets.yaml", "v1alpha2").validate(obj)
+    for rj in obj["spec"]["replicatedJobs"]:
+        tpl = rj["template"]
+        validate({"apiVersion": "batch/v1", "kind": "Job",
+                  "metadata": {**tpl.get("metadata", {}), "name": f"{obj['metadata']['name']}-{rj['name']}-0",
+                               "namespace": obj["metadata"].get("namespace", NS)},
+                  "spec": tpl["spec"]})
+
+
+def make_jobset(job, settings, attempt=0, ns=NS):
+    return workloads.jobset(job, settings, ns, manifests.owner_reference(ROOT), image="paddle", runtime_ready=False,
+                            pull_secrets=["fit-pull"], grace_seconds=10, attempt=attempt)
+
+
+def env_of(spec: dict) -> dict:
+    return {e["name"]: e.get("value") for e in spec["template"]["spec"]["containers"][0]["env"]}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("policy", [dict(restart_mode="replica", max_restarts=None, permanent_exit_codes="2"),
+                                    dict(restart_mode="gang", max_restarts=5, permanent_exit_codes="")],
+                         ids=["replica", "gang"])
+@pytest.mark.parametrize("attempt", [0, 37])
+@pytest.mark.parametrize("extra", [{}, {"cluster_domain": "cluster.local", "priority_class_name": "batch"}],
+                         ids=["plain", "fqdn"])
+def test_a_pserver_job_under_kueue_is_one_valid_jobset_with_the_trainer_job_inside(alice, policy, attempt, extra):
+    settings = parse("k8s", {**FAST, **KUEUE, **extra})
+    job = make_job(alice, mode="ps", pservers=2, trainers=3, **policy)
+    js = make_jobset(job, settings, attempt)
+    validate_jobset(js)
+    name = manifests.jobset_name(job, attempt)
+    assert js["metadata"]["name"] == name and js["metadata"]["ownerReferences"][0]["uid"] == ROOT["metadata"]["uid"]
+    assert js["metadata"]["labels"][gang.QUEUE_LABEL] == "team-a"
+    assert js["metadata"]["labels"][manifests.LABEL_ATTEMPT] == str(attempt)
+    spec = js["spec"]
+    assert spec["suspend"] is True, "Kueue unsuspends it once admitted"
+    assert spec["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["trainer"]}
+    assert spec["failurePolicy"] == {"maxRestarts": 0}, "gang restarts are the lifecycle's"
+    assert spec["network"]["enableDNSHostnames"] is True and spec["network"]["subdomain"] == name
+    ps, tr = ({rj["name"]: rj for rj in spec["replicatedJobs"]}[r] for r in ("pserver", "trainer"))
+    assert ps["replicas"] == tr["replicas"] == 1
+    assert (ps["template"]["spec"]["completions"], ps["template"]["spec"]["parallelism"]) == (2, 2)
+    assert ps["template"]["spec"]["completionMode"] == "Indexed" and ps["template"]["spec"]["backoffLimit"] == 0
+    # The trainers' Job spec is the one a trainer Job of its own gets, but for its DNS names.
+    own = workloads.trainer_job(job, parse("k8s", {**FAST, **extra}), NS, None, image="paddle", runtime_ready=False,
+                                pull_secrets=["fit-pull"], grace_seconds=10, attempt=attempt)["spec"]
+    mine = copy.deepcopy(tr["template"]["spec"])
+    for spec_ in (own, mine):
+        spec_["template"]["spec"]["containers"][0].pop("env")
+        spec_["template"]["spec"]["initContainers"][0].pop("env")
+        spec_["template"]["spec"].pop("subdomain")
+    assert mine == own
+    for role, rj in (("pserver", ps), ("trainer", tr)):
+        pod = rj["template"]["spec"]["template"]
+        assert pod["metadata"]["labels"][manifests.LABEL_ROLE] == role
+        assert pod["metadata"]["labels"][manifests.LABEL_ATTEMPT] == str(attempt)
+        assert pod["spec"]["restartPolicy"] == "Never" and pod["spec"]["subdomain"] == name
+    # Every replica's address is the JobSet's pod DNS name: <jobset>-<rj>-0-<i>.<subdomain>.
+    domain = settings.service_domain(NS)
+    endpoints = [f"{name}-pserver-0-{i}.{name}.{domain}:{settings.pserver_port}" for i in range(2)]
+    for rj in (ps, tr):
+        assert env_of(rj["template"]["spec"])["PADDLE_PSERVERS_IP_PORT_LIST"] == ",".join(endpoints)
+    assert env_of(ps["template"]["spec"])["POD_IP"] == f"{name}-pserver-0-$(PADDLECLOUD_INDEX).{name}.{domain}"
+    assert env_of(tr["template"]["spec"])["POD_IP"] == f"{name}-trainer-0-$(PADDLECLOUD_INDEX).{name}.{domain}"
+    assert "PADDLE_TRAINER_ID" not in env_of(ps["template"]["spec"])
+    assert [e["name"] for e in ps["template"]["spec"]["template"]["spec"]["containers"][0]["env"]][0] == \
+        "PADDLECLOUD_INDEX", "the index is defined before the values that use it"
+
+
+@pytest.mark.django_db
+def test_the_jobset_schema_check_rejects_what_the_api_server_would(alice):
+    js = make_jobset(make_job(alice), parse("k8s", {**FAST, **KUEUE}))
+    for broken in ({"successPolicy": {"operator": "Most"}}, {"failurePolicy": {"maxRestarts": "0"}},
+                   {"network": {"enableDnsHostnames": True}}, {"replicatedJob": []}):
+        bad = copy.deepcopy(js)
+        bad["spec"].update(broken)
+        with pytest.raises(jsonschema.ValidationError):
+            validate_jobset(bad)
+
+
+@pytest.mark.django_db
+def test_collective_jobs_and_pserver_jobs_without_kueue_make_no_jobset(alice):
+    assert not gang.uses_jobset(parse("k8s", {**FAST, **KUEUE}), 0)
+    assert not gang.uses_jobset(parse("k8s", {**FAST, "gang_scheduler": "volcano"}), 2)
+    assert not gang.uses_jobset(parse("k8s", dict(FAST)), 2)
+    job = make_job(alice, name="a" * 40)
+    for attempt in (0, 1295):  # the longest host name within a DNS label's 63 characters
+        assert len(f"{manifests.jobset_job_name(job, 'trainer', attempt)}-999") <= 63
+
+
+# --- over HTTP -------------------------------------------------------------------------------
+def queued(alice, cluster, part, k8s_dc, **fields):
+    use_gang(k8s_dc, **KUEUE)
+    job = submit(alice, "fit", mode="ps", pservers=2, trainers=2, **fields)
+    launch(job)
+    part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
+    return job, ns_of(job)
+
+
+def admitted_and_running(cluster, part, job, ns, name="fit") -> list[str]:
+    cluster.kueue_workload(ns, name, admitted=True, plural="jobsets")
+    pods = cluster.run_jobset(ns, name)
+    for pod in pods:
+        cluster.pod_running(ns, pod)
+    part.until(lambda: part.job(job).state == JobState.RUNNING, what="Running")
+    return pods
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kueue_admits_a_pserver_job_whole_as_one_jobset_and_it_succeeds_with_its_trainers(
+        alice, cluster, k8s_dc, part):
+    job, ns = queued(alice, cluster, part, k8s_dc)
+    objects = cluster.objects_in(ns)
+    assert ("jobsets", "fit") in objects
+    assert not [o for o in objects if o[0] == "statefulsets"], "no pserver StatefulSet of its own"
+    assert {n for p, n in objects if p == "jobs"} == {"fit-pserver-0", "fit-trainer-0"}, "only the JobSet's Jobs"
+    assert {n for p, n in objects if p == "services"} == {"fit"}, "only the JobSet's own headless Service"
+    js = cluster.store.get("jobsets", ns, "fit")
+    validate_jobset(js)
+    assert js["metadata"]["ownerReferences"][0]["uid"] == cluster.store.get("configmaps", ns, "fit")["metadata"]["uid"]
+    pserver = job.replicas.get(role="pserver", index=1)
+    assert pserver.host == f"fit-pserver-0-1.fit.{ns}.svc", "the JobSet pod's DNS name"
+    # Queued: Kueue's own words on the job, and no pod at all.
+    why = "couldn't assign flavors to pod set trainer: insufficient unused quota for cpu in flavor default"
+    cluster.kueue_workload(ns, "fit", admitted=False, message=why, plural="jobsets")
+    part.until(lambda: part.job(job).reason == "KueueQueued", what="Kueue's reason on the job")
+    assert why in job.message and job.state == JobState.STARTING
+    assert all((r.state, r.reason) == (ReplicaState.PENDING, "KueueQueued") for r in job.replicas.all())
+    with pytest.raises(AssertionError, match="suspended"):
+        cluster.run_jobset(ns, "fit")
+    assert cluster.store.find("pods", ns) == []
+    # Admitted: every pserver and trainer pod at once.
+    pods = admitted_and_running(cluster, part, job, ns)
+    assert len(pods) == 4 and all(r.state == ReplicaState.RUNNING for r in job.replicas.all())
+    for pod in (cluster.store.get("pods", ns, p) for p in pods):
+        lbls = pod["metadata"]["labels"]
+        assert lbls[JOBSET_NAME] == "fit" and lbls[RJ_NAME] == lbls[manifests.LABEL_ROLE]
+        assert pod["spec"]["subdomain"] == "fit" and pod["spec"]["hostname"].startswith(f"fit-{lbls[RJ_NAME]}-0-")
+    # The trainers succeed: the job does, and the JobSet controller deletes the pservers.
+    for pod in pods:
+        if "trainer" in pod:
+            cluster.pod_succeeded(ns, pod)
+    assert cluster.store.get("jobsets", ns, "fit")["status"]["terminalState"] == "Completed"
+    part.until(lambda: part.job(job).state == JobState.SUCCEEDED, what="Succeeded")
+    assert all(r.state == ReplicaState.SUCCEEDED for r in job.replicas.filter(role="trainer"))
+    assert not job.replicas.filter(role="pserver", state=ReplicaState.FAILED).exists()
+    part.until(lambda: cluster.objects_in(ns) == [], what="everything gone with the root")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_waiting_in_kueues_queue_never_times_out(alice, cluster, k8s_dc, part):
+    use_gang(k8s_dc, **KUEUE, pending_timeout=1)
+    job = submit(alice, "fit", mode="ps", pservers=2, trainers=2)
+    launch(job)
+    ns = ns_of(job)
+    part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
+    part.part.starting_at[job.pk] = timezone.now() - timedelta(hours=1)
+    cluster.store.update("jobsets", ns, "fit", lambda o: o["metadata"].update(creationTimestamp=now(-3600)))
+    cluster.kueue_workload(ns, "fit", admitted=False, message="waiting for quota", plural="jobsets")
+    part.until(lambda: part.job(job).reason == "KueueQueued", what="Kueue's reason")
+    part.tick()
+    assert part.job(job).state == JobState.STARTING, job.message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_suspend_deletes_the_jobset_and_resume_and_a_gang_restart_make_a_new_one(alice, cluster, k8s_dc, part):
+    job, ns = queued(alice, cluster, part, k8s_dc)
+    admitted_and_running(cluster, part, job, ns)
+    backend = get_backend(job.datacenter)
+    Job.objects.filter(pk=job.pk).update(state=JobState.SUSPENDED)
+    job.refresh_from_db()
+    backend.suspend(job)
+    assert cluster.objects_in(ns) == [("configmaps", "fit"), ("networkpolicies", "fit-peers")], \
+        "the JobSet, its Jobs, Service and pods are gone: Kueue gives its quota back"
+    # Resume: a new attempt's JobSet, queued for Kueue again.
+    Job.objects.filter(pk=job.pk).update(state=JobState.STARTING)
+    job.refresh_from_db()
+    attempts.new_attempt(list(job.replicas.all()), from_states=None)
+    backend.launch(job)
+    js = cluster.store.get("jobsets", ns, "fit-a1")
+    assert js["spec"]["suspend"] is True and ("jobsets", "fit") not in cluster.objects_in(ns)
+    assert job.replicas.get(role="pserver", index=0).host == f"fit-a1-pserver-0-0.fit-a1.{ns}.svc"
+    admitted_and_running(cluster, part, job, ns, "fit-a1")
+    # A gang restart: the lifecycle stops every replica, then starts the next attempt.
+    backend.stop(job, list(job.replicas.all()))
+    assert ("jobsets", "fit-a1") not in cluster.objects_in(ns)
+    part.until(lambda: not cluster.store.find("pods", ns), what="the old pods gone")
+    attempts.new_attempt(list(job.replicas.all()), from_states=None)
+    backend.restart(job, list(job.replicas.all()))
+    env = cluster.store.get("jobsets", ns, "fit-a2")["spec"]["replicatedJobs"][1]["template"]["spec"]
+    assert f"fit-a2-pserver-0-0.fit-a2.{ns}.svc:" in env_of(env)["PADDLE_PSERVERS_IP_PORT_LIST"]
+    pods = admitted_and_running(cluster, part, job, ns, "fit-a2")
+    part.until(lambda: all(r.pod in pods and r.state == ReplicaState.RUNNING for r in part.job(job).replicas.all()),
+               what="the new attempt's pods, never the old")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pserver_that_exits_fails_the_jobset_and_delete_leaves_nothing(alice, cluster, k8s_dc, part):
+    from jobs.tasks import delete_job_task
+
+    job, ns = queued(alice, cluster, part, k8s_dc)
+    pods = admitted_and_running(cluster, part, job, ns)
+    cluster.pod_failed(ns, next(p for p in pods if "pserver" in p), exit_code=137, reason="OOMKilled")
+    assert cluster.store.get("jobsets", ns, "fit")["status"]["terminalState"] == "Failed"
+    part.until(lambda: part.job(job).state == JobState.FAILED, what="Failed")
+    assert job.reason == "ReplicaFailed" and "pserver-0" in job.message and "OOMKilled" in job.message, job.message
+    Job.objects.filter(pk=job.pk).update(deleting=True)
+    delete_job_task.run(job.pk)
+    assert cluster.objects_in(ns) == []
