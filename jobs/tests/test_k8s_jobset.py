@@ -11,9 +11,10 @@ import jsonschema
 import pytest
 from django.utils import timezone
 
-from jobs import attempts
+from jobs import attempts, contract, logstore
 from jobs.backends.kubernetes import gang, manifests, workloads
 from jobs.backends.kubernetes.config import parse
+from jobs.backends.kubernetes.watch import JOB, WORKLOAD, ClusterState
 from jobs.backends.registry import get_backend
 from jobs.models import Job, JobState, ReplicaState
 
@@ -21,7 +22,7 @@ from .k8s_emulator import now
 from .k8s_fixtures import FAST, cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
 from .k8s_jobset import JOBSET_NAME, RJ_NAME
 from .test_k8s_gang import crd_validator, use_gang
-from .test_k8s_manifests import ROOT, make_job, validate
+from .test_k8s_manifests import ROOT, make_job, pod_env, validate
 
 NS = "paddle-alice-1234abcd"
 KUEUE = {"gang_scheduler": "kueue", "kueue_queue": "team-a"}
@@ -101,6 +102,23 @@ def test_a_pserver_job_under_kueue_is_one_valid_jobset_with_the_trainer_job_insi
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("mode", ["ps", "collective"])
+def test_each_jobset_pod_gets_exactly_the_process_contract_with_its_dns_name(alice, mode):
+    settings = parse("k8s", {**FAST, **KUEUE})
+    job = make_job(alice, mode=mode, pservers=2, trainers=3)  # a collective job with pservers: a JobSet too
+    topo = manifests.topology(job, settings, NS)
+    home = f"/pfs/k8s/home/{alice.username}"
+    for rj in make_jobset(job, settings)["spec"]["replicatedJobs"]:
+        role, container = rj["name"], rj["template"]["spec"]["template"]["spec"]["containers"][0]
+        for i in range(rj["template"]["spec"]["completions"]):
+            # An Indexed Job's pod: a generated name, its index in an annotation.
+            got = pod_env(container, f"fit-{role}-0-{i}-x7k2q", {}, {manifests.COMPLETION_INDEX: str(i)})
+            want = contract.replica_env(job, role, i, topo, pfs_home=home, package=job.package)
+            assert {k: got[k] for k in want} == want, (role, i)
+            assert got["POD_IP"] == f"fit-{role}-0-{i}.fit.{NS}.svc"
+
+
+@pytest.mark.django_db
 def test_the_jobset_schema_check_rejects_what_the_api_server_would(alice):
     js = make_jobset(make_job(alice), parse("k8s", {**FAST, **KUEUE}))
     for broken in ({"successPolicy": {"operator": "Most"}}, {"failurePolicy": {"maxRestarts": "0"}},
@@ -119,6 +137,20 @@ def test_collective_jobs_and_pserver_jobs_without_kueue_make_no_jobset(alice):
     job = make_job(alice, name="a" * 40)
     for attempt in (0, 1295):  # the longest host name within a DNS label's 63 characters
         assert len(f"{manifests.jobset_job_name(job, 'trainer', attempt)}-999") <= 63
+
+
+def test_kueues_workload_of_a_jobset_marks_its_job_changed_through_the_jobsets_jobs():
+    state = ClusterState("paddle-")
+    ns = "paddle-alice-1234abcd"
+    state.apply(JOB, "ADDED", {"metadata": {"name": "fit-a1-trainer-0", "namespace": ns, "uid": "u1", "labels": {
+        manifests.LABEL_JOB_ID: "7", JOBSET_NAME: "fit-a1", RJ_NAME: "trainer"}}})
+    state.take_dirty()
+    state.apply(WORKLOAD, "ADDED", {"metadata": {"name": "jobset-fit-a1-1a2b3", "namespace": ns, "uid": "w1",
+                                                 "ownerReferences": [{"kind": "JobSet", "name": "fit-a1"}]}})
+    assert state.take_dirty() == {7}
+    state.apply(WORKLOAD, "ADDED", {"metadata": {"name": "jobset-other-1a2b3", "namespace": ns, "uid": "w2",
+                                                 "ownerReferences": [{"kind": "JobSet", "name": "other"}]}})
+    assert state.take_dirty() == set()
 
 
 # --- over HTTP -------------------------------------------------------------------------------
@@ -169,6 +201,12 @@ def test_kueue_admits_a_pserver_job_whole_as_one_jobset_and_it_succeeds_with_its
         lbls = pod["metadata"]["labels"]
         assert lbls[JOBSET_NAME] == "fit" and lbls[RJ_NAME] == lbls[manifests.LABEL_ROLE]
         assert pod["spec"]["subdomain"] == "fit" and pod["spec"]["hostname"].startswith(f"fit-{lbls[RJ_NAME]}-0-")
+    # Logs are followed by pod name, as for any pod of ours.
+    trainer_pod = job.replicas.get(role="trainer", index=1).pod
+    assert trainer_pod.startswith("fit-trainer-0-1-")
+    cluster.log(ns, trainer_pod, "pass 0 done")
+    part.until(lambda: logstore.read(job.replicas.get(role="trainer", index=1)).text == "pass 0 done\n",
+               what="the trainer's log")
     # The trainers succeed: the job does, and the JobSet controller deletes the pservers.
     for pod in pods:
         if "trainer" in pod:
