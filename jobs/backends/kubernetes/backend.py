@@ -14,8 +14,7 @@ restart: a gang restart (the lifecycle's; a failed trainer alone is retried by i
   attempt's created under new names (manifests.attempt_suffix).
 suspend: `spec.suspend` on the trainer Job (its controller deletes the pods, gracefully) and the
   pserver StatefulSet scaled to 0; under Kueue, which owns `suspend`, they (or the JobSet) are
-  deleted. Resume
-  is launch(): a new attempt's objects, or the suspended ones resumed.
+  deleted. Resume is launch(): a new attempt's objects, or the suspended ones resumed.
 stop: deleting the root cascades to everything (kill leaves nothing behind); stopping only the
   pservers (all trainers done) deletes their StatefulSet (a JobSet: the whole JobSet).
 delete: a foreground delete of the root, waited for, so the name is free when the job row goes.
