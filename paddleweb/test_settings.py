@@ -7,11 +7,14 @@ from pathlib import Path
 
 os.environ.setdefault("PADDLECLOUD_VAR", str(Path(__file__).resolve().parent.parent / "var" / "test"))
 os.environ.setdefault("KILL_GRACE_SECONDS", "3")
-os.environ.setdefault("CELERY_QUEUE", f"paddlecloud-test-{os.getpid()}")
-os.environ.setdefault("CHANNELS_PREFIX", f"paddlecloud-test-{os.getpid()}")
-os.environ.setdefault("CACHE_PREFIX", f"paddlecloud-test-{os.getpid()}")
+# One run's own queue, channel and cache prefix and bundled Redis. The first process of a run names
+# them and the processes it starts inherit them; a pytest-xdist worker is a run of its own (it
+# inherits the controller's environment, which must not make the workers share them).
+_RUN = os.environ.setdefault(f"PADDLECLOUD_TEST_RUN_{os.environ.get('PYTEST_XDIST_WORKER', 'main')}",
+                             f"paddlecloud-test-{os.getpid()}")
+os.environ["CELERY_QUEUE"] = os.environ["CHANNELS_PREFIX"] = os.environ["CACHE_PREFIX"] = _RUN
 # With REDIS_URL unset each run starts, and at its end stops, a bundled Redis of its own.
-os.environ.setdefault("PADDLECLOUD_REDIS_SOCKET", f"/tmp/paddlecloud-test-{os.getpid()}.sock")
+os.environ["PADDLECLOUD_REDIS_SOCKET"] = f"/tmp/{_RUN}.sock"
 
 from .settings import *  # noqa: E402,F403
 

@@ -23,7 +23,7 @@ from tests.support import wait_for
 # The test run's own settings travel in the environment; the tree must use its defaults instead
 # (SQLite and a bundled Redis in its state directory).
 TEST_ONLY_ENV = ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL", "PADDLECLOUD_REDIS_SOCKET",
-                 "CELERY_QUEUE", "CHANNELS_PREFIX", "PFS_ROOT", "JOBS_ROOT", "LOGS_ROOT", "VENVS_ROOT")
+                 "CELERY_QUEUE", "CHANNELS_PREFIX", "CACHE_PREFIX", "PFS_ROOT", "JOBS_ROOT", "LOGS_ROOT", "VENVS_ROOT")
 
 
 def _free_port() -> int:
