@@ -67,9 +67,12 @@ def gang_manifests(job, settings, attempt, ns="paddle-alice-1234abcd"):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("config", GANGS, ids=["volcano", "volcano-queue", "kueue"])
-@pytest.mark.parametrize("shape", [dict(mode="ps", pservers=2, trainers=3),
-                                   dict(mode="collective", pservers=0, trainers=4, gpu=2)], ids=["ps", "collective"])
+@pytest.mark.parametrize(("config", "shape"), [
+    pytest.param(config, shape, id=f"{cid}-{sid}")
+    for cid, config in zip(["volcano", "volcano-queue", "kueue"], GANGS, strict=True)
+    for sid, shape in [("ps", dict(mode="ps", pservers=2, trainers=3)),
+                       ("collective", dict(mode="collective", pservers=0, trainers=4, gpu=2))]
+    if not (cid == "kueue" and sid == "ps")])  # under Kueue a pserver job is one JobSet: test_k8s_jobset.py
 @pytest.mark.parametrize("policy", [dict(restart_mode="replica", max_restarts=None, permanent_exit_codes="2"),
                                     dict(restart_mode="gang", max_restarts=5, permanent_exit_codes="")],
                          ids=["replica", "gang"])
@@ -77,8 +80,7 @@ def gang_manifests(job, settings, attempt, ns="paddle-alice-1234abcd"):
 def test_gang_manifests_are_schema_valid_and_gang_every_replica(alice, config, shape, policy, attempt):
     settings = parse("k8s", {**FAST, **config})
     job = make_job(alice, **shape, **policy)
-    if gang.uses_jobset(settings, job.pservers):
-        pytest.skip("under Kueue a pserver job is one JobSet: test_k8s_jobset.py")
+    assert not gang.uses_jobset(settings, job.pservers)
     ns = "paddle-alice-1234abcd"
     objs = gang_manifests(job, settings, attempt)
     for obj in objs:

@@ -136,7 +136,11 @@ def test_crash_looping_pserver_fails_the_job_with_its_log_tail(alice, cluster, p
     part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
     ps = cluster.run_statefulset(ns, "fit-pserver")
     cluster.pod_running(ns, ps[0])
+    cluster.pod_running(ns, ps[1])
     cluster.log(ns, ps[1], "Traceback (most recent call last):", "ImportError: no module named paddle")
+    # The message quotes what the log follower has stored; a crash-looping pod stays Running, so
+    # the pass does not wait for its follower as it does for a finished pod's (logs.drain).
+    part.until(lambda: "ImportError" in logstore.tail(replicas(job)["pserver-1"], 5).text, what="the log followed")
     cluster.pod_crashloop(ns, ps[1], exit_code=1)
     part.until(lambda: part.job(job).state == JobState.FAILED, what="Failed")
     assert job.reason == "ReplicaFailed" and "pserver-1" in job.message
