@@ -24,7 +24,9 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):  # noqa: F405
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")}  # noqa: F405
     # A killed earlier run whose pid this one reuses may have left its write-ahead log behind:
     # SQLite would replay it into this run's new database and find it malformed.
-    for _suffix in ("-wal", "-shm", "-journal"):
-        Path(DATABASES["default"]["TEST"]["NAME"] + _suffix).unlink(missing_ok=True)  # noqa: F405
+    # (pytest-django names a pytest-xdist worker's database <name>_gw<n>.)
+    for _stale in VAR_DIR.glob(f"test-db-{os.getpid()}.sqlite3*"):  # noqa: F405
+        if _stale.name.endswith(("-wal", "-shm", "-journal")):
+            _stale.unlink(missing_ok=True)
 else:
     DATABASES["default"]["TEST"] = {"NAME": f"test_paddlecloud_{os.getpid()}"}  # noqa: F405
