@@ -98,12 +98,13 @@ def sync_job(job: Job) -> None:
     pservers = [r for r in replicas if r.role == Replica.Role.PSERVER]
     gone_pserver = next((r for r in pservers if r.state in REPLICA_DONE), None)
     all_started = all(r.state != ReplicaState.PENDING for r in replicas)
-    if gone_pserver:
-        # Parameter servers never exit by themselves: one that did leaves the trainers stranded.
-        restarts.fail(job, backend, "PserverExited", restarts.pserver_gone_message(gone_pserver, trainers))
-    elif trainers and all(r.state == ReplicaState.SUCCEEDED for r in trainers):
+    if trainers and all(r.state == ReplicaState.SUCCEEDED for r in trainers):
+        # Done, whatever the pservers do now (a JobSet's controller stops them itself).
         if transition(job, JobState.SUCCEEDED, "Completed", f"all {len(trainers)} trainers exited 0"):
             backend.stop(job)  # the pservers
+    elif gone_pserver:
+        # Parameter servers never exit by themselves: one that did leaves the trainers stranded.
+        restarts.fail(job, backend, "PserverExited", restarts.pserver_gone_message(gone_pserver, trainers))
     elif job.state == JobState.STARTING and all_started:
         transition(job, JobState.RUNNING, "Running", f"all {len(replicas)} replicas started",
                    from_states=[JobState.STARTING])

@@ -252,10 +252,12 @@ def test_suspend_deletes_the_jobset_and_resume_and_a_gang_restart_make_a_new_one
     assert js["spec"]["suspend"] is True and ("jobsets", "fit") not in cluster.objects_in(ns)
     assert job.replicas.get(role="pserver", index=0).host == f"fit-a1-pserver-0-0.fit-a1.{ns}.svc"
     admitted_and_running(cluster, part, job, ns, "fit-a1")
-    # A gang restart: the lifecycle stops every replica, then starts the next attempt.
+    # A gang restart, step by step (the watcher not ticked in between; the lifecycle's own is the
+    # test_a_failed_pserver_restarts_the_whole_jobset_by_itself_...): every replica stopped, then the
+    # next attempt started.
     backend.stop(job, list(job.replicas.all()))
     assert ("jobsets", "fit-a1") not in cluster.objects_in(ns)
-    part.until(lambda: not cluster.store.find("pods", ns), what="the old pods gone")
+    assert not cluster.store.find("pods", ns), "the old pods gone with it"
     attempts.new_attempt(list(job.replicas.all()), from_states=None)
     backend.restart(job, list(job.replicas.all()))
     env = cluster.store.get("jobsets", ns, "fit-a2")["spec"]["replicatedJobs"][1]["template"]["spec"]
@@ -278,3 +280,26 @@ def test_a_pserver_that_exits_fails_the_jobset_and_delete_leaves_nothing(alice, 
     Job.objects.filter(pk=job.pk).update(deleting=True)
     delete_job_task.run(job.pk)
     assert cluster.objects_in(ns) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_pserver_restarts_the_whole_jobset_by_itself_and_the_next_attempt_succeeds(
+        alice, cluster, k8s_dc, part, settings):
+    settings.RESTART_BACKOFF_SECONDS = 0.1
+    job, ns = queued(alice, cluster, part, k8s_dc, restart_mode="gang", max_restarts=1)
+    pods = admitted_and_running(cluster, part, job, ns)
+    cluster.pod_failed(ns, next(p for p in pods if "pserver-0-1" in p), exit_code=1)
+    # The watcher's own passes: the failed JobSet is deleted, then after the backoff the next
+    # attempt's JobSet is created, suspended for Kueue to admit whole again.
+    part.until(lambda: ("jobsets", "fit-a1") in cluster.objects_in(ns), what="the next attempt's JobSet")
+    assert ("jobsets", "fit") not in cluster.objects_in(ns)
+    assert cluster.store.get("jobsets", ns, "fit-a1")["spec"]["suspend"] is True
+    assert part.job(job).restarts == 1
+    restart = job.events.get(reason="Restarting")
+    assert "pserver-1" in restart.message and "every replica restarts (1 of 1)" in restart.message, restart.message
+    pods = admitted_and_running(cluster, part, job, ns, "fit-a1")
+    for pod in pods:
+        if "trainer" in pod:
+            cluster.pod_succeeded(ns, pod)
+    part.until(lambda: part.job(job).state == JobState.SUCCEEDED, what="Succeeded")
+    assert {r.attempt for r in job.replicas.all()} == {1}

@@ -155,3 +155,26 @@ def test_suspend_under_kueue_deletes_the_workloads_and_volcano_gives_up_its_podg
         else:
             assert cluster.store.get("jobs", ns, f"{name}-trainer")["spec"]["suspend"] is True
             assert f"{name}-gang" not in left
+
+
+def test_a_crash_looping_pserver_restarts_every_replica_by_itself_and_the_next_attempt_succeeds(
+        alice, cluster, part, settings):
+    settings.RESTART_BACKOFF_SECONDS = 0.1
+    job, ns, pods = running(cluster, part, alice, mode="ps", pservers=2, trainers=2, restart_mode="gang",
+                            max_restarts=1)
+    pserver_pods = [p["metadata"]["name"] for p in cluster.store.find("pods", ns) if "pserver" in p["metadata"]["name"]]
+    cluster.pod_crashloop(ns, sorted(pserver_pods)[1], exit_code=1)
+    # The watcher's own passes: every replica is stopped (their workloads deleted, so their pods
+    # are not coming back), then after the backoff the next attempt's objects are made.
+    part.until(lambda: ("statefulsets", "fit-pserver-a1") in cluster.objects_in(ns), what="the next attempt")
+    assert not {("statefulsets", "fit-pserver"), ("jobs", "fit-trainer")} & set(cluster.objects_in(ns))
+    assert part.job(job).restarts == 1
+    assert "every replica restarts (1 of 1)" in job.events.get(reason="Restarting").message
+    for pod in cluster.run_statefulset(ns, "fit-pserver-a1"):
+        cluster.pod_running(ns, pod)
+    cluster.statefulset_ready(ns, "fit-pserver-a1", 2)
+    part.until(lambda: ("jobs", "fit-trainer-a1") in cluster.objects_in(ns), what="the new attempt's trainers")
+    for pod in cluster.run_job(ns, "fit-trainer-a1"):
+        cluster.pod_succeeded(ns, pod)
+    part.until(lambda: part.job(job).state == JobState.SUCCEEDED, what="Succeeded")
+    assert {r.attempt for r in job.replicas.all()} == {1}

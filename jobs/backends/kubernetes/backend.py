@@ -396,4 +396,4 @@ class KubernetesBackend(Backend):
             return {}
         st = self.settings
         return observe_job(watcher.state, job, self.namespace(job), gang_on=gang.enabled(st),
-                           jobset=gang.uses_jobset(st, job.pservers))
+                           jobset=gang.uses_jobset(st, job.pservers), kubeflow=st.kubeflow)

@@ -16,7 +16,7 @@ from ... import spec as job_spec
 from ...models import TERMINAL_STATES, Job, ReplicaState
 from ..base import ReplicaStatus
 from . import gang, manifests, workloads
-from .status import meta, parse_time, pod_status, ready_replicas, replica_key, workload_failure
+from .status import Obj, meta, parse_time, pod_status, ready_replicas, replica_key, workload_failure
 from .watch import JOB, POD, PODGROUP, STATEFULSET, WORKLOAD, ClusterState
 
 # Set by the Job controller on the pods it makes for an index that failed before (1.28+).
@@ -107,8 +107,23 @@ def gang_reason(state: ClusterState, job: Job, ns: str, attempt: int) -> tuple[s
     return gang.waiting_reason(group)
 
 
-def observe_job(state: ClusterState, job: Job, ns: str, *,
-                gang_on: bool = False, jobset: bool = False) -> dict[tuple[str, int], ReplicaStatus]:
+def _controller(state: ClusterState, job: Job, ns: str, role: str, attempt: int, jobset: bool) -> Obj | None:
+    """The Job or StatefulSet that makes `role`'s pods in this attempt, as last seen."""
+    if jobset:
+        return state.workload(JOB, ns, manifests.jobset_job_name(job, role, attempt))
+    if role == "pserver":
+        return state.workload(STATEFULSET, ns, manifests.pserver_name(job, attempt))
+    return state.workload(JOB, ns, manifests.trainer_name(job, attempt))
+
+
+def _finished(job_obj: Obj) -> bool:
+    """A Job that is Complete or Failed makes no more pods (a StatefulSet has no such condition)."""
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+               for c in (job_obj.get("status") or {}).get("conditions") or [])
+
+
+def observe_job(state: ClusterState, job: Job, ns: str, *, gang_on: bool = False, jobset: bool = False,
+                kubeflow: bool = False) -> dict[tuple[str, int], ReplicaStatus]:
     """Each replica's status from the watched pods and workloads of `job` (`jobset`: it runs as
     one JobSet, whose Jobs are named by the JobSet controller)."""
     live_all, gone_all = state.pods_of(job.pk)
@@ -118,13 +133,24 @@ def observe_job(state: ClusterState, job: Job, ns: str, *,
     gone = [p for p in gone_all if (k := replica_key(p)) and pod_attempt(p) == attempts.get(k[1:], attempt)]
     wanted = {("pserver", i) for i in range(job.pservers)} | {("trainer", i) for i in range(job.trainers)}
     ended = job.state in TERMINAL_STATES
+
+    def replaced(role: str) -> bool:
+        """Whether a deleted pod of `role` gets a successor: its controller is still there and
+        not finished. Not so after a stop (ours, for a gang restart or suspend) or once a JobSet
+        gave up on its Jobs: the replica then ends, rather than waiting for a pod that never comes.
+        (The training operator's PaddleJob, not watched here, is taken to replace its pods.)"""
+        if kubeflow:
+            return True
+        controller = _controller(state, job, ns, role, attempt, jobset)
+        return controller is not None and not _finished(controller)
+
     newest: dict[tuple[str, int], tuple[dict[str, Any], ReplicaStatus]] = {}
     for pod in live:
         key = replica_key(pod)
         if not key or key[1:] not in wanted:
             continue
         status = pod_status(pod, key[1], warning=state.warning(ns, POD, meta(pod).get("name", "")))
-        if status.state == ReplicaState.TERMINATED and not ended:
+        if status.state == ReplicaState.TERMINATED and not ended and replaced(key[1]):
             continue  # being deleted under a live job: its controller makes a new one
         if key[1:] not in newest or _recency(pod) > _recency(newest[key[1:]][0]):
             newest[key[1:]] = (pod, status)
@@ -134,7 +160,7 @@ def observe_job(state: ClusterState, job: Job, ns: str, *,
         if key and key[1:] in wanted and key[1:] not in newest:
             status = pod_status(pod, key[1], warning=None)
             if status.state in (ReplicaState.PENDING, ReplicaState.RUNNING, ReplicaState.TERMINATED):
-                if not ended:
+                if not ended and replaced(key[1]):
                     continue  # deleted under a live job: its controller makes a new one
                 if status.state == ReplicaState.PENDING:
                     status = ReplicaStatus(ReplicaState.TERMINATED, None, "NotStarted",
