@@ -4,7 +4,8 @@ could never be scraped. Each observation adds to cumulative bucket counters in o
 /metrics (paddleweb/prometheus.py) reads them back. A Redis flush is a counter reset, which
 Prometheus's rate() already handles.
 
-Observing never raises: a metric lost while Redis restarts must not fail a job's transition.
+Keys: `<CACHE_PREFIX>:metrics:<name>`. Observing never raises: a metric lost while Redis restarts
+must not fail a job's transition.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import redis
+from django.conf import settings
 
 from . import health
 
 log = logging.getLogger(__name__)
 
-PREFIX = "paddlecloud:metrics:"
 # Seconds: from a fraction of a second (a local job on an idle host) to hours (a busy cluster).
 JOB_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 3 * 3600, 12 * 3600)
 TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -40,7 +41,7 @@ class Snapshot:
 
 def observe(histogram: Histogram, value: float) -> None:
     """Count `value` (in seconds) in `histogram`, for every process and pod to see."""
-    key = PREFIX + histogram.name
+    key = _key(histogram)
     try:
         pipe = health.redis_client().pipeline(transaction=True)
         for bound in histogram.buckets:
@@ -53,9 +54,14 @@ def observe(histogram: Histogram, value: float) -> None:
         log.warning("metric %s not recorded: %s", histogram.name, type(e).__name__)
 
 
+def _key(histogram: Histogram) -> str:
+    """Under the cache's prefix, so installs (or test runs) sharing a Redis each count their own."""
+    return f"{settings.CACHES['default']['KEY_PREFIX']}:metrics:{histogram.name}"
+
+
 def read(histogram: Histogram) -> Snapshot:
     """The histogram as observed so far (all zero before its first observation)."""
-    stored: dict[bytes, bytes] = health.redis_client().hgetall(PREFIX + histogram.name)  # type: ignore[assignment]
+    stored: dict[bytes, bytes] = health.redis_client().hgetall(_key(histogram))  # type: ignore[assignment]
     raw = {k.decode(): v for k, v in stored.items()}
     buckets = [(_le(b), float(raw.get(_le(b), 0))) for b in histogram.buckets]
     buckets.append(("+Inf", float(raw.get("+Inf", 0))))

@@ -197,3 +197,25 @@ def test_replica_restarts_are_summed_by_datacenter(alice, datacenter, scrape):
                                     for i, n in enumerate(restarts))
     assert value(scrape(), "paddlecloud_replica_restarts", datacenter="local") == 6
 
+
+
+def test_installs_sharing_one_redis_see_only_their_own_metrics_and_heartbeats(settings):
+    from paddleweb import metrics_store
+
+    hist = metrics_store.Histogram("paddlecloud_test_shared_redis_seconds", "a test histogram", (1.0,))
+    caches = settings.CACHES
+    other = {**caches, "default": {**caches["default"], "KEY_PREFIX": caches["default"]["KEY_PREFIX"] + "-other"}}
+    settings.CACHES = other  # another install on the same Redis
+    metrics_store.observe(hist, 0.5)
+    health.beat("worker", "other-host")
+    try:
+        settings.CACHES = caches
+        assert metrics_store.read(hist).buckets[-1] == ("+Inf", 0.0)
+        assert "other-host" not in health.alive("worker")
+        settings.CACHES = other
+        assert metrics_store.read(hist).buckets[-1] == ("+Inf", 1.0)
+        assert "other-host" in health.alive("worker")
+    finally:
+        settings.CACHES = other
+        health.forget("worker", "other-host")
+        health.redis_client().delete(metrics_store._key(hist))
