@@ -25,13 +25,16 @@ run: $(VENV)/.installed
 		"sudo apt-get install bubblewrap slirp4netns" >&2; exit 1; }
 	$(BIN)/python -m paddleweb.run
 
-## test: the whole suite, end-to-end PaddlePaddle runs included
+## test: the whole suite, end-to-end PaddlePaddle runs included, in TEST_WORKERS parallel processes
+## (most tests wait on real processes, sockets and browsers rather than compute, so two cores keep
+## four busy; TEST_WORKERS=0 runs it in this one process)
+TEST_WORKERS ?= 4
 test: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python manage.py makemigrations --check --dry-run -v0
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
