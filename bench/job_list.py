@@ -90,6 +90,7 @@ def main() -> None:
 
     from accounts.models import Datacenter
     from accounts.services import issue_token
+    from paddleweb.startup import freeze_startup_heap
 
     setup_test_environment()
     settings.ALLOWED_HOSTS = ["testserver"]
@@ -112,6 +113,7 @@ def main() -> None:
                 cur.execute("EXPLAIN SELECT id FROM jobs_job WHERE user_id = %s AND NOT deleting "
                             "ORDER BY created DESC, id DESC LIMIT 51", [user.pk])
                 print("plan of a page:", " / ".join(row[0].strip() for row in cur.fetchall()[:2]))
+        freeze_startup_heap()  # as paddleweb/asgi.py does before the server serves
         times = measure(clients)
         print(f"\n{'':20}{'p50/p99 ms at ' + str(SMALL):>20}{'p50/p99 ms at ' + str(BIG):>24}{'p50 ratio':>11}"
               f"{'p99 ratio':>11}")

@@ -11,6 +11,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs
 from accounts.asgi import TokenOrSessionAuth  # noqa: E402
 from jobs.routing import websocket_urlpatterns  # noqa: E402
 from paddleweb.body_limits import BodyLimit  # noqa: E402
+from paddleweb.startup import freeze_startup_heap  # noqa: E402
 from pfs.asgi_fast import PfsASGI  # noqa: E402
 from pfs.asgi_responses import LargeChunkASGIHandler, ZeroCopyResponses  # noqa: E402
 
@@ -18,6 +19,8 @@ from pfs.asgi_responses import LargeChunkASGIHandler, ZeroCopyResponses  # noqa:
 # Django (file bodies by zero-copy send, others in large messages: pfs/asgi_responses.py), with
 # upload chunks sent with a token streamed straight to disk in front of it (pfs/asgi_fast.py).
 django_asgi_app = ZeroCopyResponses(LargeChunkASGIHandler())
+
+freeze_startup_heap()
 
 application = ProtocolTypeRouter(
     {
