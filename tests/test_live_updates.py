@@ -22,9 +22,9 @@ def test_the_job_page_shows_pushed_logs_and_state(system, alice, monkeypatch):
     frames = []
     with LiveASGI() as server, logged_in_browser(server.url, monkeypatch) as page:
         page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(json.loads(payload))))
-        page.goto(f"{server.url}/jobs/{job.name}/")
-        page.wait_for_function("document.body.dataset.live === 'open'")
         try:
+            page.goto(f"{server.url}/jobs/{job.name}/", timeout=60_000)
+            page.wait_for_function("document.body.dataset.live === 'open'", timeout=60_000)
             page.locator("pre.log", has_text="second line").wait_for(timeout=60_000)
             page.locator(".jobstate .state", has_text="Succeeded").wait_for(timeout=60_000)
         except PlaywrightTimeout:
