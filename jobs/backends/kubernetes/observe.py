@@ -16,7 +16,7 @@ from ... import spec as job_spec
 from ...models import TERMINAL_STATES, Job, ReplicaState
 from ..base import ReplicaStatus
 from . import gang, manifests, workloads
-from .status import Obj, meta, parse_time, pod_status, ready_replicas, replica_key, workload_failure
+from .status import meta, parse_time, pod_status, ready_replicas, replica_key, workload_failure, workload_finished
 from .watch import JOB, POD, PODGROUP, STATEFULSET, WORKLOAD, ClusterState
 
 # Set by the Job controller on the pods it makes for an index that failed before (1.28+).
@@ -107,19 +107,13 @@ def gang_reason(state: ClusterState, job: Job, ns: str, attempt: int) -> tuple[s
     return gang.waiting_reason(group)
 
 
-def _controller(state: ClusterState, job: Job, ns: str, role: str, attempt: int, jobset: bool) -> Obj | None:
-    """The Job or StatefulSet that makes `role`'s pods in this attempt, as last seen."""
+def _controller(job: Job, role: str, attempt: int, jobset: bool) -> tuple[str, str]:
+    """(kind, name) of the Job or StatefulSet that makes `role`'s pods in this attempt."""
     if jobset:
-        return state.workload(JOB, ns, manifests.jobset_job_name(job, role, attempt))
+        return JOB, manifests.jobset_job_name(job, role, attempt)
     if role == "pserver":
-        return state.workload(STATEFULSET, ns, manifests.pserver_name(job, attempt))
-    return state.workload(JOB, ns, manifests.trainer_name(job, attempt))
-
-
-def _finished(job_obj: Obj) -> bool:
-    """A Job that is Complete or Failed makes no more pods (a StatefulSet has no such condition)."""
-    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-               for c in (job_obj.get("status") or {}).get("conditions") or [])
+        return STATEFULSET, manifests.pserver_name(job, attempt)
+    return JOB, manifests.trainer_name(job, attempt)
 
 
 def observe_job(state: ClusterState, job: Job, ns: str, *, gang_on: bool = False, jobset: bool = False,
@@ -141,8 +135,9 @@ def observe_job(state: ClusterState, job: Job, ns: str, *, gang_on: bool = False
         (The training operator's PaddleJob, not watched here, is taken to replace its pods.)"""
         if kubeflow:
             return True
-        controller = _controller(state, job, ns, role, attempt, jobset)
-        return controller is not None and not _finished(controller)
+        kind, name = _controller(job, role, attempt, jobset)
+        controller = state.workload(kind, ns, name)
+        return controller is not None and not workload_finished(controller)
 
     newest: dict[tuple[str, int], tuple[dict[str, Any], ReplicaStatus]] = {}
     for pod in live:
@@ -169,8 +164,7 @@ def observe_job(state: ClusterState, job: Job, ns: str, *, gang_on: bool = False
                     status = ReplicaStatus(ReplicaState.TERMINATED, None, "Deleted", "the pod was deleted",
                                            pod=status.pod, started=status.started)
             out[key[1:]] = status
-    trainer_job = manifests.jobset_job_name(job, "trainer", attempt) if jobset else manifests.trainer_name(job, attempt)
-    trainers_obj = state.workload(JOB, ns, trainer_job)
+    trainers_obj = state.workload(JOB, ns, _controller(job, "trainer", attempt, jobset)[1])
     if not ended:
         _trainer_retries(job, live + gone, trainers_obj, out)
     if ended:
@@ -184,11 +178,7 @@ def observe_job(state: ClusterState, job: Job, ns: str, *, gang_on: bool = False
         return out
     pservers_obj = state.workload(STATEFULSET, ns, manifests.pserver_name(job, attempt))
     for role, index in wanted - set(out):
-        if jobset:
-            kind, name = JOB, manifests.jobset_job_name(job, role, attempt)
-        else:
-            kind, name = (STATEFULSET, manifests.pserver_name(job, attempt)) if role == "pserver" else \
-                (JOB, trainer_job)
+        kind, name = _controller(job, role, attempt, jobset)
         warning = state.warning(ns, kind, name)
         if warning and warning.reason == "FailedCreate":
             out[(role, index)] = ReplicaStatus(ReplicaState.PENDING, None, "FailedCreate", warning.message)

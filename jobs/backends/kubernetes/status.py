@@ -211,5 +211,11 @@ def workload_failure(obj: Obj | None) -> tuple[str, str] | None:
     return None
 
 
+def workload_finished(obj: Obj) -> bool:
+    """A Job that is Complete or Failed makes no more pods (a StatefulSet has no such condition)."""
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
 def ready_replicas(statefulset: Obj | None) -> int:
     return int(((statefulset or {}).get("status") or {}).get("readyReplicas") or 0)

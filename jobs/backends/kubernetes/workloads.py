@@ -16,7 +16,6 @@ from .manifests import (
     LABEL_JOB_ID,
     LABEL_ROLE,
     Obj,
-    jobset_job_name,
     jobset_name,
     labels,
     object_meta,
@@ -79,7 +78,7 @@ def trainer_failure_policy(job: Job) -> tuple[int, Obj]:
     return limit, {"rules": rules}
 
 
-def _trainer_spec(job: Job, settings: K8sSettings, ns: str, name: str, subdomain: str, *, image: str,
+def _trainer_spec(job: Job, settings: K8sSettings, ns: str, subdomain: str, *, image: str,
                   runtime_ready: bool, pull_secrets: list[str], grace_seconds: int, attempt: int) -> Obj:
     """The trainer Indexed Job's spec: its own Job, or the JobSet's `trainer` replicated job."""
     env = replica_env(job, settings, ns, "trainer", runtime_ready=runtime_ready, attempt=attempt)
@@ -97,7 +96,7 @@ def _trainer_spec(job: Job, settings: K8sSettings, ns: str, name: str, subdomain
 def trainer_job(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, *, image: str, runtime_ready: bool,
                 pull_secrets: list[str], grace_seconds: int, attempt: int = 0) -> Obj:
     name = trainer_name(job, attempt)
-    body = _trainer_spec(job, settings, ns, name, name, image=image, runtime_ready=runtime_ready,
+    body = _trainer_spec(job, settings, ns, name, image=image, runtime_ready=runtime_ready,
                          pull_secrets=pull_secrets, grace_seconds=grace_seconds, attempt=attempt)
     if settings.gang_scheduler == gang.KUEUE:
         body["suspend"] = True  # Kueue unsuspends it once admitted
@@ -121,9 +120,8 @@ def jobset(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, *, image
     ps_spec["subdomain"] = name
     pservers: Obj = {"completionMode": "Indexed", "completions": job.pservers, "parallelism": job.pservers,
                      "backoffLimit": 0, "template": _template(job, settings, "pserver", attempt, ps_spec)}
-    trainers = _trainer_spec(job, settings, ns, jobset_job_name(job, "trainer", attempt), name, image=image,
-                             runtime_ready=runtime_ready, pull_secrets=pull_secrets, grace_seconds=grace_seconds,
-                             attempt=attempt)
+    trainers = _trainer_spec(job, settings, ns, name, image=image, runtime_ready=runtime_ready,
+                             pull_secrets=pull_secrets, grace_seconds=grace_seconds, attempt=attempt)
     replicated = [{"name": role, "replicas": 1,
                    "template": {"metadata": {"labels": labels(job, role, attempt=attempt)}, "spec": spec}}
                   for role, spec in (("pserver", pservers), ("trainer", trainers))]
