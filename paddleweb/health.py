@@ -24,10 +24,15 @@ from django.db import connection
 ROLES = ("worker", "watcher")
 
 
+def redis_key(kind: str) -> str:
+    """`<CACHE_PREFIX>:<kind>:`, where this install's own Redis keys start: installs (or test
+    runs) sharing a Redis each see only their own heartbeats and metrics."""
+    return f"{settings.CACHES['default']['KEY_PREFIX']}:{kind}:"
+
+
 def prefix() -> str:
-    """Heartbeat keys share the cache's prefix, so installs (or test runs) sharing a Redis each
-    see only their own processes."""
-    return f"{settings.CACHES['default']['KEY_PREFIX']}:alive:"
+    """Where heartbeat keys start."""
+    return redis_key("alive")
 
 
 def redis_client() -> redis.Redis:

@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import redis
-from django.conf import settings
 
 from . import health
 
@@ -55,8 +54,7 @@ def observe(histogram: Histogram, value: float) -> None:
 
 
 def _key(histogram: Histogram) -> str:
-    """Under the cache's prefix, so installs (or test runs) sharing a Redis each count their own."""
-    return f"{settings.CACHES['default']['KEY_PREFIX']}:metrics:{histogram.name}"
+    return health.redis_key("metrics") + histogram.name
 
 
 def read(histogram: Histogram) -> Snapshot:
