@@ -59,6 +59,7 @@ class LogFollower:
         self._watches: dict[int, int] = {}  # job id -> inotify watch descriptor
         self._wd_jobs: dict[int, int] = {}  # watch descriptor -> job id
         self._last_push = 0.0
+        self._first_pass_done = False
         # A job's log directory appears with its first line, often after the pass that followed
         # it: watching the logs root sees it come, so that first line is not left to the next pass.
         self._root_wd = self._add_watch(settings.LOGS_ROOT, flags.CREATE | flags.MOVED_TO, create=True)
@@ -68,13 +69,22 @@ class LogFollower:
         return self._inotify is not None
 
     def follow(self, job: Job) -> None:
-        """Take the job's current replicas, watch its log directory, and push what is new."""
+        """Take the job's current replicas, watch its log directory, and push what is new.
+
+        A job first followed after the first pass came up while we watched: it may have written
+        its first lines before this pass, to viewers who opened its page before they came, so its
+        recent lines (up to MAX_PUSH) are pushed; viewers append what continues their panel. Jobs
+        found on the first pass (the watcher started) get only what is new: their viewers fetched
+        the history themselves, and pushing it all would be a burst of every running job's log."""
+        catch_up = self._first_pass_done and job.pk not in self.jobs
         self.jobs[job.pk] = {logstore.path(r).name: r for r in job.replicas.all()}
         self._watch(job.pk)
-        self._push(job.pk, self.jobs[job.pk].values())
+        self._push(job.pk, self.jobs[job.pk].values(), catch_up=catch_up)
 
     def retain(self, job_ids: set[int]) -> None:
-        """Stop following jobs not in `job_ids` (settled or deleted): their logs no longer grow."""
+        """At the end of a pass, stop following jobs not in `job_ids` (settled or deleted): their
+        logs no longer grow."""
+        self._first_pass_done = True
         for job_id in set(self.jobs) - job_ids:
             for replica in self.jobs.pop(job_id).values():
                 self.offsets.pop(replica.pk, None)
@@ -152,12 +162,12 @@ class LogFollower:
             files = self.jobs.get(job_id, {})
             self._push(job_id, [files[n] for n in names if n in files])
 
-    def _push(self, job_id: int, replicas: Iterable[Replica]) -> None:
+    def _push(self, job_id: int, replicas: Iterable[Replica], catch_up: bool = False) -> None:
         for replica in replicas:
             start = self.offsets.get(replica.pk)
-            if start is None:  # viewers fetch history themselves; push only what is new
-                self.offsets[replica.pk] = logstore.size(replica)
-                continue
+            if start is None:  # first sight (see follow)
+                start = logstore.recent_line_start(replica, MAX_PUSH) if catch_up else logstore.size(replica)
+                self.offsets[replica.pk] = start
             # Up to the end seen now, not on while the replica writes: chasing a fast writer would
             # send a message per few lines, and starve the other replicas.
             end = logstore.size(replica)

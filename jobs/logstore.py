@@ -72,6 +72,22 @@ def read(replica: Replica, offset: int = 0, limit: int = MAX_READ) -> LogChunk:
     return LogChunk(data.decode("utf-8", "replace"), offset, offset + len(data))
 
 
+def recent_line_start(replica: Replica, window: int) -> int:
+    """Where the first whole line within the log's last `window` bytes begins (0 if the log is no
+    longer than that; its end if no line starts there)."""
+    try:
+        with open(path(replica), "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            if end <= window:
+                return 0
+            f.seek(end - window - 1)  # and the byte before: a line may start right at the window
+            data = f.read(window + 1)
+    except FileNotFoundError:
+        return 0
+    cut = data.find(b"\n")
+    return end if cut < 0 else end - window + cut
+
+
 def tail(replica: Replica, lines: int) -> LogChunk:
     """The last `lines` complete lines (plus a trailing partial one), read backwards in blocks."""
     if not 0 <= lines <= MAX_LOG_LINES:

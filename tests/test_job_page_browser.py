@@ -1,11 +1,13 @@
 """The job page in a real browser (Debian's Chromium driven by Playwright): the first log tab,
 searching the log, the layout on a 390 px phone, and the banner while the live connection is down."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from playwright.sync_api import expect
 
-from jobs import logstore, services
-from jobs.models import Job
+from jobs import logstore, notify, services
+from jobs.models import Job, Replica, ReplicaState
 from tests.support import LiveASGI, logged_in_browser, make_package, needs_chromium
 
 pytestmark = [pytest.mark.timeout(180), needs_chromium]
@@ -67,6 +69,29 @@ def test_the_page_says_when_the_live_connection_is_lost_and_when_it_is_back(tran
         page.wait_for_function("document.body.dataset.live === 'open'")  # the page reconnected by itself
         expect(page.locator("#live-lost")).to_be_hidden()
         assert len(routes) == 2
+
+
+def push(job, replica, offset: int, text: str, next_offset: int) -> None:
+    """As the watcher pushes (from another thread: Playwright's loop runs in this one)."""
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(notify.log_data, job.pk, replica.name, offset, text, next_offset).result()
+
+
+def test_a_pushed_chunk_appends_only_what_continues_the_log_panel(transactional_db, alice, monkeypatch):
+    job = submit(alice)
+    replica = job.replicas.get(role="pserver", index=0)  # its log: "pserver output\n", 15 bytes
+    Replica.objects.filter(pk=replica.pk).update(state=ReplicaState.SUCCEEDED)  # no polls: only pushes change it
+    with LiveASGI() as server, logged_in_browser(server.url, monkeypatch) as page:
+        page.goto(f"{server.url}/jobs/{job.name}/")
+        page.click(".tabs a:has-text('pserver-0')")
+        page.wait_for_function("document.body.dataset.live === 'open'")
+        pre = page.locator("#log pre.log")
+        expect(pre).to_have_text("pserver output\n")
+        push(job, replica, 30, "after a gap\n", 42)  # left to the next poll
+        push(job, replica, 0, "pserver output\nnext ✓\n", 24)  # overlaps the panel: only its end is new
+        expect(pre).to_have_text("pserver output\nnext ✓\n")
+        push(job, replica, 24, "and on\n", 31)
+        expect(pre).to_have_text("pserver output\nnext ✓\nand on\n")
 
 
 def test_the_loss_chart_switches_to_a_log_scale_and_smooths(page, live_server, alice):

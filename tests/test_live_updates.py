@@ -7,12 +7,22 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from jobs import services
+from pfs.services import home_of
 from tests.support import LiveASGI, logged_in_browser, make_package, needs_chromium
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300), needs_chromium]
 
-PROGRAM = ("import time\nprint('first line', flush=True)\ntime.sleep(4)\n"
-           "print('second line', flush=True)\ntime.sleep(1)\n")
+# The second line waits for the test's signal (a file in the home), written once the page's websocket is
+# open: on a busy machine the browser can take longer to start than any fixed sleep in the job.
+PROGRAM = """import os, time
+print('first line', flush=True)
+go = os.path.join(os.environ['PADDLE_PFS_HOME'], 'go')
+deadline = time.monotonic() + 240
+while not os.path.exists(go) and time.monotonic() < deadline:
+    time.sleep(0.05)
+print('second line', flush=True)
+time.sleep(1)
+"""
 
 
 def test_the_job_page_shows_pushed_logs_and_state(system, alice, monkeypatch):
@@ -25,6 +35,7 @@ def test_the_job_page_shows_pushed_logs_and_state(system, alice, monkeypatch):
         try:
             page.goto(f"{server.url}/jobs/{job.name}/", timeout=60_000)
             page.wait_for_function("document.body.dataset.live === 'open'", timeout=60_000)
+            (home_of(alice, "local").disk / "go").touch()
             page.locator("pre.log", has_text="second line").wait_for(timeout=60_000)
             page.locator(".jobstate .state", has_text="Succeeded").wait_for(timeout=60_000)
         except PlaywrightTimeout:
@@ -34,5 +45,5 @@ def test_the_job_page_shows_pushed_logs_and_state(system, alice, monkeypatch):
                                  f"page says live={page.evaluate('document.body.dataset.live')}") from None
 
     pushed = "".join(f["text"] for f in frames if f["type"] == "log" and f["replica"] == "trainer-0")
-    assert "second line" in pushed  # delivered through the websocket, not only by polling
-    assert any(f["type"] == "job" and f["state"] == "Succeeded" for f in frames)
+    assert "second line" in pushed, json.dumps(frames)  # delivered through the websocket, not only by polling
+    assert any(f["type"] == "job" and f["state"] == "Succeeded" for f in frames), json.dumps(frames)

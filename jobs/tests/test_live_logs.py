@@ -26,12 +26,15 @@ POLL = 600.0  # the loop's passes, far apart: what arrives sooner was pushed on 
 class PushesLogs(Watcher):
     """Only the log push of each watched job (the replicas' states are not the test's concern)."""
 
+    passes = 0
+
     def start(self) -> None:
         pass
 
     def tick(self, ctx) -> None:
         for job in ctx.jobs_to_watch():
             ctx.push_logs(job)
+        self.passes += 1
 
     def stop(self) -> None:
         pass
@@ -47,18 +50,26 @@ def running(alice):
 
 
 @contextmanager
-def watching(job, interval: float):
-    loop = WatchLoop([PushesLogs("test")])
+def loop_running(interval: float):
+    watcher = PushesLogs("test")
+    loop = WatchLoop([watcher])
     stop = threading.Event()
     thread = threading.Thread(target=loop.run, args=(stop, interval), daemon=True)
     thread.start()
-    replica = job.replicas.get()
     try:
-        wait_for(lambda: replica.pk in loop.logs.offsets, 30, "the first pass to follow the replica")
+        wait_for(lambda: watcher.passes > 0, 30, "the loop's first pass")
         yield loop
     finally:
         stop.set()
         thread.join(10)
+
+
+@contextmanager
+def watching(job, interval: float):
+    with loop_running(interval) as loop:
+        replica = job.replicas.get()
+        wait_for(lambda: replica.pk in loop.logs.offsets, 30, "the first pass to follow the replica")
+        yield loop
 
 
 @pytest.fixture
@@ -154,3 +165,34 @@ def test_each_push_is_timed_for_the_metrics(alice, running, loop):
     before = pushes()
     logstore.append(running.replicas.get(), b"step 1 loss 0.5\n")
     wait_for(lambda: pushes() > before, 20, "a timed push")
+
+
+def test_the_first_lines_of_a_job_starting_while_watched_reach_those_already_viewing(alice, running):
+    Job.objects.filter(pk=running.pk).update(state=JobState.BUILDING)  # not watched yet
+    replica = running.replicas.get()
+    with loop_running(0.2), viewers(alice, running, 1) as (viewer,):
+        logstore.append(replica, b"first\nsecond\n")  # before any pass follows the job
+        Job.objects.filter(pk=running.pk).update(state=JobState.RUNNING)
+        wait_for(lambda: viewer.text() == "first\nsecond\n", 20, lambda: f"the first lines, got {viewer.pushes}")
+        assert viewer.pushes[0][1]["offset"] == 0
+
+
+def test_a_watcher_that_starts_pushes_new_lines_not_the_history_its_viewers_read(alice, running):
+    replica = running.replicas.get()
+    logstore.append(replica, b"history\n")
+    with watching(running, POLL), viewers(alice, running, 1) as (viewer,):
+        logstore.append(replica, b"new\n")
+        wait_for(lambda: viewer.text() == "new\n", 20, lambda: f"the new line, got {viewer.pushes}")
+        assert viewer.pushes[0][1]["offset"] == len(b"history\n")
+
+
+@pytest.mark.parametrize(("content", "start"), [
+    (b"a\nb\n", 0),  # shorter than the window: all of it
+    (b"x" * 10 + b"\nlast\n", 11),  # the first whole line inside the last 8 bytes
+    (b"x" * 8 + b"\n" + b"1234567\n", 9),  # a line that starts right where the window does
+    (b"y" * 20, 20),  # no line starts inside: nothing
+])
+def test_recent_lines_start_on_a_line_boundary_within_the_window(running, content, start):
+    replica = running.replicas.get()
+    logstore.append(replica, content)
+    assert logstore.recent_line_start(replica, 8) == start

@@ -206,15 +206,26 @@
         }
       } else if (msg.type === "log") {
         const pre = document.querySelector(`pre.log[data-replica="${msg.replica}"]`);
-        // Append only what continues exactly where the panel ends; a gap is filled by the next poll.
-        if (pre && Number(pre.dataset.next) === msg.offset) {
-          pre.append(msg.text);
+        const text = pre && continuation(msg, Number(pre.dataset.next));
+        if (text !== null) {
+          pre.append(text);
           pre.dataset.next = msg.next_offset;
           if (search && search.value) highlight();
           scrollLog();
         }
       }
     };
+  }
+  // The part of a pushed log chunk that continues where the panel ends, or null. A chunk may
+  // start before that end (a starting job's first lines are sent to everyone watching); offsets
+  // count bytes, so the overlap is cut from the encoded text, when it encodes back to as many
+  // bytes. A gap (or text that was not UTF-8) is filled by the next poll.
+  function continuation(msg, next) {
+    if (msg.offset === next) return msg.text;
+    if (msg.offset > next || msg.next_offset <= next) return null;
+    const bytes = new TextEncoder().encode(msg.text);
+    if (bytes.length !== msg.next_offset - msg.offset) return null;
+    return new TextDecoder().decode(bytes.subarray(next - msg.offset));
   }
   if (logs && logs.dataset.ws) connect(1000);
 })();
