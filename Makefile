@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: run test lint bench clean
+.PHONY: run test test-slow check lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,21 +25,26 @@ run: $(VENV)/.installed
 		"sudo apt-get install bubblewrap slirp4netns" >&2; exit 1; }
 	$(BIN)/python -m paddleweb.run
 
-## test: the whole suite, end-to-end PaddlePaddle runs included, in TEST_WORKERS parallel processes
-## (most tests wait on real processes, sockets and browsers rather than compute, so two cores keep
-## four busy; TEST_WORKERS=0 runs it in this one process)
+## test: lint, types, import layers and migrations, then the suite but for what must be slow, in
+## TEST_WORKERS parallel processes (most tests wait on real processes, sockets and browsers rather
+## than compute, so two cores keep four busy; TEST_WORKERS=0 runs it in this one process)
+## test-slow: what must be slow: real PaddlePaddle trainings (the first run installs paddlepaddle
+## into var/test/venvs) and a 4 GiB transfer
+## check: both, as CI runs them
 TEST_WORKERS ?= 4
-test: $(VENV)/.installed-dev
-	$(BIN)/ruff check .
-	$(BIN)/mypy
-	$(BIN)/lint-imports
-	$(BIN)/python manage.py makemigrations --check --dry-run -v0
-	$(BIN)/pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
+test: lint
+	$(BIN)/pytest -n $(TEST_WORKERS) -m "not e2e and not slow" $(PYTEST_ARGS)
+
+test-slow: $(VENV)/.installed-dev
+	$(BIN)/pytest -n $(TEST_WORKERS) -m "e2e or slow" $(PYTEST_ARGS)
+
+check: test test-slow
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python manage.py makemigrations --check --dry-run -v0
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/launch_overhead.py

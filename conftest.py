@@ -15,10 +15,10 @@ from tests.support import logged_in_browser, running_system, token_client
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """The real-PaddlePaddle runs, the longest tests, start first: in a parallel run (`make test`)
+    """The longest tests (real-PaddlePaddle runs, those marked slow) start first: in a parallel run
     they would otherwise come last and leave the other workers idle at the end. (pytest-django's
     own ordering, which sorts after this one and keeps it within each of its groups, stands.)"""
-    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+    items.sort(key=lambda item: item.get_closest_marker("e2e") is None and item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(scope="session", autouse=True)

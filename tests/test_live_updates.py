@@ -10,7 +10,7 @@ from jobs import services
 from pfs.services import home_of
 from tests.support import LiveASGI, logged_in_browser, make_package, needs_chromium
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300), needs_chromium]
+pytestmark = [pytest.mark.timeout(300), needs_chromium]
 
 # The second line waits for the test's signal (a file in the home), written once the page's websocket is
 # open: on a busy machine the browser can take longer to start than any fixed sleep in the job.

@@ -133,6 +133,7 @@ def http(transactional_db, live_server, alice, home_dir):
     return s
 
 
+@pytest.mark.slow
 def test_large_sparse_file_round_trip(http, home_dir, tmp_path):
     src = tmp_path / "sparse.bin"
     size = 4 * GiB + 3 * 2**20 + 7
