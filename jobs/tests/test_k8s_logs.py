@@ -3,7 +3,7 @@
 restarted watcher, a crash between writing a log and its cursor, and pod deletion."""
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.urls import reverse
@@ -33,13 +33,14 @@ def running_trainer(alice, cluster, part):
 
 def test_no_line_lost_or_doubled_across_dropped_streams(alice, cluster, part):
     job, ns, pod = running_trainer(alice, cluster, part)
-    same = datetime.now(UTC).replace(microsecond=123456)
+    # A moment already past (a pod's lines are stamped in order: "d", stamped now, comes after it).
+    same = (datetime.now(UTC) - timedelta(seconds=1)).replace(microsecond=123456)
     cluster.log(ns, pod, "a", "b", when=same)
     part.until(lambda: text_of(job) == "a\nb\n", what="first lines")
     cluster.drop_streams()
     cluster.log(ns, pod, "c", when=same)  # the same nanosecond as the last stored line
     cluster.log(ns, pod, "d")
-    part.until(lambda: text_of(job) == "a\nb\nc\nd\n", what="lines after the drop")
+    part.until(lambda: text_of(job) == "a\nb\nc\nd\n", what=lambda: f"lines after the drop, got {text_of(job)!r}")
     for i in range(3):
         cluster.drop_streams()
         cluster.log(ns, pod, f"e{i}")
