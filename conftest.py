@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from paddleweb import embedded_redis
+from core import embedded_redis
 from tests.support import logged_in_browser, running_system, token_client
 
 
@@ -153,9 +153,9 @@ def page(live_server, alice, monkeypatch):
 
 @pytest.fixture
 def zero_copy_calls(monkeypatch):
-    """The zero-copy loops paddleweb.server ran, in order: ("sendfile", offset, count) for a
+    """The zero-copy loops core.server ran, in order: ("sendfile", offset, count) for a
     response span and ("splice", bytes) for a request body."""
-    from paddleweb import server
+    from core import server
 
     seen = []
     real_send, real_store = server._send_file, server._store_body

@@ -3,19 +3,18 @@ upload chunks pfs.asgi_fast streams to disk."""
 
 from __future__ import annotations
 
+from importlib import import_module
+from types import SimpleNamespace
+
 from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from channels.security.websocket import AllowedHostsOriginValidator
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 
+from core.headers import header
+
 from .services import user_for_token
-
-
-def header(scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
 
 
 def is_token(authorization: str) -> bool:
@@ -24,6 +23,19 @@ def is_token(authorization: str) -> bool:
 
     parts = authorization.split()
     return bool(parts) and parts[0].lower() == knox_settings.AUTH_HEADER_PREFIX.lower()
+
+
+def credentials_valid(authorization: str | None, session_key: str | None) -> bool:
+    """Whether a request's credentials name an active user (the checks Django and knox make):
+    core.body_limits asks before it lets a body in."""
+    if authorization is not None and is_token(authorization):
+        return user_for_token(authorization) is not None
+    if session_key:
+        from django.contrib import auth
+
+        store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+        return auth.get_user(SimpleNamespace(session=store)).is_authenticated
+    return False
 
 
 class TokenOrSessionAuth:

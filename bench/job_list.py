@@ -90,7 +90,7 @@ def main() -> None:
 
     from accounts.models import Datacenter
     from accounts.services import issue_token
-    from paddleweb.startup import freeze_startup_heap
+    from core.startup import freeze_startup_heap
 
     setup_test_environment()
     settings.ALLOWED_HOSTS = ["testserver"]

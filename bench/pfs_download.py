@@ -1,6 +1,6 @@
 """paddlectl's own transfer speeds: `Storage.upload_file` and `Storage.download_file` (what
 `paddlectl cp` runs) of a 2 GiB file over HTTP on loopback, against the real server (uvicorn
-with paddleweb.server's protocol, as in the Procfile, started as bench/pfs_transfer.py starts
+with core.server's protocol, as in the Procfile, started as bench/pfs_transfer.py starts
 it). Prints upload MB/s, download MB/s and their ratio (goal: download >= 0.8x upload).
 
     .venv/bin/python bench/pfs_download.py [--size-mib 2048] [--repeat 3] [--progress]
@@ -89,7 +89,7 @@ def main() -> None:
         def rate(t: float) -> str:
             return f"{t:6.2f} s {size / t / MB:7.0f} MB/s"
 
-        print(f"file: {args.size_mib} MiB; paddlectl (httpx) against uvicorn + paddleweb.server; "
+        print(f"file: {args.size_mib} MiB; paddlectl (httpx) against uvicorn + core.server; "
               f"best (median) of {args.repeat}; both sides hashed equal"
               + (f"; {calls[0]} progress calls" if args.progress else ""))
         print(f"paddlectl upload:   {rate(min(up))}   (median {rate(statistics.median(up))})")

@@ -1,5 +1,5 @@
 """PFS transfer benchmark: upload and download of a 1 GiB file over HTTP on loopback, through
-the real server (uvicorn with paddleweb.server's protocol, as in the Procfile) in a subprocess,
+the real server (uvicorn with core.server's protocol, as in the Procfile) in a subprocess,
 against `cp` of the same file in the same run. Prints MB/s of each side, the ratios (goals:
 upload >= 0.7x cp, download >= 0.8x cp) and the server's peak RSS growth during the transfers
 (goal < 64 MB).
@@ -160,7 +160,7 @@ def random_file(path: Path, size: int) -> tuple[Path, str]:
 def start_server(env: dict) -> tuple[subprocess.Popen, int]:
     """uvicorn with the Procfile's protocol on a free port, once it answers."""
     port = free_port()
-    server = subprocess.Popen([str(Path(PY).parent / "uvicorn"), "--http", "paddleweb.server:HttpProtocol",
+    server = subprocess.Popen([str(Path(PY).parent / "uvicorn"), "--http", "core.server:HttpProtocol",
                                "--host", "127.0.0.1", "--port", str(port), "--no-access-log", "--lifespan", "off",
                                "paddleweb.asgi:application"],
                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
@@ -393,7 +393,7 @@ def main() -> None:
         best = {k: min(v) for k, v in times.items() if v}
         med = {k: statistics.median(v) for k, v in times.items() if v}
         print(f"file: {args.size_mib} MiB, uploaded in PATCHes of {chunk // MiB} MiB, "
-              "server: uvicorn + paddleweb.server (ASGI, Django), "
+              "server: uvicorn + core.server (ASGI, Django), "
               f"client: http.client + sendfile/{args.client}; best (median) of {args.repeat}; "
               "both sides hashed equal")
         print(f"cp (upload side):    {rate(best['cp_up'])}   (median {rate(med['cp_up'])})")

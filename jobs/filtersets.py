@@ -1,6 +1,6 @@
 import django_filters
 
-from paddleweb.pagination import NewestFirstCursorPagination
+from core.pagination import NewestFirstCursorPagination
 
 from .models import Job, JobState
 
@@ -14,7 +14,7 @@ class JobFilterSet(django_filters.FilterSet):
                                               coerce=lambda value: value == "true", method="filter_active",
                                               label="Only jobs that have not ended (true) or only ended ones (false)")
 
-    # Applied by the list's cursor pagination (paddleweb.pagination), which must page in that order.
+    # Applied by the list's cursor pagination (core.pagination), which must page in that order.
     sort = django_filters.ChoiceFilter(
         choices=[(value, label) for value, (label, _) in NewestFirstCursorPagination.sorts.items()],
         method="sorted_by_pagination", empty_label=None, label="Order: newest (default), oldest, name or -name")

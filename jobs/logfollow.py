@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 from inotify_simple import INotify, flags
 
-from paddleweb import metrics_store
+from core import metrics_store
 
 from . import logstore, notify
 

@@ -92,7 +92,7 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created"]
-        # A user's list, newest first, in the order of its cursor (paddleweb.pagination).
+        # A user's list, newest first, in the order of its cursor (core.pagination).
         indexes = [models.Index(fields=["user", "-created", "-id"], name="job_user_newest_first")]
         constraints = [
             models.UniqueConstraint(fields=["user", "name"], name="job_unique_name_per_user"),

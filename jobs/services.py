@@ -14,7 +14,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from paddleweb import health
+from core import health
 from pfs import packages
 from pfs.paths import PathError, home
 from quotas.services import lock_admissions

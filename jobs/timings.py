@@ -1,9 +1,9 @@
 """How long a job waited, observed once when it reaches Running (from its job-level events), into
-the histograms that /metrics serves (paddleweb/metrics_store.py)."""
+the histograms that /metrics serves (core/metrics_store.py)."""
 
 from __future__ import annotations
 
-from paddleweb import metrics_store
+from core import metrics_store
 
 from .models import Job, JobEvent, JobState
 

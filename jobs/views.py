@@ -8,7 +8,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from accounts.models import Datacenter
-from paddleweb.pagination import cursor_page
+from core.pagination import cursor_page
 
 from . import job_page, retention, services, usage
 from .filtersets import JobFilterSet

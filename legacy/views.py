@@ -22,8 +22,8 @@ from rest_framework.exceptions import ParseError
 from accounts import services as accounts
 from accounts import throttle
 from accounts.models import Datacenter
+from core.parsers import BoundedJSONParser
 from jobs import services as jobs
-from paddleweb.parsers import BoundedJSONParser
 from pfs import chunks, shares, transfer
 from pfs import services as pfs
 from pfs.paths import PathError

@@ -5,11 +5,10 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
 from accounts.api import urls as accounts_api
+from core.api import not_found
+from core.health_api import HealthView
 from jobs.api import urls as jobs_api
 from notifications.api import urls as notifications_api
-
-from .api import not_found
-from .health_api import HealthView
 
 # Each app routes its own API (<app>/api/urls.py); this router only serves the index of them all.
 index = DefaultRouter()

@@ -21,8 +21,8 @@ _heartbeat = None
 
 @worker_ready.connect
 def _start_heartbeat(sender, **kwargs):
-    # Seen alive by /api/v2/health/ and the pages until we stop or die (paddleweb/health.py).
-    from paddleweb import health
+    # Seen alive by /api/v2/health/ and the pages until we stop or die (core/health.py).
+    from core import health
 
     global _heartbeat
     _heartbeat = health.Heartbeat("worker")

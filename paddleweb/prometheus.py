@@ -3,10 +3,10 @@
 What the web process cannot see itself is read at scrape time, so every web pod answers the same
 and nothing is lost when a process restarts:
 * jobs by state and datacenter: a count in the database;
-* worker and watcher liveness: their heartbeats in Redis (paddleweb/health.py);
+* worker and watcher liveness: their heartbeats in Redis (core/health.py);
 * restarts of replicas, by datacenter: a sum in the database;
 * job queue wait, submit-to-running, watcher pass and log push times: histograms the worker and watcher
-  keep in Redis (paddleweb/metrics_store.py).
+  keep in Redis (core/metrics_store.py).
 API latency is this process's own (one uvicorn process per web pod): a histogram by view name,
 method and status, from the `request_latency` middleware.
 """
@@ -37,7 +37,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from . import health, metrics_store
+from core import health, metrics_store
 
 # Methods outside this set are counted as "other": a client may send any word as its method,
 # and each distinct label value would be a new series.

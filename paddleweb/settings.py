@@ -112,7 +112,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "paddleweb.health.warning_context",
+                "core.health.warning_context",
             ],
         },
     },
@@ -200,7 +200,7 @@ CACHES = {
 }
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "paddleweb.channel_layer.RedisChannelLayer",
+        "BACKEND": "core.channel_layer.RedisChannelLayer",
         # A receive blocks in Redis for up to 5 s (channels_redis' brpop_timeout); redis-py's
         # default read timeout is also 5 s, which made idle subscribers fail at random.
         "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}],
@@ -240,12 +240,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_PAGINATION_CLASS": "paddleweb.pagination.StrictLimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     # DRF's defaults, with a JSON parser that refuses deep nesting (400, not a RecursionError).
-    "DEFAULT_PARSER_CLASSES": ["paddleweb.parsers.BoundedJSONParser", "rest_framework.parsers.FormParser",
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.BoundedJSONParser", "rest_framework.parsers.FormParser",
                                "rest_framework.parsers.MultiPartParser"],
     # No OPTIONS introspection (405): the OpenAPI schema describes the API, and DRF's metadata
     # crashed (500) on views without a queryset.
@@ -273,9 +273,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SCHEMA_PATH_PREFIX": "/api/v2",
     "ENUM_NAME_OVERRIDES": {"JobStateEnum": "jobs.models.JobState", "ReplicaStateEnum": "jobs.models.ReplicaState"},
-    # Every operation's error answers, described once (paddleweb/api_schema.py).
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "paddleweb.api_schema.document_errors",
-                            "paddleweb.api_schema.document_empty_filters"],
+    # Every operation's error answers, described once (core/api_schema.py).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "core.api_schema.document_errors",
+                            "core.api_schema.document_empty_filters"],
 }
 
 # --- HTTPS ----------------------------------------------------------------------------------
@@ -318,7 +318,7 @@ LOG_INOTIFY = env.bool("LOG_INOTIFY", True)
 # runs; the newest USAGE_SAMPLES_KEPT per replica are kept (720 at 5 s: its last hour).
 USAGE_SAMPLE_SECONDS = env.float("USAGE_SAMPLE_SECONDS", 5.0)
 USAGE_SAMPLES_KEPT = env.int("USAGE_SAMPLES_KEPT", 720)
-# Worker and watcher heartbeats in Redis (paddleweb/health.py): renewed every HEARTBEAT_INTERVAL
+# Worker and watcher heartbeats in Redis (core/health.py): renewed every HEARTBEAT_INTERVAL
 # seconds, a process is reported gone HEARTBEAT_TTL seconds after its last one.
 HEARTBEAT_INTERVAL = env.float("HEARTBEAT_INTERVAL", 5.0)
 HEARTBEAT_TTL = env.int("HEARTBEAT_TTL", 15)
@@ -332,7 +332,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "tmp")
 Path(FILE_UPLOAD_TEMP_DIR).mkdir(exist_ok=True)
-# Request bodies, checked from the head before any byte is read (paddleweb/body_limits.py):
+# Request bodies, checked from the head before any byte is read (core/body_limits.py):
 # without login only these paths take a body, of at most ANONYMOUS_BODY_MAX bytes; a logged-in
 # body at most REQUEST_BODY_MAX (a 64 MiB one-shot PUT or upload chunk, plus form overhead).
 ANONYMOUS_BODY_PATHS = ("/login/", "/admin/login/", "/api/v2/auth/token/", "/api-token-auth/")

@@ -1,6 +1,6 @@
 """The ASGI entry for HTTP (paddleweb/asgi.py mounts it): Django, plus a streaming path for
 upload chunks that Django's ASGI handler cannot stream, spliced to disk where the server offers
-that (paddleweb.server, which the Procfile runs).
+that (core.server, which the Procfile runs).
 
 Why: Django's ASGI handler reads a whole request body (spooled to a temporary file past 2.5 MB)
 before any view runs, and the view then copies it again into the upload's part file; for a
@@ -46,12 +46,20 @@ from urllib.parse import parse_qs
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
 
-from accounts.asgi import header, is_token
-from paddleweb.server import BODY_TO_FILE
+from accounts.asgi import is_token
+from core.headers import header
+from core.server import BODY_TO_FILE
 
 UPLOAD_CHUNK_PATH = re.compile(r"^/api/v2/uploads/(?P<id>[^/]+)/$")
 CONTENT_PATH = "/api/v2/files/content/"
 BATCH = 4 << 20  # bytes handed to one pwritev; two batches at most are held per request
+
+
+def streams_body(method: str, path: str, authorization: str | None) -> bool:
+    """Whether this request's body is streamed here (core.body_limits leaves its bound to us: the
+    upload's declared size)."""
+    return (method == "PATCH" and UPLOAD_CHUNK_PATH.match(path) is not None and authorization is not None
+            and is_token(authorization))
 
 
 class PfsASGI:

@@ -28,7 +28,7 @@ import stat
 
 from django.core.handlers.asgi import ASGIHandler
 
-from paddleweb.server import ZERO_COPY_SEND
+from core.server import ZERO_COPY_SEND
 
 from . import transfer
 

@@ -5,7 +5,7 @@ each block in a worker thread (`in_threads`) instead of Django's fallback of rea
 response into memory first, and hands it to the server as one message (not re-sliced), so a
 download costs one thread hop and one `send` per BLOCK bytes; memory stays at a block or two
 per download whatever the file's size. A file's bytes (`response.file_span`) go by zero-copy
-send instead when the server offers it (paddleweb.server), never entering Python at all."""
+send instead when the server offers it (core.server), never entering Python at all."""
 
 from __future__ import annotations
 

@@ -127,7 +127,7 @@ def logged_in_browser(base_url: str, monkeypatch):
 
 class LiveASGI:
     """uvicorn serving an ASGI application (paddleweb's by default) on a free loopback port, in a
-    thread, with the Procfile's HTTP protocol (paddleweb.server) and uncompressed websockets; with
+    thread, with the Procfile's HTTP protocol (core.server) and uncompressed websockets; with
     `zero_copy=False`, with stock uvicorn's, which offers no zero-copy extension (the apps'
     fallback path)."""
 
@@ -141,7 +141,7 @@ class LiveASGI:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
         config = uvicorn.Config(application, host="127.0.0.1", port=self.port, lifespan="off",
-                                http="paddleweb.server:HttpProtocol" if zero_copy else "httptools",
+                                http="core.server:HttpProtocol" if zero_copy else "httptools",
                                 ws_per_message_deflate=False, log_level="warning", access_log=False)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

@@ -1,4 +1,4 @@
-"""Request bodies are bounded from the head alone (paddleweb/body_limits.py), against the real
+"""Request bodies are bounded from the head alone (core/body_limits.py), against the real
 application served by uvicorn with the Procfile's protocol. What is checked is what a hostile
 client sees on the wire: the refusal arrives while it has sent only a small part of its body,
 and the server then closes the connection instead of reading on."""

@@ -45,13 +45,14 @@ def test_every_deploy_manifest_validates():
 def test_the_dockerfile_installs_the_pinned_requirements_and_runs_unprivileged():
     text = (DEPLOY / "Dockerfile").read_text()
     assert "pip install --no-cache-dir -r requirements.txt" in text and "USER 10001" in text
-    for app in ("paddleweb", "accounts", "jobs", "pfs", "quotas", "legacy", "templates", "static"):
+    for app in ("paddleweb", "core", "accounts", "jobs", "pfs", "quotas", "legacy", "notifications", "templates",
+                "static"):
         assert f"COPY {app} {app}" in text
 
 
 def test_the_web_server_runs_uvicorn_with_the_zero_copy_protocol_everywhere():
     """The Procfile, the image and the web Deployment start the same server: uvicorn (which
-    requirements.txt installs; daphne is a test-only package) with paddleweb.server's protocol, and
+    requirements.txt installs; daphne is a test-only package) with core.server's protocol, and
     without websocket compression (compressing each viewer's copy of a log push would cost more
     than all else: jobs/tests/test_live_logs.py)."""
     import shlex
@@ -62,7 +63,7 @@ def test_the_web_server_runs_uvicorn_with_the_zero_copy_protocol_everywhere():
     pod_cmd = web["spec"]["template"]["spec"]["containers"][0]["command"]
     for argv in (shlex.split(procfile["web"]), image_cmd, pod_cmd):
         assert argv[:2] == ["uvicorn", "paddleweb.asgi:application"], argv
-        assert argv[argv.index("--http") + 1] == "paddleweb.server:HttpProtocol", argv
+        assert argv[argv.index("--http") + 1] == "core.server:HttpProtocol", argv
         assert argv[argv.index("--ws-per-message-deflate") + 1] == "false", argv
     assert any(line.startswith("uvicorn==") for line in (ROOT / "requirements.txt").read_text().splitlines())
 

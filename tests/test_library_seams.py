@@ -12,11 +12,11 @@ from importlib.metadata import version
 
 import pytest
 
-from paddleweb import channel_layer, server
+from core import channel_layer, server
 from pfs import asgi_responses
 
 SEAMS = {server: "uvicorn", asgi_responses: "django", channel_layer: "channels_redis"}
-FIRST_PARTY = ("accounts", "jobs", "legacy", "notifications", "paddleweb", "pfs", "quotas")
+FIRST_PARTY = ("accounts", "core", "jobs", "legacy", "notifications", "paddleweb", "pfs", "quotas")
 
 
 def fingerprint(dotted: str) -> str:

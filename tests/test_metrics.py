@@ -8,11 +8,11 @@ from django.conf import settings
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from core import health
 from jobs.backends.local import LocalBackend
 from jobs.management.commands.watch_jobs import WatchLoop
 from jobs.models import Job
 from jobs.tests.test_local_backend import run_until_done, submit
-from paddleweb import health
 
 TOKEN = "s3cret-scrape-token"
 
@@ -200,7 +200,7 @@ def test_replica_restarts_are_summed_by_datacenter(alice, datacenter, scrape):
 
 
 def test_installs_sharing_one_redis_see_only_their_own_metrics_and_heartbeats(settings):
-    from paddleweb import metrics_store
+    from core import metrics_store
 
     hist = metrics_store.Histogram("paddlecloud_test_shared_redis_seconds", "a test histogram", (1.0,))
     caches = settings.CACHES

@@ -1,4 +1,4 @@
-"""paddleweb.server, the web server's HTTP protocol, over real sockets: uvicorn in a thread
+"""core.server, the web server's HTTP protocol, over real sockets: uvicorn in a thread
 serving a small ASGI app that uses the two zero-copy extensions the way pfs does. What is
 checked is what a client sees on the wire (bytes, framing, keep-alive) and what lands in the
 file, plus how the server copes with clients that expect 100-continue, cut a body short or go
@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from paddleweb import server
+from core import server
 from tests.support import LiveASGI
 
 MiB = 2**20

@@ -12,7 +12,7 @@ from rest_framework.test import APIRequestFactory
 from rest_framework.throttling import SimpleRateThrottle
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVICE_PACKAGES = ("accounts", "jobs", "pfs", "quotas", "legacy", "paddleweb")
+SERVICE_PACKAGES = ("accounts", "core", "jobs", "pfs", "quotas", "legacy", "notifications", "paddleweb")
 # Entry points may only name the settings module before Django starts.
 SETTINGS_MODULES = {"paddleweb/settings.py", "paddleweb/test_settings.py"}
 

@@ -17,7 +17,7 @@ import psutil
 import pytest
 from django.conf import settings
 
-from paddleweb import embedded_redis
+from core import embedded_redis
 from tests.support import wait_for
 
 # The test run's own settings travel in the environment; the tree must use its defaults instead
@@ -132,7 +132,7 @@ def test_a_second_run_on_the_same_state_directory_is_refused(tree):
 
 
 def test_a_second_bundled_redis_leaves_the_first_ones_socket_alone(tree):
-    second = subprocess.run([sys.executable, "-m", "paddleweb.embedded_redis"], cwd=settings.BASE_DIR,
+    second = subprocess.run([sys.executable, "-m", "core.embedded_redis"], cwd=settings.BASE_DIR,
                             env=tree.env, capture_output=True, text=True, timeout=60)
     assert second.returncode == 1 and "already answers" in second.stderr
     assert embedded_redis.is_up(str(tree.var / "redis.sock"))

@@ -16,9 +16,9 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
+from core import health
 from jobs import services
 from jobs.backends.local import runtime
-from paddleweb import health
 from tests.support import job_processes, make_package, running_system, wait_for, wait_state
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -137,7 +137,7 @@ def _health() -> tuple[int, dict]:
 def _probe(role: str) -> subprocess.CompletedProcess:
     """The Kubernetes liveness command of the worker and watcher pods."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "paddleweb.settings", "REDIS_URL": settings.REDIS_URL}
-    return subprocess.run([sys.executable, "-m", "paddleweb.health", role], cwd=settings.BASE_DIR, env=env,
+    return subprocess.run([sys.executable, "-m", "core.health", role], cwd=settings.BASE_DIR, env=env,
                           capture_output=True, text=True, timeout=60)
 
 

@@ -7,7 +7,7 @@ from rest_framework.response import Response
 
 from accounts import services, throttle
 from accounts.models import ApiToken, Datacenter, Registry
-from paddleweb.api import OwnedViewSet, field_errors
+from core.api import OwnedViewSet, field_errors
 
 from .serializers import (
     ApiTokenSerializer,

@@ -5,11 +5,11 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
+from core.api import OwnedViewSet, field_errors
+from core.pagination import NewestFirstCursorPagination
 from jobs import services, usage
 from jobs.filtersets import JobFilterSet
 from jobs.models import Job, JobEvent, Replica
-from paddleweb.api import OwnedViewSet, field_errors
-from paddleweb.pagination import NewestFirstCursorPagination
 
 from .serializers import (
     JobCloneSerializer,

@@ -153,7 +153,7 @@ def test_version_is_public(client):
 
 
 def test_a_queued_job_says_when_it_waits_because_no_worker_is_running(alice_api, alice, pkg):
-    from paddleweb import health
+    from core import health
 
     assert alice_api.post("/api/v2/jobs/", {"name": "fit", "package": pkg, "entry": "python train.py",
                                             "pservers": 1}, format="json").status_code == 201

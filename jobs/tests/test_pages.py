@@ -158,7 +158,7 @@ def test_metric_lines_become_series(web, alice):
 
 
 def test_a_queued_jobs_page_says_no_worker_is_running(web, alice):
-    from paddleweb import health
+    from core import health
 
     pkg = make_package(alice, "fit", {"train.py": ""})
     services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py", "pservers": 1})

@@ -3,9 +3,9 @@ from rest_framework import mixins, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from core.api import OwnedViewSet, field_errors
 from notifications import services
 from notifications.models import Webhook
-from paddleweb.api import OwnedViewSet, field_errors
 
 from .serializers import DeliverySerializer, NewWebhookSerializer, WebhookSerializer
 

@@ -1,4 +1,4 @@
-"""The ASGI HTTP entry (pfs/asgi_fast.py) over real HTTP: uvicorn with paddleweb.server's
+"""The ASGI HTTP entry (pfs/asgi_fast.py) over real HTTP: uvicorn with core.server's
 protocol, as in the Procfile, runs the project's ASGI application in a thread against the test
 database. Upload chunks sent with a token take the streaming route (auth, ownership, offsets,
 size, checksums, completion and a resume after a cut connection are checked there), their
@@ -111,7 +111,7 @@ def test_authentication_is_required(live_asgi, home_dir):
         r = requests.patch(url, data=b"0123456789", headers={**headers, "Authorization": bad})
         assert r.status_code == 401, (bad, r.text)
         assert r.headers["WWW-Authenticate"] == "Token" and r.json()["detail"]
-    assert live_asgi.streamed == []  # refused from the head, in front of the route (paddleweb/body_limits.py)
+    assert live_asgi.streamed == []  # refused from the head, in front of the route (core/body_limits.py)
     assert part(home_dir, uid).stat().st_size == 0  # nothing written
 
 

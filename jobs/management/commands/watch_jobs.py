@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connection
 from django.db.models import QuerySet
 
+from core import health, metrics_store
 from jobs import usage
 from jobs.backends import registry
 from jobs.backends.base import Watcher
@@ -20,7 +21,6 @@ from jobs.lifecycle import sync_job
 from jobs.logfollow import LogFollower
 from jobs.models import Job
 from jobs.tasks import jobs_to_watch
-from paddleweb import health, metrics_store
 
 log = logging.getLogger(__name__)
 

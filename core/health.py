@@ -6,7 +6,7 @@ live of HEARTBEAT_TTL seconds, renewed every HEARTBEAT_INTERVAL: a process that 
 `kill -9`) or hangs is seen gone within HEARTBEAT_TTL. Redis, not the database, because a
 beat every few seconds per process should cost nothing and vanish by itself.
 
-`python -m paddleweb.health worker|watcher` exits 0 when this host's process of that role beat
+`python -m core.health worker|watcher` exits 0 when this host's process of that role beat
 recently (the Kubernetes liveness command of those pods), 1 otherwise.
 """
 
@@ -133,7 +133,7 @@ def warning_context(request) -> dict:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in ROLES:
-        print(f"usage: python -m paddleweb.health {'|'.join(ROLES)}", file=sys.stderr)
+        print(f"usage: python -m core.health {'|'.join(ROLES)}", file=sys.stderr)
         return 2
     try:
         up = socket.gethostname() in alive(argv[0])

@@ -1,7 +1,7 @@
 """The web server's HTTP protocol: uvicorn's httptools protocol plus two zero-copy routes for
 file bodies, so the bytes of a PFS transfer never pass through Python.
 
-Run with `uvicorn --http paddleweb.server:HttpProtocol ...` (the Procfile and the image do).
+Run with `uvicorn --http core.server:HttpProtocol ...` (the Procfile and the image do).
 
 Each request's ASGI scope advertises, under `scope["extensions"]`:
 

@@ -20,37 +20,26 @@ instead of draining it.
 from __future__ import annotations
 
 import json
-from importlib import import_module
-from types import SimpleNamespace
+from collections.abc import Callable
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http.cookie import parse_cookie
 
-from accounts.asgi import header, is_token
-from pfs.asgi_fast import UPLOAD_CHUNK_PATH
+from .headers import header
+
+# Whether a request's credentials (its Authorization header, its session key) name an active user.
+Authenticated = Callable[[str | None, str | None], bool]
+# Whether a route streams this request's body itself, bounded by its own rules (method, path, Authorization).
+Streamed = Callable[[str, str, str | None], bool]
 
 
-def _authenticated(authorization: str | None, session_key: str | None) -> bool:
-    """Whether the request's credentials name an active user (the checks Django and knox make)."""
-    if authorization is not None and is_token(authorization):
-        from accounts.services import user_for_token
-
-        return user_for_token(authorization) is not None
-    if session_key:
-        from django.contrib import auth
-
-        store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
-        return auth.get_user(SimpleNamespace(session=store)).is_authenticated
-    return False
-
-
-def body_limit(method: str, path: str, authorization: str | None, authenticated: bool) -> int | None:
+def body_limit(path: str, authenticated: bool, streamed: bool) -> int | None:
     """The most bytes this request's body may have: 0 refuses any body, None leaves the bound to
-    the view (the token upload-chunk route, bounded by the upload's declared size)."""
+    the route that streams it (the token upload-chunk route, bounded by the upload's declared size)."""
     if not authenticated:
         return settings.ANONYMOUS_BODY_MAX if path in settings.ANONYMOUS_BODY_PATHS else 0
-    if method == "PATCH" and UPLOAD_CHUNK_PATH.match(path) and authorization and is_token(authorization):
+    if streamed:
         return None
     return settings.REQUEST_BODY_MAX
 
@@ -69,8 +58,14 @@ def _too_large(limit: int) -> str:
 
 
 class BodyLimit:
-    def __init__(self, app):
+    """The app behind it gets only bodies within their bound. What the credentials are worth and
+    which routes stream their own bodies is the apps' to say (paddleweb/asgi.py passes accounts'
+    and pfs' answers in): core knows no app."""
+
+    def __init__(self, app, *, authenticated: Authenticated, streamed: Streamed):
         self.app = app
+        self.authenticated = authenticated
+        self.streamed = streamed
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -90,9 +85,9 @@ class BodyLimit:
             path = path[len(root):]
         authorization = header(scope, b"authorization")
         cookies = parse_cookie(header(scope, b"cookie") or "")
-        authenticated = await database_sync_to_async(_authenticated)(
+        authenticated = await database_sync_to_async(self.authenticated)(
             authorization, cookies.get(settings.SESSION_COOKIE_NAME))
-        limit = body_limit(scope["method"], path, authorization, authenticated)
+        limit = body_limit(path, authenticated, self.streamed(scope["method"], path, authorization))
         if limit == 0:
             return await _refuse(send, 401, "Authentication credentials were not provided.",
                                  [(b"www-authenticate", b"Token")])

