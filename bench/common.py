@@ -31,7 +31,7 @@ def service(var_dir: str | None = None):
     from django.core.management import call_command
 
     from core import embedded_redis
-    from jobs.management.commands.watch_jobs import WatchLoop
+    from jobs.watch import WatchLoop
     from paddleweb.celery import app
 
     redis = embedded_redis.ensure_running(settings.EMBEDDED_REDIS_SOCKET) if settings.EMBEDDED_REDIS_SOCKET else None

@@ -92,9 +92,9 @@ def main() -> None:
             # Stop watching before the emulated cluster goes away (the watcher loop lets go of
             # a datacenter that is no longer kubernetes).
             Datacenter.objects.filter(pk=dc.pk).update(backend="local")
-            from jobs.backends.kubernetes import watch as k8s_watch
+            from jobs.backends.kubernetes import informer as k8s_informer
 
-            k8s_watch.stop_all()
+            k8s_informer.stop_all()
             ratio = results[SIZES[1]] / results[SIZES[0]]
             polling = SIZES[1] * 3 * 60 / 5  # list pods + get StatefulSet + get Job per job every 5 s
             print(f"ratio {SIZES[1]} vs {SIZES[0]} jobs: {ratio:.2f} (goal <= 1.2); "

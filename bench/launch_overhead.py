@@ -33,7 +33,8 @@ def direct() -> float:
 
 
 def through_service(user, n: int) -> tuple[float, float]:
-    from jobs import logstore, services
+    from jobs import services
+    from jobs.live import logstore
     from jobs.models import Job
     from pfs.paths import home
 

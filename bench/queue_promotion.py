@@ -33,7 +33,7 @@ def submit(user, name: str, program: str):
 
 
 def log_of(job) -> str:
-    from jobs import logstore
+    from jobs.live import logstore
 
     return logstore.read(job.replicas.get()).text
 

@@ -6,7 +6,7 @@ from django.conf import settings
 from accounts.models import Datacenter, Registry
 
 from . import spec
-from .logstore import MAX_LOG_LINES
+from .live.logstore import MAX_LOG_LINES
 from .services import source_spec
 
 
@@ -57,7 +57,7 @@ SpecForm = type("SpecForm", (forms.Form,), {f.name: form_field(f) for f in spec.
 
 class JobForm(SpecForm):
     """The spec's form fields (jobs/spec.py) and where the package comes from; the rules live in
-    jobs.validation, shared with the APIs."""
+    jobs.submission.validation, shared with the APIs."""
 
     source = forms.ChoiceField(
         choices=[("upload", "Upload it now"), ("pfs", "Already in my storage")], initial="upload",

@@ -16,7 +16,8 @@ from django.utils.http import content_disposition_header
 
 from pfs.transfer import FileSpan, SpanResponse
 
-from . import logstore, metrics, services
+from . import services
+from .live import logstore, metrics
 from .models import JobState, ReplicaState
 
 if TYPE_CHECKING:

@@ -75,7 +75,7 @@ class Job(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     # When it last entered the queue (submitted, resumed): first in, first out within a user.
     queued_at = models.DateTimeField(null=True, blank=True)
-    # Place in its datacenter's queue (1: next), kept by each admission pass (jobs/queue.py).
+    # Place in its datacenter's queue (1: next), kept by each admission pass (jobs/lifecycle/queue.py).
     queue_position = models.PositiveIntegerField(null=True, blank=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
@@ -173,7 +173,7 @@ class JobEvent(models.Model):
 
 
 class ReplicaSample(models.Model):
-    """A replica's CPU and memory at one moment (jobs/usage.py): at most USAGE_SAMPLES_KEPT per
+    """A replica's CPU and memory at one moment (jobs/live/usage.py): at most USAGE_SAMPLES_KEPT per
     replica, the oldest dropped first; kept after the job ends, deleted with it."""
 
     replica = models.ForeignKey(Replica, on_delete=models.CASCADE, related_name="samples")

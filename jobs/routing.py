@@ -2,7 +2,7 @@ from channels.security.websocket import WebsocketDenier
 from django.urls import path, re_path
 
 from . import converters  # noqa: F401 (registers <jobname:>)
-from .consumers import JobConsumer
+from .live.consumers import JobConsumer
 
 websocket_urlpatterns = [
     path("ws/jobs/<jobname:name>/", JobConsumer.as_asgi()),

@@ -19,11 +19,13 @@ from pfs import packages
 from pfs.paths import PathError, home
 from quotas.services import lock_admissions
 
-from . import logstore, retention, spec
-from .attempts import new_attempt
+from . import spec
+from .lifecycle import retention
+from .live import logstore
 from .models import ACTIVE_STATES, ADMITTED_STATES, REPLICA_DONE, Job, JobEvent, JobState, Replica, ReplicaState
-from .transitions import transition
-from .validation import validate_submission
+from .state.attempts import new_attempt
+from .state.transitions import transition
+from .submission.validation import validate_submission
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -77,7 +79,7 @@ def _package_path(user: User, data: Mapping[str, Any]) -> str:
 
 
 def _create(user: User, cleaned: dict[str, Any]) -> Job:
-    """Queue the job; the datacenter's admission pass starts it if it fits (jobs/queue.py). A
+    """Queue the job; the datacenter's admission pass starts it if it fits (jobs/lifecycle/queue.py). A
     fail-fast job is admitted by a pass in this very transaction (which holds the datacenter's
     lock, so parallel submissions cannot all fit), or refused with the queue's reasons and nothing
     of it left."""

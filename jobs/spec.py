@@ -4,7 +4,7 @@ Each `Field` holds the type, default, bounds, help text and the surfaces that sh
 model's column options and CheckConstraints, the page's form fields, the API's submit serializer
 (and so the OpenAPI schema) and the type/bounds part of validation are all derived from `SPEC`
 (the derivations are in jobs/models.py, jobs/forms.py and jobs/api/serializers.py); the rules that
-need more than one field or the database are named functions in jobs/validation.py.
+need more than one field or the database are named functions in jobs/submission/validation.py.
 
 A new field is one `Field` below, its column line on the Job model (`x = spec.model_field("x")`)
 with its migration, and its behaviour (a rule in validation.RULES if it has one); the tests in

@@ -14,19 +14,20 @@ from django.utils import timezone
 
 from accounts.models import Datacenter
 
-from . import logstore, queue, retention
 from .backends.base import LaunchError
 from .backends.registry import get_backend
-from .lifecycle import sync_job
+from .lifecycle import queue, retention
+from .lifecycle.sync import sync_job
+from .live import logstore
 from .models import TERMINAL_STATES, Job, JobState, ReplicaState
-from .transitions import transition
+from .state.transitions import transition
 
 log = logging.getLogger(__name__)
 
 
 def _claim(job_id: int) -> Job | None:
     """Take the launch of a job the queue admitted (Building, no heartbeat yet), or of one whose
-    launcher went quiet (crashed). A queued job waits for the queue (jobs/queue.py)."""
+    launcher went quiet (crashed). A queued job waits for the queue (jobs/lifecycle/queue.py)."""
     now = timezone.now()
     stale = now - timedelta(seconds=settings.LAUNCH_LEASE_SECONDS)
     job = Job.objects.filter(pk=job_id).select_related("datacenter", "user").first()

@@ -10,10 +10,12 @@ from django.views.decorators.http import require_POST
 from accounts.models import Datacenter
 from core.pagination import cursor_page
 
-from . import job_page, retention, services, usage
+from . import job_page, services
 from .filtersets import JobFilterSet
 from .forms import JobForm, LogLinesForm
-from .metrics import parse_metrics
+from .lifecycle import retention
+from .live import usage
+from .live.metrics import parse_metrics
 from .models import ADMITTED_STATES, JobState, ReplicaState
 
 

@@ -2,7 +2,7 @@ from typing import Any
 
 from django.dispatch import receiver
 
-from jobs.notify import state_changed
+from jobs.live.notify import state_changed
 
 from . import services
 

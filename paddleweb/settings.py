@@ -308,13 +308,13 @@ LAUNCH_LEASE_SECONDS = env.float("LAUNCH_LEASE_SECONDS", 60.0)
 QUEUE_BACKFILL_SECONDS = env.float("QUEUE_BACKFILL_SECONDS", 600.0)
 WATCH_INTERVAL = env.float("WATCH_INTERVAL", 0.5)
 # A failed replica (or a gang-restarted job) starts again after RESTART_BACKOFF_SECONDS, doubling
-# with every restart up to RESTART_BACKOFF_MAX_SECONDS (jobs/restarts.py).
+# with every restart up to RESTART_BACKOFF_MAX_SECONDS (jobs/lifecycle/restarts.py).
 RESTART_BACKOFF_SECONDS = env.float("RESTART_BACKOFF_SECONDS", 10.0)
 RESTART_BACKOFF_MAX_SECONDS = env.float("RESTART_BACKOFF_MAX_SECONDS", 300.0)
 # Push new log lines as they are written (inotify on LOGS_ROOT); off where other hosts write the
 # log files (a network filesystem), so only the watcher's passes push them.
 LOG_INOTIFY = env.bool("LOG_INOTIFY", True)
-# Replica CPU and memory (jobs/usage.py): sampled every USAGE_SAMPLE_SECONDS per job while it
+# Replica CPU and memory (jobs/live/usage.py): sampled every USAGE_SAMPLE_SECONDS per job while it
 # runs; the newest USAGE_SAMPLES_KEPT per replica are kept (720 at 5 s: its last hour).
 USAGE_SAMPLE_SECONDS = env.float("USAGE_SAMPLE_SECONDS", 5.0)
 USAGE_SAMPLES_KEPT = env.int("USAGE_SAMPLES_KEPT", 720)

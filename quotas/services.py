@@ -1,5 +1,5 @@
 """Quota lookup, what admitted jobs hold, a datacenter's capacity, and the checks the queue admits
-jobs by (jobs/queue.py); the reason texts users see come from here."""
+jobs by (jobs/lifecycle/queue.py); the reason texts users see come from here."""
 
 from __future__ import annotations
 

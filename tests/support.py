@@ -75,7 +75,7 @@ def running_system(worker: bool = True, watcher: bool = True):
     from celery.contrib.testing.worker import start_worker
     from celery.signals import task_postrun
 
-    from jobs.management.commands.watch_jobs import WatchLoop
+    from jobs.watch import WatchLoop
     from paddleweb.celery import app
 
     stop = threading.Event()
@@ -165,7 +165,7 @@ def job_processes(job: Job) -> list[psutil.Process]:
     """Every live process belonging to the job: its keepers and anything they started."""
     from django.conf import settings
 
-    from jobs.backends.local import SHIM
+    from jobs.backends.local.backend import KEEPER
 
     root = str(settings.JOBS_ROOT / str(job.pk))
     found = []
@@ -175,7 +175,7 @@ def job_processes(job: Job) -> list[psutil.Process]:
             cwd = proc.info["cwd"] or ""
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-        if (str(SHIM) in cmdline and root in cmdline) or cwd.startswith(root):
+        if (str(KEEPER) in cmdline and root in cmdline) or cwd.startswith(root):
             try:
                 if proc.status() != psutil.STATUS_ZOMBIE:
                     found.append(proc)
@@ -211,7 +211,7 @@ def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
 def replica_program(job: Job, replica_name: str, needle: str) -> psutil.Process | None:
     """The process of a local job's replica whose command line holds `needle` (its training
     program, not the keeper or sandbox around it: the deepest such process), or None."""
-    from jobs.backends.local import LocalBackend
+    from jobs.backends.local.backend import LocalBackend
 
     role, index = replica_name.split("-")
     replica = job.replicas.get(role=role, index=int(index))
@@ -229,7 +229,7 @@ def replica_program(job: Job, replica_name: str, needle: str) -> psutil.Process 
 
 def run_until_done(job: Job, timeout: float = 30) -> Job:
     """Drive a local job as the worker and watcher would: launch, then observe until it ends."""
-    from jobs.lifecycle import sync_job
+    from jobs.lifecycle.sync import sync_job
     from jobs.tasks import launch_job
 
     launch_job(job.pk)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs import logstore
-from jobs.metrics import parse_metrics
+from jobs.live import logstore
+from jobs.live.metrics import parse_metrics
 from jobs.models import Job
 from pfs.paths import home
 from tests.support import job_processes, replica_program, wait_for, wait_state

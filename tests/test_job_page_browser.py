@@ -6,7 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from playwright.sync_api import expect
 
-from jobs import logstore, notify, services
+from jobs import services
+from jobs.live import logstore, notify
 from jobs.models import Job, Replica, ReplicaState
 from tests.support import LiveASGI, logged_in_browser, make_package, needs_chromium
 

@@ -96,7 +96,7 @@ def to_permission(method: str, path: str) -> tuple[str, str, str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_rbac_allows_every_request_of_a_jobs_life_and_no_more(alice, cluster, k8s_dc):
-    from jobs.backends.kubernetes import watch as k8s_watch
+    from jobs.backends.kubernetes import informer as k8s_informer
     from jobs.services import kill_job
     from jobs.tasks import delete_job_task, stop_job
 
@@ -122,7 +122,7 @@ def test_rbac_allows_every_request_of_a_jobs_life_and_no_more(alice, cluster, k8
         delete_job_task.run(job.pk)
     finally:
         part.part.stop()
-        k8s_watch.stop_all()
+        k8s_informer.stop_all()
     used = {to_permission(m, p) for _, m, p in cluster.requests}
     allowed = granted()
     assert used - allowed == set()
@@ -145,7 +145,7 @@ GANG_LIFE = {("scheduling.volcano.sh", "podgroups", v) for v in ("list", "watch"
 
 @pytest.mark.django_db(transaction=True)
 def test_rbac_allows_a_gang_scheduled_jobs_restart_and_suspend(alice, cluster, k8s_dc):
-    from jobs.backends.kubernetes import watch as k8s_watch
+    from jobs.backends.kubernetes import informer as k8s_informer
     from jobs.backends.registry import get_backend
     from jobs.models import Replica
     from jobs.tests.k8s_fixtures import FAST
@@ -165,7 +165,7 @@ def test_rbac_allows_a_gang_scheduled_jobs_restart_and_suspend(alice, cluster, k
             backend.suspend(job)
         finally:
             part.part.stop()
-            k8s_watch.stop_all()
+            k8s_informer.stop_all()
     used = {to_permission(m, p) for _, m, p in cluster.requests}
     assert used - granted() == set()
     assert GANG_LIFE - used == set(), "each is needed by some step of this life"

@@ -6,7 +6,7 @@ emulated cluster; the test plays the controllers and kubelets."""
 import pytest
 from django.test import Client
 
-from jobs.backends.kubernetes import watch as k8s_watch
+from jobs.backends.kubernetes import informer as k8s_informer
 from jobs.models import Job, JobState
 from jobs.tests.k8s_fixtures import cluster, k8s_dc, ns_of  # noqa: F401
 from tests.support import make_package, running_system, wait_for
@@ -18,7 +18,7 @@ def k8s_system(cluster, k8s_dc, transactional_db):
         with running_system():
             yield cluster
     finally:
-        k8s_watch.stop_all()
+        k8s_informer.stop_all()
 
 
 def submit(api, user, **fields):

@@ -9,10 +9,10 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from core import health
-from jobs.backends.local import LocalBackend
-from jobs.management.commands.watch_jobs import WatchLoop
+from jobs.backends.local.backend import LocalBackend
 from jobs.models import Job
 from jobs.tests.test_local_backend import run_until_done, submit
+from jobs.watch import WatchLoop
 
 TOKEN = "s3cret-scrape-token"
 

@@ -59,8 +59,8 @@ def test_a_job_the_watcher_saw_running_before_its_launch_returned_keeps_running(
                                                                                   monkeypatch):
     """A job promoted from the queue is watched at once: the watcher may record it Running before
     the launch task's last step, which must not take that for a kill."""
-    from jobs.backends.local import LocalBackend
-    from jobs.lifecycle import sync_job
+    from jobs.backends.local.backend import LocalBackend
+    from jobs.lifecycle.sync import sync_job
     from jobs.tasks import launch_job
 
     real_launch = LocalBackend.launch

@@ -235,7 +235,7 @@ def test_kill_and_kill_rm(config, alice, pkg):
 
 
 def test_logs_tail_worker_and_prefix(config, alice, pkg):
-    from jobs import logstore
+    from jobs.live import logstore
 
     job = make_job(alice, "lg", pkg, "Running", ["Running", "Running"])
     t0, t1 = job.replicas.order_by("index")

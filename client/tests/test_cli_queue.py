@@ -22,7 +22,7 @@ def one_slot(alice, datacenter):
 
 
 def test_get_jobs_shows_a_queued_jobs_position_and_reason(config, alice, datacenter, one_slot):
-    from jobs.queue import admit
+    from jobs.lifecycle.queue import admit
 
     assert run_cli("submit", "-jobname", "first", "-mode", "collective", one_slot).code == 0
     res = run_cli("submit", "-jobname", "second", "-mode", "collective", "-priority", "5", one_slot)

@@ -139,7 +139,7 @@ def test_convert_writes_recordio_shards_and_trainers_read_them_back(tmp_path):
 
 
 def test_log_metric_prints_the_line_the_server_parses():
-    from jobs.metrics import parse_line
+    from jobs.live.metrics import parse_line
 
     out = io.StringIO()
     line = log_metric(3, file=out, loss=0.25, acc=0.9)

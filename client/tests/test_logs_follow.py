@@ -34,7 +34,7 @@ def _job(alice, name="fol", trainers=2):
 
 def test_follow_resumes_after_cut_connections_without_loss_or_repeats(live_server, alice):
     from accounts.services import issue_token
-    from jobs import logstore
+    from jobs.live import logstore
     from paddlectl import Client
 
     job, (t0, t1) = _job(alice)
@@ -90,7 +90,7 @@ def test_follow_resumes_after_cut_connections_without_loss_or_repeats(live_serve
 
 
 def test_cli_follow_waits_while_pending_and_stops_at_the_end(config, alice):
-    from jobs import logstore
+    from jobs.live import logstore
 
     job, (t0, t1) = _job(alice, "pend")
 
@@ -119,7 +119,7 @@ def test_cli_follow_waits_while_pending_and_stops_at_the_end(config, alice):
 
 
 def test_follow_of_an_ended_job_prints_everything_and_returns(config, alice):
-    from jobs import logstore
+    from jobs.live import logstore
 
     job, (t0,) = _job(alice, "ended", trainers=1)
     logstore.append(t0, b"".join(b"line %d\n" % i for i in range(3000)))
@@ -158,7 +158,7 @@ def test_follow_reads_when_the_server_pushes_instead_of_waiting_for_the_next_pol
     from tests.support import LiveASGI
 
     from accounts.services import issue_token
-    from jobs import logstore, notify
+    from jobs.live import logstore, notify
     from paddlectl import Client
 
     job, (t0, t1) = _job(alice, "push")
@@ -191,7 +191,7 @@ def test_follow_prints_pushed_output_that_continues_its_offset_and_reads_over_a_
     from tests.support import LiveASGI
 
     from accounts.services import issue_token
-    from jobs import logstore, notify
+    from jobs.live import logstore, notify
     from paddlectl import Client
 
     job, (t0, _) = _job(alice, "pushed")
@@ -221,7 +221,7 @@ def test_wait_returns_when_the_server_pushes_the_change(alice):
     from tests.support import LiveASGI
 
     from accounts.services import issue_token
-    from jobs import notify
+    from jobs.live import notify
     from paddlectl import Client
 
     job, _ = _job(alice, "waited")

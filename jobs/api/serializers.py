@@ -1,11 +1,12 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from jobs import services, usage
-from jobs.logstore import MAX_LOG_LINES, MAX_LOG_OFFSET
+from jobs import services
+from jobs.live import usage
+from jobs.live.logstore import MAX_LOG_LINES, MAX_LOG_OFFSET
 from jobs.models import Job, JobEvent, Replica
 from jobs.spec import SPEC
-from jobs.submit_serializer import JobCloneSerializer, JobSubmitSerializer
+from jobs.submission.serializer import JobCloneSerializer, JobSubmitSerializer
 
 __all__ = ["JobSubmitSerializer", "JobCloneSerializer", "JobSerializer", "JobDetailSerializer", "LogQuerySerializer",
            "LogSerializer", "ReplicaUsageSerializer"]

@@ -7,8 +7,9 @@ from rest_framework.response import Response
 
 from core.api import OwnedViewSet, field_errors
 from core.pagination import NewestFirstCursorPagination
-from jobs import services, usage
+from jobs import services
 from jobs.filtersets import JobFilterSet
+from jobs.live import usage
 from jobs.models import Job, JobEvent, Replica
 
 from .serializers import (

@@ -12,6 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..live.usage import Usage
+
 if TYPE_CHECKING:
     from django.db.models import QuerySet
 
@@ -47,17 +49,6 @@ class ReplicaStatus:
     last_message: str = ""
 
 
-@dataclass(frozen=True)
-class Usage:
-    """One replica's resource use at one moment. CPU comes either as a cumulative counter
-    (`cpu_seconds`, local processes: the percentage follows from the previous sample) or as a
-    rate the backend measured itself (`cpu_percent`, 100 = one core: Kubernetes' metrics API)."""
-
-    memory_bytes: int
-    cpu_seconds: float | None = None
-    cpu_percent: float | None = None
-
-
 class WatchContext(Protocol):
     """What the watch loop (manage.py watch_jobs) gives each backend's watcher: the lifecycle
     and the live-log push live above the backends, so they are handed down, not imported."""
@@ -66,7 +57,7 @@ class WatchContext(Protocol):
         """Jobs whose replicas may still change."""
 
     def sync(self, job: Job) -> None:
-        """Record the job's observed replica states and move the job on (jobs/lifecycle.py)."""
+        """Record the job's observed replica states and move the job on (jobs/lifecycle/sync.py)."""
 
     def push_logs(self, job: Job) -> None:
         """Send the job's new log output to its live viewers."""
@@ -194,7 +185,7 @@ def checkpoint_path(job: Job) -> PfsPath:
     """The job's PADDLE_CHECKPOINT_DIR in its user's home (contract.checkpoint_subpath)."""
     from pfs.paths import home
 
-    from .. import contract
+    from . import contract
 
     return home(job.user, job.datacenter.name).child(contract.checkpoint_subpath(job))
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from accounts.models import Datacenter
 
 BACKENDS: dict[str, str] = {
-    "local": "jobs.backends.local.LocalBackend",
+    "local": "jobs.backends.local.backend.LocalBackend",
     "kubernetes": "jobs.backends.kubernetes.backend.KubernetesBackend",
 }
 

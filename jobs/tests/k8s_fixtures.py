@@ -69,7 +69,7 @@ class Part:
 
     def __init__(self):
         from jobs.backends import registry
-        from jobs.management.commands.watch_jobs import WatchLoop
+        from jobs.watch import WatchLoop
 
         pushed: list[int] = []
 
@@ -97,9 +97,9 @@ class Part:
 
 @pytest.fixture
 def part(k8s_dc):
-    from jobs.backends.kubernetes import watch as k8s_watch
+    from jobs.backends.kubernetes import informer as k8s_informer
 
     p = Part()
     yield p
     p.part.stop()
-    k8s_watch.stop_all()
+    k8s_informer.stop_all()

@@ -5,7 +5,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from jobs import logstore, services
+from jobs import services
+from jobs.live import logstore
 from jobs.models import Job
 from tests.support import make_package
 

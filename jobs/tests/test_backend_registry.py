@@ -8,7 +8,7 @@ import pytest
 from accounts.models import Datacenter
 from jobs.backends import registry
 from jobs.backends.base import Backend, LaunchError, Watcher
-from jobs.management.commands.watch_jobs import WatchLoop
+from jobs.watch import WatchLoop
 
 
 def test_every_datacenter_kind_has_a_registered_backend_and_nothing_else_is_registered():

@@ -5,7 +5,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from jobs import queue, services
+from jobs import services
+from jobs.lifecycle import queue
 from jobs.models import Job, JobState, ReplicaState
 from tests.support import make_package
 

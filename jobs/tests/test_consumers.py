@@ -8,7 +8,8 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
-from jobs import notify, services
+from jobs import services
+from jobs.live import notify
 from paddleweb.asgi import application
 from tests.support import make_package
 

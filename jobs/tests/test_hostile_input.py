@@ -11,7 +11,8 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from accounts.services import issue_token
-from jobs import logstore, services
+from jobs import services
+from jobs.live import logstore
 from jobs.models import Job
 from jobs.spec import MAX_ENV_BYTES, MAX_ENV_VARS, MAX_TIMEOUT
 from pfs.usage import recompute

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from jobs.backends.local import cgroups, sandbox
-from jobs.management.commands.watch_jobs import WatchLoop
+from jobs.watch import WatchLoop
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,8 @@ import re
 import pytest
 from django.core.exceptions import ValidationError
 
-from jobs import logstore, services, spec
+from jobs import services, spec
+from jobs.live import logstore
 from jobs.models import Job
 from tests.support import make_package
 

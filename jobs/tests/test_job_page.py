@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import job_page, logstore, services
+from jobs import job_page, services
+from jobs.live import logstore
 from jobs.models import Job
 from tests.support import make_package
 

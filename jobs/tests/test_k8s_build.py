@@ -12,7 +12,7 @@ from django.db import connection
 
 from accounts.models import Registry
 from jobs.backends.kubernetes import hardening as k8s_hardening
-from jobs.backends.kubernetes.build import IMAGE_TAR, PUSH_AUTH
+from jobs.backends.kubernetes.runtime import IMAGE_TAR, PUSH_AUTH
 from jobs.models import JobState
 from tests.support import wait_for
 

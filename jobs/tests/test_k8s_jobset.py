@@ -11,12 +11,14 @@ import jsonschema
 import pytest
 from django.utils import timezone
 
-from jobs import attempts, contract, logstore
+from jobs.backends import contract
 from jobs.backends.kubernetes import gang, manifests, workloads
 from jobs.backends.kubernetes.config import parse
-from jobs.backends.kubernetes.watch import JOB, WORKLOAD, ClusterState
+from jobs.backends.kubernetes.informer import JOB, WORKLOAD, ClusterState
 from jobs.backends.registry import get_backend
+from jobs.live import logstore
 from jobs.models import Job, JobState, ReplicaState
+from jobs.state import attempts
 
 from .k8s_emulator import now
 from .k8s_fixtures import FAST, cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401

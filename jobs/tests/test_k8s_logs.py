@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.urls import reverse
 
-from jobs import logstore
 from jobs.backends.kubernetes.logs import Cursor, Position, parse_ts
+from jobs.live import logstore
 
 from .k8s_fixtures import Part, cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
 
@@ -99,7 +99,7 @@ def test_an_unreadable_pod_log_is_explained_to_viewers_then_caught_up(alice, ali
     from asgiref.sync import async_to_sync
     from channels.layers import get_channel_layer
 
-    from jobs import notify
+    from jobs.live import notify
     job, ns, pod = running_trainer(alice, cluster, part)
     cluster.log(ns, pod, "before")
     part.until(lambda: text_of(job) == "before\n", what="the first line")

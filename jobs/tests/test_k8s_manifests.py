@@ -1,6 +1,6 @@
 """Every manifest the kubernetes backend can emit, validated against the real Kubernetes OpenAPI
 schemas (kubernetes-validate, strict: unknown fields fail), and the process contract they carry
-checked against jobs/contract.py for every replica index."""
+checked against jobs/backends/contract.py for every replica index."""
 
 import functools
 import json
@@ -12,10 +12,10 @@ import kubernetes_validate.utils
 import pytest
 
 from accounts.models import Datacenter, Registry
-from jobs import contract
-from jobs.backends.kubernetes import build as k8s_build
+from jobs.backends import contract
 from jobs.backends.kubernetes import hardening as k8s_hardening
 from jobs.backends.kubernetes import manifests, workloads
+from jobs.backends.kubernetes import runtime as k8s_runtime
 from jobs.backends.kubernetes.config import SettingsError, parse, sanitize, user_namespace
 from jobs.models import Job
 from jobs.spec import MAX_TRAINERS
@@ -74,7 +74,7 @@ def every_manifest(job, settings, ns="paddle-alice-1234abcd"):
     yield manifests.network_policy(job, ns, owner)
     yield from k8s_hardening.namespace_policies(settings, ns)
     for auth in (None, "fit-build-pull"):
-        yield k8s_build.build_job(job, settings, ns, owner, destination="registry.example.com/pc/rt:abc",
+        yield k8s_runtime.build_job(job, settings, ns, owner, destination="registry.example.com/pc/rt:abc",
                                   pull_auth=auth, push_auth=auth and "fit-push")
 
 

@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import attempts
 from jobs.backends.kubernetes import manifests
 from jobs.backends.registry import get_backend
 from jobs.models import Job, JobState, Replica, ReplicaState
+from jobs.state import attempts
 
 from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
 

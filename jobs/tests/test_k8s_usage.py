@@ -9,10 +9,10 @@ import re
 import kmock
 import pytest
 
-from jobs.backends.base import Usage
 from jobs.backends.kubernetes import manifests
 from jobs.backends.kubernetes import usage as pod_usage
 from jobs.backends.kubernetes.usage import parse
+from jobs.live.usage import Usage
 from jobs.models import ReplicaSample
 
 from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401

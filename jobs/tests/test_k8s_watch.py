@@ -5,8 +5,8 @@ mounts, watch streams dropping and 410 Gone."""
 
 import pytest
 
-from jobs import logstore
 from jobs.backends.kubernetes import manifests
+from jobs.live import logstore
 from jobs.models import JobState, ReplicaState
 
 from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401

@@ -12,10 +12,11 @@ from websockets.sync.client import connect
 
 from accounts.services import issue_token
 from core import metrics_store
-from jobs import logstore, services
+from jobs import services
 from jobs.backends.base import Watcher
-from jobs.management.commands.watch_jobs import WatchLoop
+from jobs.live import logstore
 from jobs.models import Job, JobState
+from jobs.watch import WatchLoop
 from tests.support import LiveASGI, make_package, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]

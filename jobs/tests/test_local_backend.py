@@ -6,9 +6,10 @@ import os
 import psutil
 import pytest
 
-from jobs import logstore, services
-from jobs.backends.local import LocalBackend
-from jobs.lifecycle import sync_job
+from jobs import services
+from jobs.backends.local.backend import LocalBackend
+from jobs.lifecycle.sync import sync_job
+from jobs.live import logstore
 from jobs.models import Job, ReplicaState
 from jobs.tasks import launch_job, reconcile
 from pfs.paths import home
@@ -219,7 +220,7 @@ def test_replicas_outlive_the_process_that_launched_them(alice):
     job = submit(alice, "detached", {"train.py": "import time; time.sleep(600)\n"}, mode="collective", pservers=0,
                  trainers=1)
     launch_job(job.pk)
-    keeper = next(p for p in job_processes(job) if "shim.py" in " ".join(p.cmdline()))
+    keeper = next(p for p in job_processes(job) if "keeper.py" in " ".join(p.cmdline()))
     assert keeper.ppid() != os.getpid()  # re-parented: a dying worker takes nothing with it
     services.kill_job(job)
     LocalBackend(job.datacenter).stop(job)

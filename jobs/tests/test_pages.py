@@ -6,7 +6,8 @@ import zipfile
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from jobs import logstore, services
+from jobs import services
+from jobs.live import logstore
 from jobs.models import Job
 from pfs.paths import home
 from tests.support import make_package

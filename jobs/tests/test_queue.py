@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from accounts.models import Datacenter
 from jobs import services
+from jobs.lifecycle.queue import admit
 from jobs.models import Job
-from jobs.queue import admit
 from quotas.models import Quota
 from quotas.services import Capacity, capacity
 from tests.support import make_package

@@ -4,7 +4,7 @@ and the legacy /api/v1 job list the old client reads."""
 import pytest
 
 from jobs import services
-from jobs.queue import admit
+from jobs.lifecycle.queue import admit
 from quotas.models import Quota
 from tests.support import make_package
 

@@ -5,9 +5,11 @@ import json
 
 import pytest
 
-from jobs import logstore, restarts, services
-from jobs.backends.local import LocalBackend
-from jobs.lifecycle import sync_job
+from jobs import services
+from jobs.backends.local.backend import LocalBackend
+from jobs.lifecycle import restarts
+from jobs.lifecycle.sync import sync_job
+from jobs.live import logstore
 from jobs.models import Job
 from jobs.tasks import launch_job
 from tests import support

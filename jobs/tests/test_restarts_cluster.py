@@ -6,11 +6,11 @@ backend whose observations the test sets."""
 import pytest
 
 from jobs import services
-from jobs.attempts import new_attempt
 from jobs.backends import registry
 from jobs.backends.base import Backend, ReplicaStatus
-from jobs.lifecycle import sync_job
+from jobs.lifecycle.sync import sync_job
 from jobs.models import Job, ReplicaState
+from jobs.state.attempts import new_attempt
 from tests.support import make_package
 
 OBSERVED: dict = {}

@@ -6,8 +6,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import logstore, retention, services
-from jobs.backends.local import LocalBackend
+from jobs import services
+from jobs.backends.local.backend import LocalBackend
+from jobs.lifecycle import retention
+from jobs.live import logstore
 from jobs.models import Job, JobState, ReplicaState
 from jobs.tasks import purge_finished_jobs
 from tests.support import make_package

@@ -13,8 +13,10 @@ import pytest
 from django.db import connection
 
 from accounts.models import Datacenter
-from jobs import logstore, services
-from jobs.backends.local import LocalBackend, cgroups, netns, sandbox
+from jobs import services
+from jobs.backends.local import cgroups, netns, sandbox
+from jobs.backends.local.backend import LocalBackend
+from jobs.live import logstore
 from jobs.models import Job
 from jobs.tasks import launch_job
 from jobs.tests.test_local_backend import run_until_done, submit
@@ -328,14 +330,14 @@ def test_the_program_runs_as_the_job_uid_in_its_cgroup_while_its_keeper_stays_ou
     job = submit(alice, "keeper", {"train.py": "import time; time.sleep(600)\n"}, mode="collective", pservers=0,
                  trainers=1)
     launch_job(job.pk)
-    keeper = next(p for p in job_processes(job) if "shim.py" in " ".join(p.cmdline()))
+    keeper = next(p for p in job_processes(job) if "keeper.py" in " ".join(p.cmdline()))
     def programs():
         # The program itself: python running train.py (not a forked keeper child before its exec).
         found = []
         for p in keeper.children(recursive=True):
             try:
                 cmdline = " ".join(p.cmdline())
-                if p.name().startswith("python") and "train.py" in cmdline and "shim.py" not in cmdline:
+                if p.name().startswith("python") and "train.py" in cmdline and "keeper.py" not in cmdline:
                     found.append(p)
             except psutil.NoSuchProcess:
                 continue

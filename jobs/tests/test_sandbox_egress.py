@@ -10,8 +10,8 @@ import threading
 import psutil
 import pytest
 
-from jobs import logstore
 from jobs.backends.local import netns
+from jobs.live import logstore
 from jobs.tests.test_local_backend import run_until_done, submit
 from jobs.tests.test_sandbox import fresh_probe, no_job_left_behind, set_config, tcp_open, work_dir  # noqa: F401
 

@@ -12,7 +12,7 @@ from jobs import spec
 from jobs.api.serializers import JobSerializer
 from jobs.forms import JobForm
 from jobs.models import Job
-from jobs.submit_serializer import JobSubmitSerializer
+from jobs.submission.serializer import JobSubmitSerializer
 from tests.support import make_package
 
 pytestmark = pytest.mark.django_db

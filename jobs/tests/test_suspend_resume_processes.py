@@ -4,8 +4,9 @@
 import pytest
 from django.core.exceptions import ValidationError
 
-from jobs import logstore, services
-from jobs.backends.local import LocalBackend
+from jobs import services
+from jobs.backends.local.backend import LocalBackend
+from jobs.live import logstore
 from jobs.models import Job, JobState, ReplicaState
 from tests.support import job_processes, make_package, wait_for, wait_state
 

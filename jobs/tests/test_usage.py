@@ -5,14 +5,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs import services, usage
-from jobs.backends.base import Usage
-from jobs.backends.local import LocalBackend
+from jobs import services
+from jobs.backends.local.backend import LocalBackend
 from jobs.backends.local.watcher import LocalWatcher
-from jobs.lifecycle import sync_job
-from jobs.management.commands.watch_jobs import WatchLoop
+from jobs.lifecycle.sync import sync_job
+from jobs.live import usage
+from jobs.live.usage import Usage
 from jobs.models import Job, ReplicaSample
 from jobs.tasks import launch_job
+from jobs.watch import WatchLoop
 from tests.support import job_processes, make_package, token_client, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

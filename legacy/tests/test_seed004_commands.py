@@ -6,7 +6,7 @@ import hashlib
 import os
 
 from accounts.models import Registry
-from jobs import logstore
+from jobs.live import logstore
 from jobs.models import Job, JobState
 
 from . import recorded as rec

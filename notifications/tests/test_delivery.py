@@ -9,7 +9,7 @@ import pytest
 from django.core import mail
 
 from jobs.services import kill_job
-from jobs.transitions import transition
+from jobs.state.transitions import transition
 from notifications import delivery, services
 from notifications.models import Delivery
 from tests.support import make_job, token_client, wait_for, webhook_signature

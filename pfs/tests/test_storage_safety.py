@@ -117,7 +117,7 @@ def test_hard_linked_files_are_neither_served_nor_written_through(alice_api, ali
 
 def test_what_a_job_wrote_counts_when_it_ends_and_then_refuses_uploads(system, alice, datacenter, home_dir):
     from jobs.models import Job, JobState
-    from jobs.transitions import transition
+    from jobs.state.transitions import transition
     from quotas.models import Quota
     from tests.support import token_client
 

@@ -2,7 +2,7 @@
 
 prepare: the package is snapshotted in PFS (as the local backend copies it), the user's
   namespace, ResourceQuota, NetworkPolicies (hardening.py) and copied Secrets are ensured,
-  and the runtime image is built if the datacenter builds them (build.py).
+  and the runtime image is built if the datacenter builds them (runtime.py).
 launch: root ConfigMap, pull Secret, the job's NetworkPolicy, then the current attempt's
   objects: (gang scheduling: its PodGroup,) headless Services, pserver StatefulSet; the trainer
   Job only once every pserver is ready (seed 001's order): the watcher calls `advance()` when
@@ -36,14 +36,15 @@ from django.conf import settings as django_settings
 
 from quotas.services import effective_quota
 
+from ...live.usage import Usage
 from ...models import TERMINAL_STATES, Job, JobState, Replica
-from ..base import Backend, LaunchError, ReplicaStatus, Usage, ensure_checkpoint_dir, snapshot_package
-from . import gang, hardening, manifests, pull, watch, workloads
+from ..base import Backend, LaunchError, ReplicaStatus, ensure_checkpoint_dir, snapshot_package
+from . import gang, hardening, informer, manifests, pull, workloads
 from . import usage as pod_usage
 from .client import MERGE_PATCH, Api, api_for
 from .config import K8sSettings, SettingsError, for_datacenter, parse
 from .observe import current_attempt, observe_job
-from .sync import KubernetesWatcher
+from .watcher import KubernetesWatcher
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -107,7 +108,7 @@ class KubernetesBackend(Backend):
 
     def runtime(self, job: Job) -> tuple[str, bool]:
         """(image, whether it already has the requirements installed)."""
-        from .build import runtime_image_name
+        from .runtime import runtime_image_name
 
         base = manifests.image_for(job, self.settings)
         requirements = self.requirements(job)
@@ -120,7 +121,7 @@ class KubernetesBackend(Backend):
         self._snapshot(job)
         self.ensure_namespace(job.user)
         if self.runtime(job)[1]:
-            from .build import ensure_runtime_image
+            from .runtime import ensure_runtime_image
 
             ensure_runtime_image(self, job, heartbeat)
 
@@ -160,7 +161,7 @@ class KubernetesBackend(Backend):
         st = self.settings
         if not st.secrets_namespace:
             return []
-        # Registry credentials are never copied whole: see build.py and pull.py.
+        # Registry credentials are never copied whole: see runtime.py and pull.py.
         return [st.storage.secret_name] if st.storage.kind == "cephfs" else []
 
     # --- launch ----------------------------------------------------------------------------
@@ -381,7 +382,7 @@ class KubernetesBackend(Backend):
     # --- observe ---------------------------------------------------------------------------
     def usage(self, job: Job) -> dict[tuple[str, int], Usage]:
         """From the metrics API, for the pods the watcher process sees (elsewhere: none)."""
-        watcher = watch.running(self.datacenter.pk)
+        watcher = informer.running(self.datacenter.pk)
         if watcher is None or not watcher.state.ready():
             return {}
         live, _ = watcher.state.pods_of(job.pk)
@@ -391,7 +392,7 @@ class KubernetesBackend(Backend):
     def observe(self, job: Job) -> dict[tuple[str, int], ReplicaStatus]:
         """What the watcher process has seen. Elsewhere (worker, web) nothing is reported and
         the job keeps its recorded replica states: status is the watcher's, not a poll's."""
-        watcher = watch.running(self.datacenter.pk)
+        watcher = informer.running(self.datacenter.pk)
         if watcher is None or not watcher.state.ready():
             return {}
         st = self.settings

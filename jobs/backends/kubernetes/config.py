@@ -20,7 +20,7 @@ datacenter is saved rather than when a user's job starts. Every key is optional:
     pserver_port 7164, trainer_port 8500, cluster_domain "" (e.g. "cluster.local" for FQDNs)
     build              {"enabled": false, "registry": "", "kaniko_image": ..., "push_image": crane,
                         "push_secret": "", "pull_secret": "", "cpu": "1", "memory": "2Gi"}
-                        runtime images from requirements.txt (build.py says how the push
+                        runtime images from requirements.txt (runtime.py says how the push
                         credentials are kept from the build's user code); pull_secret: read-only
                         credentials for pulling runtime images (default: the push secret's)
     run_as_user 10001, run_as_group 10001   uid/gid of every training pod (runAsNonRoot); set

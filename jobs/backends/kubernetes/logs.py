@@ -1,4 +1,4 @@
-"""Pod logs into the durable per-replica log files (jobs/logstore.py), so they outlive the pods
+"""Pod logs into the durable per-replica log files (jobs/live/logstore.py), so they outlive the pods
 and followers read them exactly as for local jobs.
 
 One follower thread per pod streams `GET .../pods/<pod>/log?follow&timestamps`. Every line
@@ -24,7 +24,7 @@ from typing import Any
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from ... import logstore, notify
+from ...live import logstore, notify
 from ...models import Replica
 from .client import Api
 from .manifests import CONTAINER
@@ -302,7 +302,7 @@ class LogCollector:
         follower.start()
 
     def stop(self) -> None:
-        from .watch import shutdown
+        from .informer import shutdown
 
         self.stop_event.set()
         with self.lock:

@@ -15,7 +15,7 @@ user typed, see jobs/spec.py; the typed name is in the root ConfigMap's job.json
   Indexed Job `<job>-<role>-0`): pod i is `<job>-<role>-0-<i>.<job>.<ns>.svc` through the headless
   Service the JobSet controller makes, so the backend makes no Service of its own for it,
 - `<job>-peers`, the NetworkPolicy that lets the job's pods (and only they) reach each other,
-- optionally the runtime image build Job `<job>-build` (kaniko), see build.py.
+- optionally the runtime image build Job `<job>-build` (kaniko), see runtime.py.
 
 Workloads, their Services and pods belong to one attempt of the job (Replica.attempt): attempt 0
 has the names above, attempt n > 0 the suffix `-a<n in base 36>` after the role (`<job>-pserver-a1`),
@@ -35,7 +35,7 @@ import json
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from ... import contract
+from .. import contract
 from . import gang
 from . import hardening as k8s_hardening
 from .config import K8sSettings, sanitize

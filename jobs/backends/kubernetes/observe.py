@@ -16,8 +16,8 @@ from ... import spec as job_spec
 from ...models import TERMINAL_STATES, Job, ReplicaState
 from ..base import ReplicaStatus
 from . import gang, manifests, workloads
+from .informer import JOB, POD, PODGROUP, STATEFULSET, WORKLOAD, ClusterState
 from .status import meta, parse_time, pod_status, ready_replicas, replica_key, workload_failure, workload_finished
-from .watch import JOB, POD, PODGROUP, STATEFULSET, WORKLOAD, ClusterState
 
 # Set by the Job controller on the pods it makes for an index that failed before (1.28+).
 INDEX_FAILURES = "batch.kubernetes.io/job-index-failure-count"

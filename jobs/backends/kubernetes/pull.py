@@ -1,6 +1,6 @@
 """Image pull credentials of a job's pods: the `<job>-pull` dockerconfigjson Secret, with the
 job's registry (if it names one) and, for a runtime image the datacenter built, the read-only
-pull credentials (never the push secret whole: see build.py)."""
+pull credentials (never the push secret whole: see runtime.py)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def ensure_pull_secret(api: Api, settings: K8sSettings, job: Job, ns: str, owner
         return []
     auths: dict[str, dict[str, Any]] = {}
     if runtime_ready and runtime_pull_secret(settings):
-        from .build import shared_auths
+        from .runtime import shared_auths
 
         auths.update(shared_auths(api, settings, runtime_pull_secret(settings)))
     if (reg := job.registry) is not None:  # no query when the job names no registry

@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
-from ..base import Usage
+from ...live.usage import Usage
 from .client import Api
 from .manifests import LABEL_JOB_ID
 from .status import meta, replica_key

@@ -1,11 +1,11 @@
 """CPU and memory of local replicas, read with psutil over the processes below each replica's
-keeper (jobs/shim.py): the replica's command and everything it started, the keeper excluded."""
+keeper (keeper.py): the replica's command and everything it started, the keeper excluded."""
 
 from __future__ import annotations
 
 import psutil
 
-from ..base import Usage
+from ...live.usage import Usage
 
 
 def measure(keeper_pid: int) -> Usage | None:

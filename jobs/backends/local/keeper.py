@@ -15,7 +15,7 @@ in a session of its own, so a stop signals the processes below the sandbox's out
 (which would otherwise die at once and take the program down with SIGKILL, skipping the grace
 period), and an exit code of 128+N from bwrap means the program was killed by signal N.
 
-State directory files: `shim.pid` (this process), `child.pid`, `exit.json`
+State directory files: `keeper.pid` (this process), `child.pid`, `exit.json`
 ({"exit_code", "signal", "terminated", "oom_killed", "finished"}).
 """
 
@@ -27,6 +27,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from types import FrameType
+from typing import BinaryIO
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -58,7 +61,7 @@ def _oom_kills(path: str | None) -> int:
 
 
 def _in_cgroups(dirs: list[str]) -> set[int]:
-    pids = set()
+    pids: set[int] = set()
     for d in dirs:
         try:
             with open(os.path.join(d, "cgroup.procs")) as f:
@@ -68,9 +71,9 @@ def _in_cgroups(dirs: list[str]) -> set[int]:
     return pids
 
 
-def _preexec(cgroups: list[str], args_file: str | None):
+def _preexec(cgroups: list[str], args_file: str | None) -> Callable[[], None]:
     def setup() -> None:
-        # Runs in the child before exec: if the shim itself is SIGKILLed, the replica goes too.
+        # Runs in the child before exec: if the keeper itself is SIGKILLed, the replica goes too.
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         for d in cgroups:
             with open(os.path.join(d, "cgroup.procs"), "w") as f:
@@ -109,7 +112,7 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
-def _cannot_start(state_dir: str, log, program: str, why: str) -> int:
+def _cannot_start(state_dir: str, log: BinaryIO, program: str, why: str) -> int:
     log.write(f"paddlecloud: cannot start {program!r}: {why}\n".encode())
     _write_atomic(os.path.join(state_dir, "exit.json"), json.dumps(
         {"exit_code": 127, "signal": None, "terminated": False, "oom_killed": False, "finished": time.time()}))
@@ -139,7 +142,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
 
     stop_at: list[float] = []  # set on SIGTERM: when to escalate to SIGKILL
 
-    def on_term(signum, frame):
+    def on_term(signum: int, frame: FrameType | None) -> None:
         if stop_at:
             return
         stop_at.append(time.monotonic() + grace)
@@ -243,7 +246,7 @@ def main() -> int:
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    _write_atomic(os.path.join(args.state_dir, "shim.pid"), str(os.getpid()))
+    _write_atomic(os.path.join(args.state_dir, "keeper.pid"), str(os.getpid()))
     os._exit(run(args, argv))
 
 

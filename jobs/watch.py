@@ -1,26 +1,28 @@
-"""The status watcher: runs every registered backend's watcher (jobs/backends/registry.py),
-which observes its datacenters' replicas and has the lifecycle move jobs on, and streams new log
-output to each job's Channels group (one reader per replica, any number of viewers): on every
-pass, and between passes as soon as it is written (jobs/logfollow.py)."""
+"""The watch loop (`manage.py watch_jobs`): runs every registered backend's watcher
+(jobs/backends/registry.py), which observes its datacenters' replicas and has the lifecycle move
+jobs on, and streams new log output to each job's Channels group (one reader per replica, any
+number of viewers): on every pass, and between passes as soon as it is written
+(jobs/live/logfollow.py)."""
+
+from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
 from django.db import close_old_connections, connection
 from django.db.models import QuerySet
 
 from core import health, metrics_store
-from jobs import usage
-from jobs.backends import registry
-from jobs.backends.base import Watcher
-from jobs.lifecycle import sync_job
-from jobs.logfollow import LogFollower
-from jobs.models import Job
-from jobs.tasks import jobs_to_watch
+
+from .backends import registry
+from .backends.base import Watcher
+from .lifecycle.sync import sync_job
+from .live import usage
+from .live.logfollow import LogFollower
+from .models import Job
+from .tasks import jobs_to_watch
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +54,7 @@ class WatchLoop:
             return
         self.sampled[job.pk] = now
         try:
-            usage.sample(job, registry.get_backend(job.datacenter))
+            usage.sample(job, registry.get_backend(job.datacenter).usage)
         except Exception:  # a measurement must never stop the job's watching
             log.exception("job %s: usage sample failed", job.pk)
 
@@ -95,15 +97,3 @@ class WatchLoop:
             self.stop()
             connection.close()
 
-
-class Command(BaseCommand):
-    help = "Watch running jobs: replica states, job outcomes, live logs."
-
-    def handle(self, *args, **options):
-        stopping = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *a: stopping.set())
-        self.stdout.write("watching jobs")
-        try:
-            WatchLoop().run(stopping)
-        except KeyboardInterrupt:
-            pass

@@ -1,6 +1,6 @@
 """Validation of a job submission: every field checked up front, errors keyed by field, all at once.
 
-First each field's type and bounds, from the spec (jobs/submit_serializer.py); then the rules in
+First each field's type and bounds, from the spec (jobs/submission/serializer.py); then the rules in
 RULES, one small function each, in order. A rule skips fields that already have an error."""
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from pfs.usage import QuotaExceeded, get_usage
 from quotas.services import RESOURCE_FIELDS, capacity, effective_quota, job_resources, never_fits
 from quotas.units import cpu_millicores, memory_bytes
 
-from . import spec
-from .contract import RESERVED_ENV
-from .models import Job
-from .submit_serializer import JobSubmitSerializer
+from .. import spec
+from ..backends.contract import RESERVED_ENV
+from ..models import Job
+from .serializer import JobSubmitSerializer
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -186,7 +186,7 @@ def package_is_a_directory(s: Submission) -> None:
 def could_ever_run(s: Submission) -> None:
     """Refuse what no amount of waiting would start: more than the user's whole quota or the
     datacenter's whole capacity, a priority above the quota's, or a home already full (the job
-    could not write its output). Whether it fits now is the queue's business (jobs/queue.py)."""
+    could not write its output). Whether it fits now is the queue's business (jobs/lifecycle/queue.py)."""
     if s.errors:
         return
     dc = s.data["datacenter"]

@@ -2,7 +2,7 @@
 
 The replica row is reset with ONE conditional UPDATE on the attempt it was read at, so of two
 callers racing to start the same replica again exactly one wins, and an observation of the old
-attempt can no longer change the row (jobs/lifecycle.py applies observations per attempt).
+attempt can no longer change the row (jobs/lifecycle/sync.py applies observations per attempt).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import F
 
-from .models import REPLICA_DONE, JobEvent, Replica, ReplicaState
+from ..models import REPLICA_DONE, JobEvent, Replica, ReplicaState
 
 
 def new_attempt(replicas: Iterable[Replica], *, restart: bool = False, restart_at: datetime | None = None,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypedDict
 from . import logstore
 
 if TYPE_CHECKING:
-    from .models import Job
+    from ..models import Job
 
 PREFIX = b"PADDLECLOUD_METRIC "
 

@@ -10,9 +10,9 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from . import logstore
-from .backends.registry import get_backend
-from .models import TERMINAL_STATES, Job, ReplicaState
+from ..backends.registry import get_backend
+from ..live import logstore
+from ..models import TERMINAL_STATES, Job, ReplicaState
 
 log = logging.getLogger(__name__)
 

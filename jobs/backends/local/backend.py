@@ -1,4 +1,4 @@
-"""Local backend: every replica is a process group on this machine, kept by jobs/shim.py.
+"""Local backend: every replica is a process group on this machine, kept by keeper.py.
 
 With the datacenter's default isolation ("sandbox", see config.py) each replica runs in a
 bubblewrap sandbox (sandbox.py) as its user's job uid, inside its job's network namespace
@@ -33,13 +33,15 @@ from kubernetes.utils import parse_quantity
 
 from pfs.paths import PfsPath, resolve
 
-from ... import contract, logstore
+from ...live import logstore
+from ...live.usage import Usage
 from ...models import Job, Replica, ReplicaState
-from ..base import Backend, LaunchError, ReplicaStatus, Usage, copy_tree_atomic, ensure_checkpoint_dir, snapshot_package
+from .. import contract
+from ..base import Backend, LaunchError, ReplicaStatus, copy_tree_atomic, ensure_checkpoint_dir, snapshot_package
 from . import cgroups, config, egress, netns, runtime, sandbox, usage
 from .watcher import LocalWatcher
 
-SHIM = Path(__file__).resolve().parents[2] / "shim.py"
+KEEPER = Path(__file__).resolve().parent / "keeper.py"
 HOST = "127.0.0.1"
 # The keeper's own environment when the job's goes to the sandbox instead: enough to find nsenter.
 KEEPER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -183,7 +185,7 @@ class LocalBackend(Backend):
         for replica, launcher in starting:
             if launcher.wait():
                 raise LaunchError("StartFailed", f"{replica.name}: the process keeper failed ({launcher.returncode})")
-            while not (self.state_dir(replica) / "shim.pid").exists():
+            while not (self.state_dir(replica) / "keeper.pid").exists():
                 if time.monotonic() > deadline:
                     raise LaunchError("StartFailed", f"{replica.name}: the process keeper did not start")
                 time.sleep(0.01)
@@ -200,7 +202,7 @@ class LocalBackend(Backend):
         launcher process, which exits as soon as the keeper has detached."""
         rdir = self.replica_dir(replica)
         state = self.state_dir(replica)
-        if (state / "shim.pid").exists() or (state / "stop").exists():
+        if (state / "keeper.pid").exists() or (state / "stop").exists():
             return None
         state.mkdir(parents=True, exist_ok=True)
         work = rdir / "work"
@@ -230,7 +232,7 @@ class LocalBackend(Backend):
         log.parent.mkdir(parents=True, exist_ok=True)
         log.touch()
         # -I -S: the keeper needs only the standard library, so it skips site-packages' start-up.
-        keeper = [sys.executable, "-I", "-S", str(SHIM), "--state-dir", str(state), "--log", str(log),
+        keeper = [sys.executable, "-I", "-S", str(KEEPER), "--state-dir", str(state), "--log", str(log),
                   "--require", argv[0], "--grace", str(settings.KILL_GRACE_SECONDS), "--cwd", str(work)]
         cgroup = cgroups.create(_cgroup_name(job, replica), _limits(job, replica, cfg.pids_limit))
         if cgroup:
@@ -262,7 +264,7 @@ class LocalBackend(Backend):
             state = self.state_dir(replica)
             if state.exists():
                 (state / "stop").touch()  # a launch still in flight will not start it
-            pid = self._live_shim(state)
+            pid = self._live_keeper(state)
             if pid:
                 try:
                     os.kill(pid, signal.SIGTERM)
@@ -282,7 +284,7 @@ class LocalBackend(Backend):
         self.stop(job)
         deadline = time.monotonic() + settings.KILL_GRACE_SECONDS + 5
         replicas = list(job.replicas.all())
-        while any(self._live_shim(self.state_dir(r)) for r in replicas):
+        while any(self._live_keeper(self.state_dir(r)) for r in replicas):
             if time.monotonic() > deadline:
                 raise LaunchError("DeleteTimeout", "replicas did not stop in time")
             time.sleep(0.1)
@@ -301,9 +303,9 @@ class LocalBackend(Backend):
             cgroups.remove(_cgroup_name(job, replica))
 
     # --- observe ---------------------------------------------------------------------------
-    def _live_shim(self, state: Path) -> int | None:
+    def _live_keeper(self, state: Path) -> int | None:
         """The keeper's pid if it is still running (checked against pid reuse)."""
-        text = _read(state / "shim.pid")
+        text = _read(state / "keeper.pid")
         if not text:
             return None
         pid = int(text)
@@ -312,7 +314,7 @@ class LocalBackend(Backend):
                 cmdline = f.read()
         except OSError:
             return None
-        return pid if str(SHIM).encode() in cmdline and str(state).encode() in cmdline else None
+        return pid if str(KEEPER).encode() in cmdline and str(state).encode() in cmdline else None
 
     def observe(self, job: Job) -> dict[tuple[str, int], ReplicaStatus]:
         replicas = list(job.replicas.all())
@@ -324,7 +326,7 @@ class LocalBackend(Backend):
     def usage(self, job: Job) -> dict[tuple[str, int], Usage]:
         measured = {}
         for replica in job.replicas.filter(state=ReplicaState.RUNNING):
-            pid = self._live_shim(self.state_dir(replica))
+            pid = self._live_keeper(self.state_dir(replica))
             found = usage.measure(pid) if pid else None
             if found:
                 measured[(replica.role, replica.index)] = found
@@ -332,7 +334,7 @@ class LocalBackend(Backend):
 
     def _observe_one(self, replica: Replica) -> ReplicaStatus:
         state = self.state_dir(replica)
-        pid_file = state / "shim.pid"
+        pid_file = state / "keeper.pid"
         if not pid_file.exists():
             return ReplicaStatus(ReplicaState.PENDING)
         started = datetime.fromtimestamp(pid_file.stat().st_mtime, UTC)
@@ -354,7 +356,7 @@ class LocalBackend(Backend):
             sig = result["signal"]
             how = f"killed by signal {signal.Signals(sig).name}" if sig else f"exited with code {code}"
             return ReplicaStatus(ReplicaState.FAILED, code, "Error", how, finished=finished, **base)
-        if self._live_shim(state):
+        if self._live_keeper(state):
             return ReplicaStatus(ReplicaState.RUNNING, **base)
         if _read(state / "exit.json") is not None:  # finished between the two checks
             return self._observe_one(replica)

@@ -11,7 +11,7 @@ from channels.layers import get_channel_layer
 from django.dispatch import Signal
 
 if TYPE_CHECKING:
-    from .models import Job
+    from ..models import Job
 
 log = logging.getLogger(__name__)
 

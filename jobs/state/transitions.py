@@ -14,8 +14,9 @@ from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
-from . import notify, timings
-from .models import ACTIVE_STATES, TERMINAL_STATES, Job, JobEvent, JobState
+from ..live import notify
+from ..models import ACTIVE_STATES, TERMINAL_STATES, Job, JobEvent, JobState
+from . import timings
 
 
 def transition(job: Job, to: str, reason: str, message: str = "", *, from_states: Iterable[str] = ACTIVE_STATES,

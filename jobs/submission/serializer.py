@@ -1,5 +1,5 @@
 """The submit serializer, derived from the job spec: the API's request body (and so the OpenAPI
-schema), and the type and bounds check of every submission (jobs.validation runs its fields one
+schema), and the type and bounds check of every submission (jobs.submission.validation runs its fields one
 by one, so the API, the form and /api/v1 get the same messages)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from rest_framework import serializers
 
-from . import spec
+from .. import spec
 
 if TYPE_CHECKING:
     from django_stubs_ext import StrPromise

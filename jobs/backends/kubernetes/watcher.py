@@ -24,14 +24,14 @@ from django.utils import timezone
 from accounts.models import Datacenter
 
 from ...models import TERMINAL_STATES, Job, JobEvent, JobState, Replica, ReplicaState
-from ...transitions import set_reason, transition
+from ...state.transitions import set_reason, transition
 from ..base import LaunchError, WatchContext, Watcher
 from . import gang, manifests
 from .client import MERGE_PATCH, api_for
+from .informer import JOB, POD, STATEFULSET, ClusterState, ClusterWatcher, register
 from .logs import LogCollector
 from .observe import created, current_attempt
 from .status import MOUNT_WARNINGS, PENDING_REASONS, meta, ready_replicas, replica_key
-from .watch import JOB, POD, STATEFULSET, ClusterState, ClusterWatcher, register
 
 if TYPE_CHECKING:
     from .backend import KubernetesBackend

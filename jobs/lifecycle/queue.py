@@ -14,8 +14,9 @@ may pass it any more - if it waits for capacity, no later job in the datacenter 
 it waits for its user's quota, none of that user's later jobs does.
 
 Passes run on submission and resume (in the same transaction, so admission is atomic with the new
-job), whenever a job leaves the admitted states (transitions.py queues `admit_queue`), and on the
-periodic reconcile. A pass that runs twice finds nothing more to do.
+job), whenever a job leaves the admitted states (jobs/signals.py queues `admit_queue` on the state
+change jobs/state/transitions.py publishes), and on the periodic reconcile. A pass that runs twice
+finds nothing more to do.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from accounts.models import Datacenter
 from quotas.models import Quota
 from quotas.services import RESOURCE_FIELDS, Capacity, Resources, capacity, quota_errors, resources_of
 
-from .models import ADMITTED_STATES, Job, JobState
-from .transitions import set_reason, transition
+from ..models import ADMITTED_STATES, Job, JobState
+from ..state.transitions import set_reason, transition
 
 ADMITTED_REASON, ADMITTED_MESSAGE = "Preparing", "copying the package and preparing the runtime"
 

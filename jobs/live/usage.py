@@ -4,6 +4,8 @@ job ends too; the job page and the API read them back."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypedDict
 
@@ -11,8 +13,18 @@ from django.conf import settings
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
-from .backends.base import Backend, Usage
-from .models import Job, Replica, ReplicaSample, ReplicaState
+from ..models import Job, Replica, ReplicaSample, ReplicaState
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One replica's resource use at one moment. CPU comes either as a cumulative counter
+    (`cpu_seconds`, local processes: the percentage follows from the previous sample) or as a
+    rate the backend measured itself (`cpu_percent`, 100 = one core: Kubernetes' metrics API)."""
+
+    memory_bytes: int
+    cpu_seconds: float | None = None
+    cpu_percent: float | None = None
 
 
 class Point(TypedDict):
@@ -53,11 +65,11 @@ def record(job: Job, measured: dict[tuple[str, int], Usage], now: datetime | Non
     return saved
 
 
-def sample(job: Job, backend: Backend) -> list[ReplicaSample]:
-    """Measure the job's running replicas now and record what the backend could measure."""
+def sample(job: Job, measure: Callable[[Job], dict[tuple[str, int], Usage]]) -> list[ReplicaSample]:
+    """Measure the job's running replicas now (its backend's Backend.usage) and record what could be."""
     if not job.replicas.filter(state=ReplicaState.RUNNING).exists():
         return []
-    return record(job, backend.usage(job))
+    return record(job, measure(job))
 
 
 def with_latest(replicas: QuerySet[Replica]) -> QuerySet[Replica]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 if TYPE_CHECKING:
-    from .models import Replica
+    from ..models import Replica
 
 MAX_READ = 1 << 20
 # Bounds of what a reader may ask for: a byte offset any file can have, and a tail length.

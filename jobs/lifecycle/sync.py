@@ -1,6 +1,6 @@
 """Deriving a job's state from its replicas, as its backend observes them.
 
-Every change is a conditional UPDATE on the current state (jobs/transitions.py), so the watcher,
+Every change is a conditional UPDATE on the current state (jobs/state/transitions.py), so the watcher,
 the periodic reconcile and a task running twice can all call these at once and the outcome is
 the same.
 """
@@ -12,18 +12,19 @@ import dataclasses
 from django.db import transaction
 from django.utils import timezone
 
-from . import notify, restarts
-from .backends.base import ReplicaStatus
-from .backends.registry import get_backend
-from .models import REPLICA_DONE, TERMINAL_STATES, Job, JobEvent, JobState, Replica, ReplicaState
-from .transitions import set_reason, transition
+from ..backends.base import ReplicaStatus
+from ..backends.registry import get_backend
+from ..live import notify
+from ..models import REPLICA_DONE, TERMINAL_STATES, Job, JobEvent, JobState, Replica, ReplicaState
+from ..state.transitions import set_reason, transition
+from . import restarts
 
 
 def _apply(replica: Replica, status: ReplicaStatus, job_done: bool, suspended: bool = False) -> bool:
     """Record what a backend observed of a replica's current attempt. A finished replica
     (REPLICA_DONE) never changes again from an observation, whatever is observed later: a cluster
     deletes the pods of a failed job, and a pod being deleted must not turn "Failed, exit 3" into
-    "Terminated". Only a new attempt (jobs/attempts.py) starts it again. A suspended job's
+    "Terminated". Only a new attempt (jobs/state/attempts.py) starts it again. A suspended job's
     replicas that we stopped (or that never started) end Terminated with reason Suspended."""
     if replica.state in REPLICA_DONE:
         return False

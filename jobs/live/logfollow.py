@@ -27,7 +27,7 @@ from core import metrics_store
 from . import logstore, notify
 
 if TYPE_CHECKING:
-    from .models import Job, Replica
+    from ..models import Job, Replica
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from core import metrics_store
 
-from .models import Job, JobEvent, JobState
+from ..models import Job, JobEvent, JobState
 
 
 def observe_running(job: Job) -> None:

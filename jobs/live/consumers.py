@@ -6,8 +6,8 @@ on every subscribe: only the job's owner may join its group."""
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from ..models import Job
 from . import notify
-from .models import Job
 
 
 class JobConsumer(AsyncJsonWebsocketConsumer):

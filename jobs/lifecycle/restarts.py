@@ -24,11 +24,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from . import logstore, spec
-from .attempts import new_attempt
-from .backends.base import Backend, LaunchError, ReplicaStatus
-from .models import REPLICA_DONE, Job, JobEvent, JobState, Replica, ReplicaState
-from .transitions import set_reason, transition
+from .. import spec
+from ..backends.base import Backend, LaunchError, ReplicaStatus
+from ..live import logstore
+from ..models import REPLICA_DONE, Job, JobEvent, JobState, Replica, ReplicaState
+from ..state.attempts import new_attempt
+from ..state.transitions import set_reason, transition
 
 FAILURE_LOG_LINES = 20
 RUNNING_STATES = (JobState.STARTING, JobState.RUNNING)
