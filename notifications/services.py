@@ -127,22 +127,20 @@ def job_payload(job: Job, event: str) -> dict[str, Any]:
         "url": settings.SITE_URL.rstrip("/") + reverse("jobs:detail", kwargs={"name": job.name})}}
 
 
-def job_state_changed(job: Job, state: str) -> None:
-    """Queue the messages a job's new state calls for: one delivery per subscribed webhook, and
-    the owner's e-mail when the job ended. Called once the state change is committed."""
-    from .tasks import deliver, send_job_email  # here: the tasks module imports this one
-
+def messages_for(job: Job, state: str) -> tuple[list[Delivery], bool]:
+    """What a job's new state calls for: one Delivery (created here) per subscribed webhook, and
+    whether its owner is e-mailed (the job ended). Queueing them is the caller's
+    (notifications/signals.py), once the state change is committed."""
     event = EVENT_OF_STATE.get(JobState(state))
     if event is None:
-        return
+        return [], False
+    deliveries = []
     hooks = [h for h in webhooks_of(job.user).filter(active=True).only("pk", "events") if event in h.events]
     if hooks:
         payload = job_payload(job, event)
-        for hook in hooks:
-            delivery = Delivery.objects.create(webhook=hook, event=event, payload={**payload, "webhook": hook.pk})
-            deliver.delay(delivery.pk)
-    if event != Event.STARTED and email_on_job_end(job.user) and job.user.email:
-        send_job_email.delay(job.pk)
+        deliveries = [Delivery.objects.create(webhook=hook, event=event, payload={**payload, "webhook": hook.pk})
+                      for hook in hooks]
+    return deliveries, event != Event.STARTED and email_on_job_end(job.user) and bool(job.user.email)
 
 
 def send_job_email(job: Job) -> None:

@@ -1,24 +1,23 @@
 """When a job ends, what it wrote under its owner's home is counted (one walk of that home,
 in the background)."""
 
-from django.db import transaction
+import logging
+from typing import Any
+
+from django.dispatch import receiver
+
+from core.events import job_state_changed
+
+from .tasks import recompute_usage
+
+log = logging.getLogger(__name__)
 
 
-def job_event_saved(sender, instance, created, **kwargs):
-    from jobs.models import TERMINAL_STATES
-
-    if not created or instance.replica_id is not None or instance.state not in TERMINAL_STATES:
+@receiver(job_state_changed, dispatch_uid="pfs-usage-on-job-end")
+def count_what_the_job_wrote(sender: Any, job: Any, ended: bool, **kwargs: Any) -> None:
+    if not ended:
         return
-    job = instance.job
-
-    def enqueue():
-        from .tasks import recompute_usage
-
-        try:
-            recompute_usage.delay(job.user_id, job.datacenter_id)
-        except Exception:  # the broker is down: the periodic recompute catches up
-            import logging
-
-            logging.getLogger(__name__).warning("could not queue a usage recompute", exc_info=True)
-
-    transaction.on_commit(enqueue)
+    try:
+        recompute_usage.delay(job.user_id, job.datacenter_id)
+    except Exception:  # the broker is down: the periodic recompute catches up
+        log.warning("could not queue a usage recompute", exc_info=True)

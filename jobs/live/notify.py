@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.dispatch import Signal
-
-if TYPE_CHECKING:
-    from ..models import Job
 
 log = logging.getLogger(__name__)
-
-# Sent with job= and state= once a job's state change is committed: what lies outside jobs (e.g.
-# the notifications app's webhooks and e-mail) follows job states without jobs knowing of it.
-state_changed = Signal()
 
 
 def group(job_id: int) -> str:
@@ -37,13 +28,6 @@ def send(job_id: int, message: dict[str, str | int]) -> None:
 
 def job_changed(job_id: int) -> None:
     send(job_id, {"type": "job.changed", "job": job_id})
-
-
-def job_state_changed(job: Job, state: str) -> None:
-    """Tell state_changed's receivers; one failing must neither fail the change nor stop the others."""
-    for receiver, result in state_changed.send_robust(sender=type(job), job=job, state=state):
-        if isinstance(result, Exception):
-            log.error("%s failed on job %s becoming %s", receiver, job.pk, state, exc_info=result)
 
 
 def log_data(job_id: int, replica: str, offset: int, text: str, next_offset: int) -> None:

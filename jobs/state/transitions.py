@@ -3,6 +3,9 @@
 The watcher, the periodic reconcile and a task running twice can all call these at once and the
 outcome is the same. Backends call them too (a Kubernetes pending timeout fails the job), so this
 module sits below both the backends and the lifecycle that drives them.
+
+Every committed state change is published once as core.events.job_state_changed: the queue, the
+storage accounting and the notifications follow it from there, none of them named here.
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from celery import current_app
 from django.db import transaction
 from django.utils import timezone
+
+from core import events
 
 from ..live import notify
 from ..models import ACTIVE_STATES, TERMINAL_STATES, Job, JobEvent, JobState
@@ -42,16 +46,9 @@ def transition(job: Job, to: str, reason: str, message: str = "", *, from_states
         transaction.on_commit(lambda: notify.job_changed(job.pk))
         if to == JobState.RUNNING:
             transaction.on_commit(lambda: timings.observe_running(job), robust=True)  # a metric never fails a job
-        transaction.on_commit(lambda: notify.job_state_changed(job, to), robust=True)
-        if to in TERMINAL_STATES or to == JobState.SUSPENDED:
-            # What it held (if it was admitted) is free: the queue's next jobs may start now.
-            transaction.on_commit(lambda: _request_admission(job.datacenter_id), robust=True)
+        transaction.on_commit(lambda: events.publish(events.job_state_changed, sender=type(job), job=job, state=to,
+                                                     ended=to in TERMINAL_STATES), robust=True)
     return bool(updated)
-
-
-def _request_admission(datacenter_id: int) -> None:
-    # By name: the task's module (jobs.tasks) sits above this one.
-    current_app.send_task("jobs.tasks.admit_queue", args=[datacenter_id])
 
 
 def set_reason(job: Job, reason: str, message: str) -> None:

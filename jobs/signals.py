@@ -1,0 +1,19 @@
+"""What jobs does when a job's state changes (core.events.job_state_changed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.dispatch import receiver
+
+from core.events import job_state_changed
+
+from .models import JobState
+from .tasks import admit_queue
+
+
+@receiver(job_state_changed, dispatch_uid="jobs.admit_queue")
+def admit_next(sender: Any, job: Any, state: str, ended: bool, **kwargs: Any) -> None:
+    """What the job held (if it was admitted) is free: the queue's next jobs may start now."""
+    if ended or state == JobState.SUSPENDED:
+        admit_queue.delay(job.datacenter_id)
