@@ -1,6 +1,13 @@
+from django import forms
 from django.contrib import admin, messages
+from django.utils.html import format_html_join
+
+from accounts.models import Datacenter
+from quotas.units import format_bytes, format_cpu
 
 from . import services
+from .backends.base import LaunchError
+from .backends.registry import backend_class, capacity, get_backend
 from .models import Job, JobEvent, Replica
 
 
@@ -78,3 +85,74 @@ class ReplicaAdmin(RecordAdmin):
     list_filter = ["state", "role"]
     search_fields = ["job__name", "pod", "host"]
     list_select_related = ["job"]
+
+
+# accounts' Datacenter, administered here: what the admin shows and checks of one is its backend's.
+class DatacenterForm(forms.ModelForm):
+    kubeconfig = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 6, "placeholder": "(unchanged)"}), required=False,
+        help_text="Kubernetes only: paste a kubeconfig (YAML) to replace the stored one; leave empty to keep it. "
+                  "Never shown again. With none stored, the service account of the pod the service runs in is used.")
+    clear_kubeconfig = forms.BooleanField(required=False, help_text="Forget the stored kubeconfig (use in-cluster).")
+
+    class Meta:
+        model = Datacenter
+        fields = ["name", "backend", "description", "config", "kubeconfig", "capacity_cpu_millicores",
+                  "capacity_memory_bytes", "capacity_gpus", "default_max_restarts"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.initial["kubeconfig"] = ""  # write-only: the stored one is never sent to a browser
+
+    def clean_kubeconfig(self):
+        value = self.cleaned_data["kubeconfig"].strip()
+        if not value:
+            return "" if self.data.get("clear_kubeconfig") else (self.instance.kubeconfig if self.instance.pk else "")
+        import yaml
+
+        try:
+            data = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise forms.ValidationError(f"not YAML: {e}") from e
+        if not isinstance(data, dict) or not data.get("clusters"):
+            raise forms.ValidationError("not a kubeconfig: it has no clusters")
+        return value
+
+    def clean(self):
+        cleaned = super().clean()
+        backend = cleaned.get("backend")
+        if backend:
+            try:
+                backend_class(backend).check_config(cleaned.get("name") or "", cleaned.get("config") or {})
+            except ValueError as e:
+                self.add_error("config", str(e))
+        return cleaned
+
+
+@admin.register(Datacenter)
+class DatacenterAdmin(admin.ModelAdmin):
+    form = DatacenterForm
+    list_display = ["name", "backend", "description", "created"]
+    list_filter = ["backend"]
+    search_fields = ["name", "description"]
+    readonly_fields = ["isolation", "queue_capacity"]
+
+    @admin.display(description="Isolation of jobs")
+    def isolation(self, obj):
+        if obj is None or obj.pk is None:
+            return "-"
+        try:
+            lines = get_backend(obj).isolation()
+        except LaunchError as e:
+            lines = [e.message]
+        return format_html_join("", "<div>{}</div>", ((line,) for line in lines)) if lines else "-"
+
+    @admin.display(description="Capacity the queue admits against")
+    def queue_capacity(self, obj):
+        if obj is None or obj.pk is None:
+            return "-"
+        cap = capacity(obj)
+        parts = [f"{format_cpu(cap.cpu_millicores)} CPU" if cap.cpu_millicores is not None else "CPU: no limit",
+                 f"{format_bytes(cap.memory_bytes)} memory" if cap.memory_bytes is not None else "memory: no limit",
+                 f"{cap.gpus} GPU" if cap.gpus is not None else "GPU: no limit"]
+        return ", ".join(parts) + " (empty fields: the machine's own locally, no limit on Kubernetes)"

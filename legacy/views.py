@@ -24,6 +24,7 @@ from accounts import throttle
 from accounts.models import Datacenter
 from core.parsers import BoundedJSONParser
 from jobs import services as jobs
+from jobs.lifecycle.queue import held
 from pfs import chunks, shares, transfer
 from pfs import services as pfs
 from pfs.paths import PathError
@@ -144,7 +145,7 @@ def quota(request, user):
     dc = Datacenter.objects.filter(name=name).first() if "\x00" not in name else None
     if dc is None:
         raise services.LegacyError(f"no datacenter named '{name}'")
-    used, running = quotas.usage(user, dc)
+    used, running = held(user, dc)
     limits = quotas.effective_quota(user, dc)
     return JsonResponse(shapes.quota_list(limits, used, running, services.running_pods(user, dc)))
 

@@ -20,7 +20,6 @@ urlpatterns = [
     path("", include("jobs.api.urls")),
     path("", include("accounts.api.urls")),
     path("", include("notifications.api.urls")),
-    path("", include("quotas.api.urls")),
     path("", include("pfs.api.urls")),
     path("health/", HealthView.as_view(), name="health"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

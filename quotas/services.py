@@ -3,11 +3,9 @@ jobs by (jobs/lifecycle/queue.py); the reason texts users see come from here."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import psutil
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
@@ -72,13 +70,10 @@ class Capacity:
                 ("gpu", self.gpus, held.gpus, request.gpus, str, "GPU")]
 
 
-def capacity(datacenter: Datacenter) -> Capacity:
-    """The operator's figures where set; else the machine's own for a local datacenter (its CPUs,
-    its memory, no GPUs) and no limit for Kubernetes."""
-    if datacenter.backend == "local":
-        machine = Capacity((os.cpu_count() or 1) * 1000, psutil.virtual_memory().total, 0)
-    else:
-        machine = Capacity(None, None, None)
+def capacity(datacenter: Datacenter, machine: Capacity) -> Capacity:
+    """The operator's figures where set; else `machine`, what the datacenter's backend says its
+    machines have (jobs/backends/registry.py asks it: locally this machine's CPUs and memory and no
+    GPUs, on Kubernetes no limit)."""
     return Capacity(
         _first(datacenter.capacity_cpu_millicores, machine.cpu_millicores),
         _first(datacenter.capacity_memory_bytes, machine.memory_bytes),
@@ -112,20 +107,6 @@ def resources_of(job: Any) -> Resources:
 
 
 RESOURCE_FIELDS = ("mode", "trainers", "pservers", "cpu", "memory", "gpu", "pscpu", "psmemory")
-
-
-def usage(user: User, datacenter: Datacenter) -> tuple[Resources, int]:
-    """Resources held by the user's admitted jobs in the datacenter (queued and suspended ones hold
-    nothing), and how many there are."""
-    from jobs.models import ADMITTED_STATES, Job
-
-    total = Resources()
-    jobs = Job.objects.filter(user=user, datacenter=datacenter, state__in=ADMITTED_STATES)
-    count = 0
-    for job in jobs.only(*RESOURCE_FIELDS):
-        count += 1
-        total += resources_of(job)
-    return total, count
 
 
 def lock_admissions(user: User) -> None:

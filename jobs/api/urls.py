@@ -1,10 +1,12 @@
 """Included by paddleweb/api_urls.py under /api/v2/."""
 
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from .quota import quota
 from .views import JobViewSet
 
 router = SimpleRouter()
 router.register("jobs", JobViewSet, basename="job")
 
-urlpatterns = router.urls
+urlpatterns = [*router.urls, path("quota/", quota, name="quota")]

@@ -12,6 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from quotas.services import Capacity
+
 from ..live.usage import Usage
 
 if TYPE_CHECKING:
@@ -109,6 +111,12 @@ class Backend(ABC):
     def isolation(self) -> list[str]:
         """What this datacenter enforces on its jobs, line by line, for the admin (none said: [])."""
         return []
+
+    @classmethod
+    def capacity(cls) -> Capacity:
+        """What the machines this backend runs jobs on have, where the operator set no figures for
+        the queue (None: no limit, the cluster's scheduler decides)."""
+        return Capacity(None, None, None)
 
     @abstractmethod
     def prepare(self, job: Job, heartbeat: Callable[[], None]) -> None:

@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, cast
 
 from django.utils.module_loading import import_string
 
+from quotas import services as quotas
+from quotas.services import Capacity
+
 from .base import Backend, LaunchError, Watcher
 
 if TYPE_CHECKING:
@@ -46,3 +49,13 @@ def get_backend(datacenter: Datacenter) -> Backend:
 def watchers() -> list[Watcher]:
     """One watcher per registered backend, for the watch loop."""
     return [backend_class(name).watcher(name) for name in BACKENDS]
+
+
+def capacity(datacenter: Datacenter) -> Capacity:
+    """What the queue admits the datacenter's jobs against: the operator's figures where set, else
+    what its backend's machines have (Backend.capacity)."""
+    try:
+        machine = backend_class(datacenter.backend).capacity()
+    except LookupError:
+        machine = Capacity(None, None, None)
+    return quotas.capacity(datacenter, machine)

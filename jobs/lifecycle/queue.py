@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import transaction
@@ -32,10 +33,14 @@ from django.utils import timezone
 
 from accounts.models import Datacenter
 from quotas.models import Quota
-from quotas.services import RESOURCE_FIELDS, Capacity, Resources, capacity, quota_errors, resources_of
+from quotas.services import RESOURCE_FIELDS, Capacity, Resources, quota_errors, resources_of
 
+from ..backends.registry import capacity
 from ..models import ADMITTED_STATES, Job, JobState
 from ..state.transitions import set_reason, transition
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 ADMITTED_REASON, ADMITTED_MESSAGE = "Preparing", "copying the package and preparing the runtime"
 
@@ -124,6 +129,18 @@ def admit(datacenter: Datacenter) -> Pass:
                 elif short:
                     reserved = job
     return result
+
+
+def held(user: User, datacenter: Datacenter) -> tuple[Resources, int]:
+    """Resources held by the user's admitted jobs in the datacenter (queued and suspended ones hold
+    nothing), and how many there are."""
+    total = Resources()
+    jobs = Job.objects.filter(user=user, datacenter=datacenter, state__in=ADMITTED_STATES)
+    count = 0
+    for job in jobs.only(*RESOURCE_FIELDS):
+        count += 1
+        total += resources_of(job)
+    return total, count
 
 
 def _within_user(job: Job) -> tuple[int, object, int]:

@@ -19,11 +19,12 @@ from rest_framework.fields import empty
 from accounts.models import Datacenter, Registry
 from pfs.paths import PathError, resolve
 from pfs.usage import QuotaExceeded, get_usage
-from quotas.services import RESOURCE_FIELDS, capacity, effective_quota, job_resources, never_fits
+from quotas.services import RESOURCE_FIELDS, effective_quota, job_resources, never_fits
 from quotas.units import cpu_millicores, memory_bytes
 
 from .. import spec
 from ..backends.contract import RESERVED_ENV
+from ..backends.registry import capacity
 from ..models import Job
 from .serializer import JobSubmitSerializer
 

@@ -4,8 +4,8 @@ stored encrypted, a bad `config` is refused with the key named."""
 import pytest
 from django.db import connection
 
-from accounts.admin import DatacenterForm
 from accounts.models import Datacenter
+from jobs.admin import DatacenterForm
 
 KUBECONFIG = """apiVersion: v1
 kind: Config

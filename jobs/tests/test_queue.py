@@ -11,10 +11,11 @@ from django.utils import timezone
 
 from accounts.models import Datacenter
 from jobs import services
+from jobs.backends.registry import capacity
 from jobs.lifecycle.queue import admit
 from jobs.models import Job
 from quotas.models import Quota
-from quotas.services import Capacity, capacity
+from quotas.services import Capacity
 from tests.support import make_package
 
 pytestmark = pytest.mark.django_db

@@ -27,11 +27,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
+import psutil
 from django.conf import settings
 from django.db import transaction
-from kubernetes.utils import parse_quantity
 
 from pfs.paths import PfsPath, resolve
+from quotas.services import Capacity
+from quotas.units import quantity
 
 from ...live import logstore
 from ...live.usage import Usage
@@ -69,9 +71,7 @@ def _cgroup_name(job: Job, replica: Replica) -> str:
 def _limits(job: Job, replica: Replica, pids: int) -> cgroups.Limits:
     ps = replica.role == Replica.Role.PSERVER
     cpu, memory = (job.pscpu, job.psmemory) if ps else (job.cpu, job.memory)
-    return cgroups.Limits(memory_bytes=int(parse_quantity(memory)),  # type: ignore[no-untyped-call]  # kubernetes is untyped
-                          cpu_millis=int(parse_quantity(cpu) * 1000),  # type: ignore[no-untyped-call]  # kubernetes is untyped
-                          pids=pids)
+    return cgroups.Limits(memory_bytes=int(quantity(memory)), cpu_millis=int(quantity(cpu) * 1000), pids=pids)
 
 
 class _Seen(TypedDict):
@@ -90,6 +90,11 @@ class LocalBackend(Backend):
     @classmethod
     def check_config(cls, name: str, config_: dict[str, Any]) -> None:
         config.parse(config_)
+
+    @classmethod
+    def capacity(cls) -> Capacity:
+        """This machine's CPUs and memory, and no GPUs."""
+        return Capacity((os.cpu_count() or 1) * 1000, psutil.virtual_memory().total, 0)
 
     def isolation(self) -> list[str]:
         """What this datacenter enforces on its jobs on this machine, and what it does not."""

@@ -1,3 +1,5 @@
+"""`GET /api/v2/quota/`: a user's quota (quotas) beside what their admitted jobs hold (jobs)."""
+
 from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -5,7 +7,9 @@ from rest_framework.decorators import api_view
 from rest_framework.response import Response
 
 from accounts.models import Datacenter
-from quotas.services import effective_quota, usage
+from quotas.services import effective_quota
+
+from ..lifecycle.queue import held
 
 
 class ResourcesSerializer(serializers.Serializer):
@@ -38,7 +42,7 @@ def quota(request):
     if dc is None:
         raise serializers.ValidationError({"datacenter": [f"no datacenter named '{name}'"]})
     q = effective_quota(request.user, dc)
-    used, running = usage(request.user, dc)
+    used, running = held(request.user, dc)
     return Response(QuotaSerializer({
         "datacenter": dc.name,
         "limits": {"cpu_millicores": q.cpu_millicores, "memory_bytes": q.memory_bytes, "gpus": q.gpus,

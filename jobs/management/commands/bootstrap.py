@@ -1,4 +1,5 @@
-"""First-run setup: the default datacenter, its default quota, and a first (admin) user."""
+"""First-run setup: the default datacenter (local processes), its default quota, a first (admin) user and
+the example packages in that user's home: what a first job needs."""
 
 import secrets
 import shutil
@@ -8,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from accounts.models import Datacenter
+from pfs.paths import home
 from quotas.models import Quota
 
 
@@ -39,8 +41,6 @@ class Command(BaseCommand):
             f"  An example package is in your storage: /pfs/{dc.name}/home/{username}/examples/fit_a_line\n{line}"))
 
     def _copy_examples(self, user, dc) -> None:
-        from pfs.paths import home
-
         target = home(user, dc.name).child("examples").disk
         for example in ("fit_a_line", "collective"):
             src = settings.BASE_DIR / "examples" / example
