@@ -29,7 +29,19 @@ import httpx
 from .errors import APIError, ConnectionFailed, NotFound, PaddlectlError
 
 if TYPE_CHECKING:
-    from .sdk import Client
+    from typing import Protocol
+
+    from .api import API
+
+    class Client(Protocol):
+        """What Storage needs of its client (paddlectl.sdk.Client, which imports this module)."""
+
+        api: API
+
+        @property
+        def datacenter(self) -> str: ...
+
+        def home(self) -> str: ...
 
 Progress = Callable[[int, int], None]
 SMALL_FILE = 4 << 20  # at most this: one PUT

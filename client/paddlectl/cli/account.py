@@ -12,7 +12,7 @@ from .. import config as cfgmod
 from ..api import API, tls_context
 from ..errors import AuthError, ConfigError, PaddlectlError
 from . import output
-from .main import Context, UsageError, command
+from .base import Context, UsageError, command
 
 
 def _prompt(label: str, secret: bool = False) -> str:

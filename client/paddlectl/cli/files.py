@@ -12,7 +12,7 @@ from ..errors import PaddlectlError
 from ..pfs import is_remote, join
 from ..pfs_paths import home_form
 from . import output
-from .main import Context, UsageError, command
+from .base import Context, UsageError, command
 from .progress import transfer_progress
 
 LS_COLUMNS: list[output.Column] = [

@@ -12,7 +12,7 @@ from ..job import PaddleJob, suggest_job_name
 from ..logs import replica_name
 from ..pfs_paths import in_home
 from . import output
-from .main import Context, UsageError, command
+from .base import Context, UsageError, command
 from .progress import transfer_progress
 
 JOB_COLUMNS: list[output.Column] = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .main import COMMANDS, Context, UsageError, command, top_usage
+from .base import COMMANDS, Context, UsageError, command, top_usage
 
 
 @command("commands", "list all command names")

@@ -27,8 +27,8 @@ from .. import __version__
 from ..errors import NotFound, PaddlectlError
 from ..job import PaddleJob, suggest_job_name
 from . import output
+from .base import EXIT_ERROR, EXIT_USAGE, FORMAT_CHOICES, Context, Parser, UsageError
 from .jobs import JOB_COLUMNS, JOB_WIDE, WORKER_COLUMNS, WORKER_WIDE, env_pairs, get_job, io_env
-from .main import EXIT_ERROR, EXIT_USAGE, FORMAT_CHOICES, Context, Parser, UsageError
 from .main import main as paddlectl_main
 from .progress import transfer_progress
 

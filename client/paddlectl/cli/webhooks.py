@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from . import output
-from .main import Context, UsageError, command
+from .base import Context, UsageError, command
 
 EVENTS = ("job.started", "job.succeeded", "job.failed", "job.killed")
 DEFAULT_EVENTS = "job.succeeded,job.failed,job.killed"
