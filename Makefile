@@ -43,7 +43,7 @@ check: test test-slow
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/lint-imports
+	PYTHONPATH=client $(BIN)/lint-imports  # paddlectl lives in client/
 	$(BIN)/python manage.py makemigrations --check --dry-run -v0
 
 bench: $(VENV)/.installed-dev
