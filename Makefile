@@ -25,7 +25,7 @@ run: $(VENV)/.installed
 		"sudo apt-get install bubblewrap slirp4netns" >&2; exit 1; }
 	$(BIN)/python -m paddleweb.run
 
-## test: lint, types, import layers and migrations, then the suite but for what must be slow, in
+## test: lint (below), then the suite but for what must be slow, in
 ## TEST_WORKERS parallel processes (most tests wait on real processes, sockets and browsers rather
 ## than compute, so two cores keep four busy; TEST_WORKERS=0 runs it in this one process)
 ## test-slow: what must be slow: real PaddlePaddle trainings (the first run installs paddlepaddle
@@ -40,11 +40,19 @@ test-slow: $(VENV)/.installed-dev
 
 check: test test-slow
 
+## lint: README.md kept to what a newcomer needs first; ruff, types, import contracts, migrations;
+## the docs site built with --strict (a broken link or anchor fails) into var/site (never with
+## --quiet, which hides the very warnings --strict counts)
+README_MAX_LINES := 200
 lint: $(VENV)/.installed-dev
+	@lines=$$(wc -l < README.md); [ "$$lines" -le $(README_MAX_LINES) ] || { echo "README.md is $$lines" \
+		"lines, over $(README_MAX_LINES): keep it to what a newcomer needs first (what PaddleCloud is, make run" \
+		"with the example, make check) and move the rest into a page under docs/" >&2; exit 1; }
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	PYTHONPATH=client $(BIN)/lint-imports  # paddlectl lives in client/
 	$(BIN)/python manage.py makemigrations --check --dry-run -v0
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/launch_overhead.py

@@ -1,5 +1,5 @@
-"""Re-encrypt every stored secret with the first of FIELD_ENCRYPTION_KEYS (see README, "Rotating
-the encryption key")."""
+"""Re-encrypt every stored secret with the first of FIELD_ENCRYPTION_KEYS (see
+docs/operating/configuration.md, "Rotating the encryption key")."""
 
 from django.core.management.base import BaseCommand
 
