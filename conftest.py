@@ -10,7 +10,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from core import embedded_redis
-from tests.support import logged_in_browser, running_system, token_client
+from tests.support import LauncherProcess, drop_job_networks, logged_in_browser, running_system, token_client
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -70,8 +70,22 @@ def _sqlite_database_opened_only_by_sqlite(django_db_setup):
     sys.addaudithook(refuse)  # for the rest of the session: audit hooks cannot be removed
 
 
+@pytest.fixture(scope="session", autouse=True)
+def launcher_service(tmp_path_factory):
+    """The launcher (launcher/) this run's local jobs go through, as `make run` starts it: as root
+    a real root launcher for this process's uid, as a normal user the rootless one. Its roots hold
+    every test's storage directories (below pytest's base temporary directory) and the runtimes."""
+    base = tmp_path_factory.getbasetemp()
+    venvs = settings.VAR_DIR / "venvs"
+    venvs.mkdir(parents=True, exist_ok=True)
+    started = LauncherProcess(base / "launcher", {"pfs": base, "jobs": base, "logs": base, "venvs": venvs}).ready()
+    settings.LAUNCHER_SOCKET, settings.JOB_UIDS = started.sock, started.job_uids
+    yield started
+    started.stop()
+
+
 @pytest.fixture(autouse=True)
-def storage_dirs(settings, tmp_path):
+def storage_dirs(settings, tmp_path, launcher_service):
     """Each test gets empty PFS, job and log directories (ids restart between tests).
     Runtime virtualenvs stay shared: building paddlepaddle's once is enough."""
     settings.PFS_ROOT = tmp_path / "pfs"
@@ -79,19 +93,7 @@ def storage_dirs(settings, tmp_path):
     settings.LOGS_ROOT = tmp_path / "logs"
     settings.VENVS_ROOT = settings.VAR_DIR / "venvs"
     yield tmp_path
-    _drop_network_namespaces(settings.JOBS_ROOT)
-
-
-def _drop_network_namespaces(jobs_root):
-    """A test that ends its job with a kill and no final observation leaves the job's network
-    namespace behind (in service the watcher drops it); drop this test's, so none pile up."""
-    from jobs.backends.local import netns
-
-    tag = netns.name_prefix(jobs_root)
-    if netns.NETNS_DIR.is_dir():
-        for entry in netns.NETNS_DIR.iterdir():
-            if entry.name.startswith(tag):
-                netns.remove(entry.name)
+    drop_job_networks(launcher_service, launcher_service.roots["jobs"])
 
 
 @pytest.fixture

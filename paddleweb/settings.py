@@ -326,8 +326,13 @@ HEARTBEAT_TTL = env.int("HEARTBEAT_TTL", 15)
 # Prometheus scrapes /metrics with `Authorization: Bearer <METRICS_TOKEN>`; unset, /metrics is 404.
 METRICS_TOKEN = env.str("METRICS_TOKEN", "")
 PIP_INDEX_URL = env.str("PIP_INDEX_URL", "")
-# Sandboxed local replicas run as JOB_UID_BASE + the user's id: uids that own nothing on the host.
-JOB_UID_BASE = env.int("JOB_UID_BASE", 200000)
+# Local jobs: what needs root goes through the launcher (launcher/) on this socket. Sandboxed local
+# replicas run as the first of JOB_UIDS + the user's id (the first is the runtime builds'): uids that
+# no host account and no other PaddleCloud instance on the host may use (the launcher checks both).
+# Started as root, `make run` runs everything but the launcher as SERVICE_USER (made if missing).
+LAUNCHER_SOCKET = Path(env.str("LAUNCHER_SOCKET", str(VAR_DIR / "launcher.sock")))
+JOB_UIDS = env.str("JOB_UIDS", "200000-265535")
+SERVICE_USER = env.str("SERVICE_USER", "paddlecloud")
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "tmp")

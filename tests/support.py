@@ -165,7 +165,7 @@ def job_processes(job: Job) -> list[psutil.Process]:
     """Every live process belonging to the job: its keepers and anything they started."""
     from django.conf import settings
 
-    from jobs.backends.local.backend import KEEPER
+    from jobs.backends.local.keepers import KEEPER
 
     root = str(settings.JOBS_ROOT / str(job.pk))
     found = []
@@ -181,6 +181,20 @@ def job_processes(job: Job) -> list[psutil.Process]:
                     found.append(proc)
             except psutil.NoSuchProcess:  # ended since it was listed
                 continue
+    return found
+
+
+def programs(job: Job, needle: str = "train.py") -> list[psutil.Process]:
+    """The job's training programs themselves (python running `needle`), not the keepers, sandboxes
+    or forked keeper children around them."""
+    found = []
+    for proc in job_processes(job):
+        try:
+            if proc.name().startswith("python") and needle in " ".join(proc.cmdline()) \
+                    and "keeper.py" not in " ".join(proc.cmdline()):
+                found.append(proc)
+        except psutil.NoSuchProcess:
+            continue
     return found
 
 
@@ -244,3 +258,72 @@ def run_until_done(job: Job, timeout: float = 30) -> Job:
     wait_for(done, timeout, what=lambda: f"job {job.name} to end (state {job.state}: {job.message})")
     return job
 
+
+
+ROOT = os.geteuid() == 0
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class LauncherProcess:
+    """A real `python -m launcher` (launcher/) on a socket of its own: as root, the root launcher
+    `make run` starts; as a normal user, the rootless one. `job_uids` None picks a free range of
+    its own (a test run beside a dev server, or beside another run, must not share one)."""
+
+    def __init__(self, base, roots: dict, *extra: str, service_uid: int | None = None,
+                 job_uids: str | None = None, env: dict | None = None, registry=None) -> None:
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        self.base = Path(base)
+        self.base.mkdir(parents=True, exist_ok=True)
+        self.sock, self.log, self.state = self.base / "launcher.sock", self.base / "launcher.log", self.base / "state"
+        self.job_uids, self.roots = job_uids, roots
+        for _ in range(50):
+            if job_uids is None:  # a slot of its own, from this process's pid; the next if held
+                first = 400_000 + (os.getpid() * 7 + _) % 997 * 10_000
+                self.job_uids = f"{first}-{first + 9_999}"
+            uid = os.geteuid() if service_uid is None else service_uid
+            cmd = [sys.executable, "-m", "launcher", "--socket", str(self.sock), "--state-dir", str(self.state),
+                   "--service-uid", str(uid), "--job-uids", self.job_uids,
+                   *[a for name, path in roots.items() for a in (f"--{name}-root", str(path))], *extra]
+            if registry:
+                cmd += ["--uid-registry", str(registry)]
+            self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
+                                         env={**os.environ, **(env or {})})
+            wait_for(lambda: self.sock.exists() or self.proc.poll() is not None, 30, what=self.output)
+            if self.proc.poll() is None or job_uids is not None or "another PaddleCloud" not in self.output():
+                return
+        raise AssertionError(f"no free job uid range for a test launcher: {self.output()}")
+
+    def ready(self) -> LauncherProcess:
+        assert self.proc.poll() is None, self.output()
+        return self
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+def drop_job_networks(launcher: LauncherProcess, jobs_root) -> None:
+    """What a test's killed jobs left (in service the watcher drops it): their network namespaces
+    (as root) or the processes holding them (rootless)."""
+    import signal
+    import subprocess
+
+    from launcher import netns
+
+    prefix = netns.name(str(jobs_root), "")
+    if ROOT and netns.NETNS_DIR.is_dir():
+        for entry in netns.NETNS_DIR.iterdir():
+            if entry.name.startswith(prefix):
+                subprocess.run(["ip", "netns", "delete", entry.name], capture_output=True)
+    for pid_file in (launcher.state / "netns").glob(f"{prefix}*.pid"):
+        try:
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+        pid_file.unlink(missing_ok=True)

@@ -13,7 +13,7 @@ from jobs.live import logstore
 from jobs.models import Job, ReplicaState
 from jobs.tasks import launch_job, reconcile
 from pfs.paths import home
-from tests.support import job_processes, make_package, run_until_done, wait_for
+from tests.support import job_processes, make_package, programs, run_until_done, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -232,10 +232,8 @@ def test_launch_is_idempotent_and_reconcile_takes_over_a_stale_launch(alice, set
     job = submit(alice, "twice", {"train.py": "import time; time.sleep(600)\n"}, mode="collective", pservers=0,
                  trainers=2)
     launch_job(job.pk)
-    # Each replica's sandbox starts its processes one after the other: count once both programs
-    # (the only processes running as alice's job uid) run.
-    wait_for(lambda: len([p for p in job_processes(job) if p.uids().real == settings.JOB_UID_BASE + alice.pk]) == 2,
-             10, what="both programs")
+    # Each replica's sandbox starts its processes one after the other: count once both programs run.
+    wait_for(lambda: len(programs(job)) == 2, 10, what="both programs")
     first = sorted(p.pid for p in job_processes(job))
     # A launcher that died mid-way leaves Starting with a heartbeat nobody refreshes.
     Job.objects.filter(pk=job.pk).update(state="Starting", heartbeat="2000-01-01T00:00Z")

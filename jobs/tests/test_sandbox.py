@@ -1,5 +1,6 @@
 """The local sandbox, tried as a hostile user would: real jobs of alice in real bubblewrap sandboxes,
-real network namespaces and cgroups, against the service's real files and sockets."""
+real network namespaces and cgroups, against the service's real files and sockets. Every test runs
+in the mode this run has: as root (the root launcher, job uids) or as a normal user (rootless)."""
 
 import json
 import os
@@ -8,19 +9,19 @@ import socket
 import subprocess
 from pathlib import Path
 
-import psutil
 import pytest
 from django.db import connection
 
 from accounts.models import Datacenter
 from jobs import services
-from jobs.backends.local import cgroups, netns, sandbox
+from jobs.backends.local import sandbox
 from jobs.backends.local.backend import LocalBackend
 from jobs.live import logstore
 from jobs.models import Job
 from jobs.tasks import launch_job
 from jobs.tests.test_local_backend import run_until_done, submit
-from tests.support import job_processes, wait_for
+from launcher import netns
+from tests.support import ROOT, LauncherProcess, job_processes, programs, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -84,14 +85,6 @@ def no_job_left_behind(transactional_db):
     yield
     for job in Job.objects.select_related("datacenter"):
         LocalBackend(job.datacenter).delete(job)
-
-
-@pytest.fixture(autouse=True)
-def fresh_probe():
-    """Each test sees this machine's real sandbox support (some tests change PATH)."""
-    sandbox.probe.cache_clear()
-    yield
-    sandbox.probe.cache_clear()
 
 
 def set_config(**config):
@@ -158,17 +151,18 @@ def test_a_job_reaches_none_of_the_services_files_sockets_or_other_users_data(al
     for name in ("/usr", "/etc", "/", "jobs root", "state dir"):
         assert not (Path(checks["write"][name]).exists()), name
     assert not (public / "pwned").exists() and not (bob_home / "pwned").exists()
-    # No privileges: its own uid, no capabilities at all, no way to gain any.
-    assert result["uid"] == settings.JOB_UID_BASE + alice.pk
+    # No privileges: its own uid (rootless: a uid of its own user namespace), no capabilities at
+    # all, no way to gain any.
+    assert result["uid"] == (sandbox.job_uid(alice) if ROOT else 1000)
     assert result["status"] == {"CapEff": "0" * 16, "CapPrm": "0" * 16, "CapBnd": "0" * 16, "NoNewPrivs": "1"}
     # Its environment is the process contract's (plus the user's own), nothing of the service's.
     assert "MY_SETTING" in result["env"] and "PADDLE_TRAINER_ID" in result["env"]
     assert not set(result["env"]) & {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "DJANGO_SETTINGS_MODULE"}
     assert os.getpid() not in result["pids"] and max(result["pids"]) < 10  # its own PID namespace
-    # And it still writes its own home, as its own uid.
+    # And it still writes its own home, as its own uid (rootless: the service's, on the host).
     written = home(alice, "local").disk / "written-by-job.txt"
     assert written.read_text() == "hello"
-    assert written.stat().st_uid == settings.JOB_UID_BASE + alice.pk
+    assert written.stat().st_uid == (sandbox.job_uid(alice) if ROOT else os.getuid())
 
 
 SERVER = r"""
@@ -239,7 +233,20 @@ except OSError as e:
 """
 
 
+def needs_limit(name: str) -> None:
+    """Skip where the launcher cannot enforce the cgroup limit `name` (it says so, never silently:
+    see test_isolation_warnings.py) — rootless on a machine that delegates no cgroup to the user."""
+    found = sandbox.status()
+    if name not in found.enforced:
+        pytest.skip(f"{name} is not enforced here: {found.missing.get(name)}")
+
+
+def job_ns(launcher_service, job) -> str:
+    return netns.name(str(launcher_service.roots["jobs"]), str(job.pk))
+
+
 def test_a_fork_bomb_stops_at_the_pids_limit_and_everything_of_it_is_killed(alice):
+    needs_limit("pids")
     set_config(pids_limit=64)
     job = run_until_done(submit(alice, "bomb", {"train.py": FORK_BOMB}, mode="collective", pservers=0, trainers=1),
                          timeout=60)
@@ -259,6 +266,7 @@ for i in range(64):
 
 
 def test_a_replica_over_its_memory_is_oom_killed(alice):
+    needs_limit("memory")
     job = run_until_done(submit(alice, "hog", {"train.py": MEMORY_HOG}, mode="collective", pservers=0, trainers=1,
                                 memory="64Mi"))
     replica = job.replicas.get()
@@ -267,35 +275,59 @@ def test_a_replica_over_its_memory_is_oom_killed(alice):
     assert "allocated 1024 MiB" not in logstore.read(replica).text
 
 
-def test_the_jobs_network_namespace_and_cgroups_are_gone_when_it_ends(alice):
+def test_the_jobs_network_namespace_and_cgroups_are_gone_when_it_ends(alice, launcher_service):
+    from launcher import cgroups
+
     job = submit(alice, "tidy", {"train.py": "import time; time.sleep(600)\n"}, mode="collective", pservers=0,
                  trainers=2)
     launch_job(job.pk)
-    assert netns.path(netns.name(job)).exists()
-    names = [f"{netns.name(job)}-{r.name}" for r in job.replicas.all()]
-    parents = set(cgroups.support().parents.values())
-    assert parents, cgroups.support().summary()
+    ns = job_ns(launcher_service, job)
+    # As root a named namespace; rootless, the process that holds it.
+    held = netns.NETNS_DIR / ns if ROOT else launcher_service.state / "netns" / f"{ns}.pid"
+    assert held.exists()
+    names = [f"{ns}-{r.name}" for r in job.replicas.all()]
+    # The launcher is a child of this process, in the same cgroups: its replicas' are below them.
+    parents = set(cgroups.support().parents.values()) if sandbox.status().enforced else set()
     assert all((p / n).is_dir() for p in parents for n in names)
 
     services.kill_job(job)
     LocalBackend(job.datacenter).stop(job)
     wait_for(lambda: not job_processes(job), 20, what="processes to go")
     LocalBackend(job.datacenter).observe(job)  # what the watcher does next
-    assert not netns.path(netns.name(job)).exists()
+    assert not held.exists()
     assert not any((p / n).exists() for p in parents for n in names)
 
 
-def test_without_bwrap_jobs_fail_closed_with_sandbox_unavailable(alice, tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"  # a machine with everything but bubblewrap
+@pytest.fixture
+def launcher_without_bwrap(tmp_path, settings, launcher_service):
+    """A launcher on a machine with everything but bubblewrap, for this test's requests."""
+    bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("nsenter", "ip", "setpriv"):
+    for tool in ("nsenter", "ip", "setpriv", "unshare", "slirp4netns"):
         os.symlink(shutil.which(tool), bin_dir / tool)
-    monkeypatch.setenv("PATH", str(bin_dir))
+    bare = LauncherProcess(tmp_path / "bare", launcher_service.roots, env={"PATH": str(bin_dir)}).ready()
+    settings.LAUNCHER_SOCKET, settings.JOB_UIDS = bare.sock, bare.job_uids
+    yield bare
+    settings.LAUNCHER_SOCKET, settings.JOB_UIDS = launcher_service.sock, launcher_service.job_uids
+    bare.stop()
+
+
+def test_without_bwrap_jobs_fail_closed_with_sandbox_unavailable(alice, launcher_without_bwrap):
     job = run_until_done(submit(alice, "open", {"train.py": "print('ran', flush=True)\n"}, mode="collective",
                                 pservers=0, trainers=1))
     assert (job.state, job.reason) == ("Failed", "SandboxUnavailable")
     assert "apt-get install bubblewrap" in job.message
     assert logstore.read(job.replicas.get()).text == ""  # nothing ran
+
+
+def test_without_the_launcher_jobs_fail_closed_with_sandbox_unavailable(alice, tmp_path, settings, launcher_service):
+    settings.LAUNCHER_SOCKET = tmp_path / "nobody-listens.sock"
+    job = submit(alice, "alone", {"train.py": "print('ran', flush=True)\n"}, mode="collective", pservers=0, trainers=1)
+    launch_job(job.pk)
+    job.refresh_from_db()
+    settings.LAUNCHER_SOCKET = launcher_service.sock
+    assert (job.state, job.reason) == ("Failed", "SandboxUnavailable")
+    assert "the launcher is not running" in job.message
 
 
 def test_isolation_none_is_an_explicit_opt_out_that_runs_jobs_unsandboxed(alice, settings):
@@ -326,28 +358,20 @@ def _memory_cgroup(pid: int) -> str:
     return next(line.split(":", 2)[2] for line in lines if line.split(":")[1] in ("memory", ""))
 
 
-def test_the_program_runs_as_the_job_uid_in_its_cgroup_while_its_keeper_stays_outside(alice):
+def test_the_program_runs_as_the_job_uid_in_its_cgroup_while_its_keeper_stays_outside(alice, launcher_service):
     job = submit(alice, "keeper", {"train.py": "import time; time.sleep(600)\n"}, mode="collective", pservers=0,
                  trainers=1)
     launch_job(job.pk)
     keeper = next(p for p in job_processes(job) if "keeper.py" in " ".join(p.cmdline()))
-    def programs():
-        # The program itself: python running train.py (not a forked keeper child before its exec).
-        found = []
-        for p in keeper.children(recursive=True):
-            try:
-                cmdline = " ".join(p.cmdline())
-                if p.name().startswith("python") and "train.py" in cmdline and "keeper.py" not in cmdline:
-                    found.append(p)
-            except psutil.NoSuchProcess:
-                continue
-        return found
-
-    program = wait_for(programs, 30, what="the program")[0]
-    assert psutil.Process(program.pid).uids().real == sandbox.job_uid(alice)
-    assert _memory_cgroup(program.pid).endswith(f"/{netns.name(job)}-trainer-0")
-    assert _memory_cgroup(keeper.pid) == _memory_cgroup(os.getpid())  # a replica at its limit cannot take it down
-    if _oom_score_adj_settable():
+    program = wait_for(lambda: programs(job), 30, what="the program")[0]
+    # As root its user's job uid; rootless the service's own, in a user namespace of its own.
+    assert program.uids().real == (sandbox.job_uid(alice) if ROOT else os.getuid())
+    assert Path(f"/proc/{program.pid}/ns/user").stat().st_ino != Path("/proc/self/ns/user").stat().st_ino or ROOT
+    if "memory" in sandbox.status().enforced:
+        assert _memory_cgroup(program.pid).endswith(f"/{job_ns(launcher_service, job)}-trainer-0")
+        # A replica at its limit cannot take its keeper down.
+        assert _memory_cgroup(keeper.pid) == _memory_cgroup(launcher_service.proc.pid)
+    if _oom_score_adj_settable() and ROOT:
         assert Path(f"/proc/{keeper.pid}/oom_score_adj").read_text().strip() == "-1000"
         assert Path(f"/proc/{program.pid}/oom_score_adj").read_text().strip() == "0"
     services.kill_job(job)
@@ -372,8 +396,7 @@ def test_the_datacenter_admin_page_says_what_isolation_and_which_limits_are_enfo
 
 
 def test_the_admin_page_shows_an_unavailable_sandbox_and_refuses_bad_local_settings(admin_client, datacenter,
-                                                                                     monkeypatch, tmp_path):
-    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap (nor anything else) here
+                                                                                     launcher_without_bwrap):
     page = admin_client.get(f"/admin/accounts/datacenter/{datacenter.pk}/change/").content.decode()
     assert "Sandbox UNAVAILABLE" in page and "apt-get install bubblewrap" in page
     res = admin_client.post(f"/admin/accounts/datacenter/{datacenter.pk}/change/", {

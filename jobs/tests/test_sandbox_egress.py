@@ -10,10 +10,10 @@ import threading
 import psutil
 import pytest
 
-from jobs.backends.local import netns
 from jobs.live import logstore
 from jobs.tests.test_local_backend import run_until_done, submit
-from jobs.tests.test_sandbox import fresh_probe, no_job_left_behind, set_config, tcp_open, work_dir  # noqa: F401
+from jobs.tests.test_sandbox import job_ns, no_job_left_behind, set_config, tcp_open, work_dir  # noqa: F401
+from tests.support import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -57,7 +57,8 @@ def host_server():
 
 
 @pytest.mark.parametrize("internet", [True, False])
-def test_internet_is_a_datacenter_setting_and_never_opens_the_hosts_loopback(alice, host_server, internet):
+def test_internet_is_a_datacenter_setting_and_never_opens_the_hosts_loopback(alice, host_server, internet,
+                                                                            launcher_service):
     outward, port = host_server
     assert tcp_open(port)  # the server answers on the host's loopback
     set_config(internet=internet)
@@ -66,9 +67,10 @@ def test_internet_is_a_datacenter_setting_and_never_opens_the_hosts_loopback(ali
     text = logstore.read(job.replicas.get()).text
     assert ("outward reached" in text) is internet, text
     assert "host loopback refused" in text and "loopback refused" in text, text
-    ns = str(netns.path(netns.name(job)))
-    slirps = [p for p in psutil.process_iter(["cmdline"]) if ns in " ".join(p.info["cmdline"] or [])]
-    assert slirps == []  # the way out went with the job
+    # The way out went with the job.
+    assert not (launcher_service.state / "slirp4netns" / f"{job_ns(launcher_service, job)}.pid").exists()
+    slirps = [p for p in psutil.Process(launcher_service.proc.pid).children() if p.name() == "slirp4netns"]
+    assert slirps == []
 
 
 def test_the_sandbox_resolves_its_own_hostname_and_user_as_gloo_and_getpass_need(alice):
@@ -140,10 +142,12 @@ def test_pip_install_runs_setup_scripts_sandboxed_as_the_build_uid(alice, evil_i
     try:
         assert job.state == "Succeeded", job.message
         probe = json.loads((venv / "evil-probe.json").read_text())
-        assert probe["uid"] == settings.JOB_UID_BASE  # the build uid, not root
+        # The build uid (the first of the range), not root; rootless, a uid of its own user namespace.
+        assert probe["uid"] == (int(settings.JOB_UIDS.split("-")[0]) if ROOT else 1000)
         assert probe["redis"] == probe["postgresql"] == "ConnectionRefusedError"
         assert probe["secret key"] == probe["environ"] == "FileNotFoundError"
         assert probe["pfs"] == "FileNotFoundError"
-        assert (venv / "bin" / "python").stat().st_uid == 0  # given back: nothing of it stays writable
+        # Given back to the service: nothing of it stays writable by the build uid.
+        assert (venv / "bin" / "python").stat().st_uid == os.getuid()
     finally:
         shutil.rmtree(venv, ignore_errors=True)

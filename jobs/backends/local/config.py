@@ -11,17 +11,23 @@
                 loopback disabled: the internet and the host's outward addresses, never 127.0.0.1.
     pids_limit  the most processes and threads one replica may have (default 1024); a fork bomb
                 stops there. Enforced through the cgroup pids controller where the machine has it.
+    disk_limit  the most one replica may write to its working copy and /tmp together (default
+                "10Gi", a Kubernetes quantity); a replica that writes more fails with reason DiskLimit
+                and what it wrote there is removed. No single file may grow past it either.
 
-Example: {"isolation": "sandbox", "internet": true, "pids_limit": 2048}
+Example: {"isolation": "sandbox", "internet": true, "pids_limit": 2048, "disk_limit": "50Gi"}
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from quotas.units import quantity
+
 ISOLATION_CHOICES = ("sandbox", "none")
 DEFAULT_PIDS_LIMIT = 1024
-KEYS = frozenset({"isolation", "internet", "pids_limit"})
+DEFAULT_DISK_LIMIT = 10 << 30
+KEYS = frozenset({"isolation", "internet", "pids_limit", "disk_limit"})
 
 
 class SettingsError(ValueError):
@@ -33,6 +39,7 @@ class LocalSettings:
     isolation: str = "sandbox"
     internet: bool = False
     pids_limit: int = DEFAULT_PIDS_LIMIT
+    disk_limit: int = DEFAULT_DISK_LIMIT  # bytes
 
     @property
     def sandboxed(self) -> bool:
@@ -56,4 +63,10 @@ def parse(config: object) -> LocalSettings:
     pids = config.get("pids_limit", DEFAULT_PIDS_LIMIT)
     if isinstance(pids, bool) or not isinstance(pids, int) or not 16 <= pids <= 4_194_304:
         raise SettingsError("pids_limit: must be a whole number from 16 to 4194304")
-    return LocalSettings(isolation, internet, pids)
+    try:
+        disk = int(quantity(str(config.get("disk_limit", DEFAULT_DISK_LIMIT))))
+    except ValueError:
+        disk = 0
+    if not 1 << 20 <= disk <= 1 << 50:
+        raise SettingsError('disk_limit: must be a quantity from 1Mi to 1Pi, e.g. "20Gi"')
+    return LocalSettings(isolation, internet, pids, disk)

@@ -5,26 +5,29 @@ installed once and every later job with the same requirements reuses it. Builds 
 by a file lock; a build that died half-way (no `.ready` marker) is thrown away and redone.
 
 `pip install` runs the setup scripts of packages the user chose, so with the datacenter's
-isolation on it runs sandboxed like a job (sandbox.py): as the build uid,
-with only the virtualenv being built writable and a route out through slirp4netns that never
-reaches the host's loopback (the service's Redis, database and web server).
+isolation on it runs sandboxed like a job, started by the launcher (launcher/, `start_build`): as
+the build uid, with only the virtualenv being built writable and a route out through slirp4netns
+that never reaches the host's loopback (the service's Redis, database and web server). Its keeper
+records the exit in `<env>.state/`, pip's output goes to `<env>.log`; afterwards the virtualenv
+is the service's again, read-only to jobs.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
 
-from . import egress, netns, sandbox
+from . import keepers
+from .launcher_client import LauncherError, ask
 
 READY = ".ready"
 
@@ -66,31 +69,29 @@ def ensure_env(requirements: str, heartbeat: Callable[[], None] = lambda: None, 
     return target / "bin"
 
 
-@contextmanager
-def _isolated(target: Path, sandboxed: bool) -> Iterator[Callable[[list[str]], list[str]]]:
-    """Yields what turns the pip command into its sandboxed form (or leaves it, isolation off)."""
-    if not sandboxed:
-        yield lambda cmd: cmd
-        return
-    ns_name = f"pc-b-{hashlib.sha256(str(target).encode()).hexdigest()[:12]}"
-    etc, pid_file = Path(f"{target}.etc"), Path(f"{target}.slirp4netns.pid")
+def _sandboxed_pip(target: Path, log_path: Path, heartbeat: Callable[[], None]) -> int:
+    """pip install in the launcher's build sandbox; its exit code."""
+    state = Path(f"{target}.state")
+    shutil.rmtree(state, ignore_errors=True)
+    state.mkdir()
     try:
-        try:
-            ns = netns.ensure(ns_name)
-            egress.start(ns, pid_file)
-        except OSError as e:
-            raise RuntimeEnvError("the sandbox for pip install cannot start (its route out needs slirp4netns: "
-                                  "`sudo apt-get install slirp4netns`)", str(e)) from e
-        sandbox.write_build_etc(etc, egress.RESOLV_CONF)
-        sandbox.give_to(target, settings.JOB_UID_BASE)
-        env = sandbox.pip_environment()
-        yield lambda cmd: sandbox.build_command(target, etc, env, ns, cmd)
+        ask("start_build", venv=str(target), state=str(state), log=str(log_path),
+            index_url=settings.PIP_INDEX_URL or None)
+        while (done := keepers.read(state / "exit.json")) is None:
+            if not keepers.live(state) and keepers.read(state / "exit.json") is None:
+                return -1  # the keeper died without a word
+            heartbeat()
+            time.sleep(0.2)
+        code: int = json.loads(done)["exit_code"]
+        return code
+    except LauncherError as e:
+        raise RuntimeEnvError("the sandbox for pip install cannot start", str(e)) from e
     finally:
-        egress.stop(pid_file)
-        netns.remove(ns_name)
-        shutil.rmtree(etc, ignore_errors=True)
-        if target.exists():
-            sandbox.give_to(target, 0)  # ready, nothing of it stays writable by the build uid
+        try:
+            ask("release_build", venv=str(target))
+        except LauncherError:
+            pass  # not started, or the launcher is gone: nothing of the build is left to release
+        shutil.rmtree(state, ignore_errors=True)
 
 
 def _build(target: Path, requirements: str, heartbeat: Callable[[], None], sandboxed: bool) -> None:
@@ -99,20 +100,23 @@ def _build(target: Path, requirements: str, heartbeat: Callable[[], None], sandb
     # setuptools); ensurepip bundles them, so this needs no network.
     subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
     if requirements.strip():
-        req = target / "requirements.txt"
-        req.write_text(requirements)
-        cmd = [str(target / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
-               "--progress-bar", "off", "-r", str(req)]
-        if settings.PIP_INDEX_URL:
-            cmd += ["--index-url", settings.PIP_INDEX_URL]
-        with open(log_path, "wb") as log, _isolated(target, sandboxed) as wrap:
-            proc = subprocess.Popen(wrap(cmd), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            while proc.poll() is None:
-                heartbeat()
-                time.sleep(1)
-        if proc.returncode != 0:
+        (target / "requirements.txt").write_text(requirements)
+        log_path.write_bytes(b"")
+        if sandboxed:
+            code = _sandboxed_pip(target, log_path, heartbeat)
+        else:
+            cmd = [str(target / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
+                   "--no-input", "--progress-bar", "off", "-r", str(target / "requirements.txt")]
+            if settings.PIP_INDEX_URL:
+                cmd += ["--index-url", settings.PIP_INDEX_URL]
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                while proc.poll() is None:
+                    heartbeat()
+                    time.sleep(1)
+            code = proc.returncode
+        if code != 0:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-25:]
             shutil.rmtree(target, ignore_errors=True)
-            raise RuntimeEnvError(f"pip install -r requirements.txt failed with code {proc.returncode}",
-                                  "\n".join(tail))
+            raise RuntimeEnvError(f"pip install -r requirements.txt failed with code {code}", "\n".join(tail))
     (target / READY).touch()

@@ -7,17 +7,15 @@ from __future__ import annotations
 import logging
 
 from ..base import WatchContext, Watcher
-from . import cgroups, sandbox
+from . import sandbox
 
 log = logging.getLogger(__name__)
 
 
 class LocalWatcher(Watcher):
     def start(self) -> None:
-        # Say at start, not only at the first launch, what the local sandbox cannot enforce here
-        # (both probes log what is missing).
-        sandbox.probe()
-        cgroups.support()
+        # Say at start, not only at the first launch, what the local sandbox cannot enforce here.
+        sandbox.log_what_is_missing()
 
     def tick(self, ctx: WatchContext) -> None:
         for job in ctx.jobs_to_watch().filter(datacenter__backend=self.backend):

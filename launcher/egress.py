@@ -3,8 +3,9 @@
 and whatever the host serves on its outward addresses, like any outside client would, but never
 the service's sockets on 127.0.0.1. Its DNS resolver is slirp4netns's, at 10.0.2.3.
 
-slirp4netns runs in a session of its own, so a restarted worker does not take it down; its pid
-file says which process to stop when the namespace goes.
+slirp4netns runs in a session of its own, so a restarted launcher or service does not take it
+down; its pid file (in the launcher's own state directory) says which process to stop when the
+namespace goes. Rootless, it joins the namespace's user namespace first, as a replica does.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import os
 import select
 import signal
 import subprocess
-import time
 from pathlib import Path
+
+from .netns import Network, reap
+from .paths import Refused
 
 RESOLV_CONF = "nameserver 10.0.2.3\n"
 READY_TIMEOUT = 10.0
@@ -30,26 +33,28 @@ def _live(pid_file: Path) -> int | None:
     return pid if b"slirp4netns" in cmdline else None
 
 
-def start(netns: Path, pid_file: Path) -> None:
-    """Give `netns` a NAT'd route out (idempotent)."""
+def start(network: Network, pid_file: Path) -> None:
+    """Give the namespace a NAT'd route out (idempotent)."""
     if _live(pid_file):
         return
     read_end, write_end = os.pipe()
+    userns = [] if network.user is None else [f"--userns-path=/proc/self/fd/{network.user}"]
     try:
         proc = subprocess.Popen(
             ["slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback", f"--ready-fd={write_end}",
-             "--netns-type=path", str(netns), "tap0"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(write_end,),
-            start_new_session=True)
+             *userns, "--netns-type=path", f"/proc/self/fd/{network.net}", "tap0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            pass_fds=(write_end, *network.fds), start_new_session=True)
         os.close(write_end)
         ready, _, _ = select.select([read_end], [], [], READY_TIMEOUT)
         if not ready or not os.read(read_end, 1):
             proc.kill()
-            raise OSError(f"slirp4netns did not configure {netns}: {proc.communicate()[1].decode()[-500:]}")
+            raise Refused(f"slirp4netns did not configure the job's network: {proc.communicate()[1].decode()[-500:]}")
     finally:
         os.close(read_end)
     assert proc.stderr is not None  # stderr=PIPE above
     proc.stderr.close()
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
     pid_file.write_text(str(proc.pid))
 
 
@@ -57,7 +62,5 @@ def stop(pid_file: Path) -> None:
     pid = _live(pid_file)
     if pid:
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 5
-        while _live(pid_file) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        reap(pid, lambda: _live(pid_file) is None)
     pid_file.unlink(missing_ok=True)

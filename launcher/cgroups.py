@@ -2,7 +2,7 @@
 
 Each replica gets a cgroup directly below the service's own one (from /proc/self/cgroup), so
 an operator's limits on the service still bound every job. The replica's process joins it
-before it executes anything (jobs/backends/local/keeper.py); the keeper itself stays outside, so a replica at
+before it executes anything (keeper.py); the keeper itself stays outside, so a replica at
 its limit never takes down the process that records its exit. What the machine does not allow
 is reported by `support()` (logged and shown on the datacenter's admin page), never skipped
 silently.

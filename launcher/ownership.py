@@ -1,0 +1,90 @@
+"""Handing files to a job uid: `share` (homes and working copies) and `give` (runtime builds).
+
+`share` leaves every owner as it is and gives the job uid and the service account read-write
+POSIX ACL entries on each entry (with default entries on directories, so what either of them
+creates later is the other's too): the service keeps serving a home whose files a job wrote, the
+job reads what its user uploaded, and no other uid reaches any of it (`other` has nothing, but
+`x` on the top directory for bwrap, which enters it as a capability-less root). A job may strip
+the entries from files it made itself; that only hides its own user's files from the service,
+until the next `share` (each launch and each job's end) puts them back.
+
+`give` makes the job uid (or the service account) the owner, for a runtime build's virtualenv:
+writable by the build uid only while it builds, the service's again after.
+
+Both walk below a directory opened race-free, by name inside directories opened without
+following links, so a job swapping a directory for a link mid-walk changes nothing outside it;
+symbolic links are left alone. Files with more than one hard link are left alone unless the job
+uid owns them: another name of theirs may be outside (a service file linked into a home), and
+changing it would hand that file over.
+
+The ACL goes in as the kernel's `system.posix_acl_*` extended attributes (the layout of
+linux/posix_acl_xattr.h), set through the directory's descriptor: libacl's Python binding
+(pylibacl) ships no wheels and works on paths.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+from collections.abc import Iterator
+
+ACCESS, DEFAULT = "system.posix_acl_access", "system.posix_acl_default"
+USER_OBJ, USER, GROUP_OBJ, MASK, OTHER = 0x01, 0x02, 0x04, 0x10, 0x20
+UNDEFINED = 0xFFFFFFFF
+
+
+def acl(perm: int, users: list[int], other: int) -> bytes:
+    """An ACL as the xattr holds it (version 2, entries sorted by tag, then by id): `perm` for the
+    owner and each of `users`, nothing for the group, `other` for everyone else."""
+    entries = [(USER_OBJ, perm, UNDEFINED), *((USER, perm, uid) for uid in sorted(set(users))),
+               (GROUP_OBJ, 0, UNDEFINED), (MASK, perm, UNDEFINED), (OTHER, other, UNDEFINED)]
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", tag, perm, uid) for tag, perm, uid in entries)
+
+
+def _entries(top_fd: int) -> Iterator[tuple[int, str | None, os.stat_result]]:
+    """(directory fd, name, stat) below `top_fd`, the top itself first as (top_fd, None, stat)."""
+    yield top_fd, None, os.fstat(top_fd)
+    for _dirpath, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=top_fd, follow_symlinks=False):
+        for name in dirnames + filenames:
+            try:
+                yield dirfd, name, os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            except FileNotFoundError:
+                pass  # removed by a running job meanwhile
+
+
+def _ours(st: os.stat_result, uid: int) -> bool:
+    if stat.S_ISLNK(st.st_mode):
+        return False
+    return stat.S_ISDIR(st.st_mode) or st.st_nlink == 1 or st.st_uid == uid
+
+
+def share(top_fd: int, uid: int, service_uid: int) -> None:
+    for dirfd, name, st in _entries(top_fd):
+        if not _ours(st, uid) or st.st_uid not in (uid, service_uid):
+            continue
+        is_dir = stat.S_ISDIR(st.st_mode)
+        perm = 7 if is_dir or st.st_mode & stat.S_IXUSR else 6
+        other = 1 if name is None else 0  # bwrap enters the top as root without capabilities
+        # The top through its descriptor; the rest by name in a directory held open.
+        target: int | str = dirfd if name is None else f"/proc/self/fd/{dirfd}/{name}"
+        nofollow = name is not None  # a descriptor is followed by nature
+        try:
+            os.setxattr(target, ACCESS, acl(perm, [uid, service_uid], other), follow_symlinks=not nofollow)
+            if is_dir:
+                os.setxattr(target, DEFAULT, acl(7, [uid, service_uid], 0), follow_symlinks=not nofollow)
+        except FileNotFoundError:
+            pass
+
+
+def give(top_fd: int, uid: int) -> None:
+    for dirfd, name, st in _entries(top_fd):
+        if st.st_uid == uid or not _ours(st, uid):
+            continue
+        try:
+            if name is None:
+                os.fchown(dirfd, uid, uid)
+            else:
+                os.chown(name, uid, uid, dir_fd=dirfd, follow_symlinks=False)
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,189 @@
+"""The bubblewrap sandbox a replica (or a runtime build) runs in, and the command that starts it.
+
+bwrap builds a fresh mount, PID, IPC and UTS namespace holding only /usr and the interpreter
+read-only, the runtime virtualenv read-only, the replica's working copy, /tmp (a directory beside
+it, bounded with it: see keeper.py) and its user's home read-write, the public area read-only,
+account files written from the request's checked fields, its own /proc. Every directory comes in
+as a descriptor the launcher opened race-free (`--bind-fd`), never as a path bwrap would resolve
+again. The seccomp filter (seccomp.py) is loaded last, just before the program runs.
+
+As root, setpriv then drops to the job uid (owning nothing on the host), with no capabilities, an
+empty bounding set and no_new_privs. Rootless, bwrap makes a user namespace of its own inside the
+job's (where the service's uid is root) and runs the program as uid 1000 there, with no
+capabilities and further user namespaces disabled: on the host it is the service's uid, kept from
+the service's files by the mount namespace alone.
+
+The options go through a memfd (`bwrap --args FD`), as does the filter, so the job's environment
+never shows in the host's process list. Descriptors keep their numbers from the launcher through
+the keeper to bwrap (each passes them on), so the options can name them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from . import seccomp
+
+SETPRIV = "/usr/bin/setpriv"
+ROOTLESS_UID = 1000
+INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`)"
+
+
+@dataclass
+class Spec:
+    """What one sandbox holds: binds are (kind, fd or host path, path inside)."""
+
+    uid: int  # the job uid (root mode); rootless, ROOTLESS_UID runs it
+    hostname: str
+    chdir: str
+    env: dict[str, str]
+    binds: list[tuple[str, int | str, str]] = field(default_factory=list)
+    tmpfs: list[str] = field(default_factory=list)  # memory-backed directories (a build's /tmp)
+
+    def fds(self) -> list[int]:
+        return [source for _, source, _ in self.binds if isinstance(source, int)]
+
+
+def _base_options(rootless: bool) -> list[str]:
+    opts = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent",
+            "--new-session", "--cap-drop", "ALL"]
+    if rootless:
+        opts += ["--unshare-user", "--disable-userns", "--uid", str(ROOTLESS_UID), "--gid", str(ROOTLESS_UID)]
+    else:  # only for setpriv's switch to the job uid, which drops them all again
+        opts += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+    opts += ["--ro-bind", "/usr", "/usr"]
+    for top in ("bin", "sbin", "lib", "lib32", "lib64"):  # merged-/usr links, or the real directories
+        host = Path("/") / top
+        if host.is_symlink():
+            opts += ["--symlink", os.readlink(host), str(host)]
+        elif host.is_dir():
+            opts += ["--ro-bind", str(host), str(host)]
+    opts += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm", "--perms", "0755",
+             "--dir", "/etc"]
+    for etc in ("/etc/ld.so.cache", "/etc/ssl", "/etc/ca-certificates", "/etc/localtime"):
+        opts += ["--ro-bind-try", etc, etc]
+    return opts
+
+
+def _dirs_for(target: str, made: set[str]) -> list[str]:
+    """Ancestors of a mount point, made world-traversable (bwrap would make them 0700)."""
+    opts = []
+    for parent in reversed(PurePosixPath(target).parents):
+        p = str(parent)
+        if p in ("/", "/usr") or p in made:
+            continue
+        made.add(p)
+        opts += ["--perms", "0755", "--dir", p]
+    return opts
+
+
+def options(spec: Spec, rootless: bool, data_fds: dict[str, int], seccomp_fd: int) -> list[str]:
+    """bwrap's options for `spec`; `data_fds` holds a descriptor with each file's text."""
+    opts = _base_options(rootless) + ["--hostname", spec.hostname]
+    made: set[str] = set()
+    for kind, source, target in [("--ro-bind", sys.base_prefix, sys.base_prefix), *spec.binds]:
+        if target.startswith("/usr/"):
+            continue  # already there
+        flag = kind + "-fd" if isinstance(source, int) else kind
+        opts += _dirs_for(target, made) + [flag, str(source), target]
+    for target in spec.tmpfs:
+        opts += ["--perms", "1777", "--tmpfs", target]
+    for target, fd in data_fds.items():
+        opts += ["--perms", "0644", "--ro-bind-data", str(fd), target]
+    opts += ["--chdir", spec.chdir, "--clearenv"]
+    for key, value in spec.env.items():
+        opts += ["--setenv", key, value]
+    return opts + ["--seccomp", str(seccomp_fd)]
+
+
+def _setpriv(uid: int) -> list[str]:
+    return [SETPRIV, "--reuid", str(uid), "--regid", str(uid), "--clear-groups", "--no-new-privs",
+            "--bounding-set", "-all", "--inh-caps", "-all", "--"]
+
+
+def command(nsenter: list[str], args_fd: int, uid: int, argv: list[str], rootless: bool) -> list[str]:
+    """The keeper's command: enter the job's network, build the sandbox, drop to `uid`, run argv."""
+    drop = [] if rootless else _setpriv(uid)
+    return [*nsenter, "bwrap", "--args", str(args_fd), "--", *drop, *argv]
+
+
+def memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, 0)  # inheritable: the keeper hands it on to bwrap
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def args_fd(opts: list[str]) -> int:
+    return memfd("bwrap-args", b"".join(o.encode() + b"\0" for o in opts))
+
+
+def seccomp_fd() -> int:
+    return memfd("seccomp", seccomp.program())
+
+
+def account_files(uid: int, username: str, home_at: str, hostname: str, resolv_conf: str) -> dict[str, str]:
+    """Minimal account and host files, so tools that look up the current user or resolve the
+    sandbox's own hostname (as gloo does) find them; resolv.conf only where there is a way out."""
+    return {
+        "/etc/passwd": f"root:x:0:0::/:/usr/sbin/nologin\n{username}:x:{uid}:{uid}::{home_at}:/bin/sh\n",
+        "/etc/group": f"root:x:0:\n{username}:x:{uid}:\n",
+        "/etc/hosts": f"127.0.0.1 localhost {hostname}\n::1 localhost\n",
+        "/etc/resolv.conf": resolv_conf,
+        "/etc/nsswitch.conf": "passwd: files\ngroup: files\nhosts: files dns\n",
+    }
+
+
+def pip_environment() -> dict[str, str]:
+    """pip's effective configuration on the host (its files and PIP_* variables) as PIP_*
+    variables, so a build in the sandbox, which sees none of the host's config files, installs
+    from the same indexes and wheel directories."""
+    done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    files: dict[str, str] = {}
+    env: dict[str, str] = {}
+    for line in done.stdout.splitlines():
+        match = re.fullmatch(r"([^.]*)\.([^=]+)='(.*)'", line)
+        if match and match[1] in ("global", "install", ":env:"):
+            (env if match[1] == ":env:" else files)[f"PIP_{match[2].upper().replace('-', '_')}"] = match[3]
+    return {**files, **env}
+
+
+def local_paths(values: list[str]) -> list[str]:
+    """The local files and directories named in pip settings: wheel directories, constraint
+    files, and file:// indexes with their parent (an index's pages link to files beside it)."""
+    found = []
+    for value in values:
+        for token in value.split():
+            path = os.path.dirname(token.removeprefix("file://").rstrip("/")) if token.startswith("file://") else token
+            if path.startswith("/") and path != "/" and os.path.exists(path) and path not in found:
+                found.append(path)
+    return found
+
+
+def probe(rootless: bool) -> str | None:
+    """None when the sandbox works on this machine, else why not and the fix."""
+    missing = [tool for tool in ("bwrap", "nsenter", "ip", "unshare") if not shutil.which(tool)]
+    if not rootless and not os.access(SETPRIV, os.X_OK):
+        missing.append("setpriv")
+    if missing:
+        hint = INSTALL_HINT if "bwrap" in missing else "install util-linux and iproute2"
+        return f"{', '.join(missing)} not found: {hint}"
+    filt = seccomp_fd()
+    args = args_fd(_base_options(rootless) + ["--seccomp", str(filt)])
+    try:
+        done = subprocess.run(command([], args, 65534, ["/bin/true"], rootless), capture_output=True, text=True,
+                              timeout=30, pass_fds=(args, filt))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bwrap does not run: {e}; {INSTALL_HINT}"
+    finally:
+        os.close(args)
+        os.close(filt)
+    if done.returncode:
+        return f"bwrap does not work here: {done.stderr.strip()[-500:]}; check `bwrap --version` and {INSTALL_HINT}"
+    return None

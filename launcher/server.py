@@ -1,0 +1,75 @@
+"""The launcher's socket: one JSON request per connection, from the service account only."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import socketserver
+import struct
+from typing import Any
+
+from .ops import Launcher
+from .paths import Refused
+
+log = logging.getLogger("launcher")
+MAX_REQUEST = 4 << 20
+TIMEOUT = 30.0
+
+
+def peer_uid(sock: socket.socket) -> int:
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return int(uid)
+
+
+class Handler(socketserver.StreamRequestHandler):
+    server: Server
+
+    def handle(self) -> None:
+        uid = peer_uid(self.request)
+        if uid != self.server.service_uid:
+            log.warning("refused a connection from uid %d: only the service account (uid %d) may ask",
+                        uid, self.server.service_uid)
+            self._answer({"ok": False, "error": f"refused: uid {uid} is not the service account"})
+            return
+        self.request.settimeout(TIMEOUT)
+        line = self.rfile.readline(MAX_REQUEST + 1)
+        try:
+            if len(line) > MAX_REQUEST:
+                raise Refused("request too large")
+            try:
+                req = json.loads(line)
+            except ValueError:
+                raise Refused("not a JSON request") from None
+            answer: dict[str, Any] = {"ok": True, "result": self.server.launcher.handle(req)}
+        except Refused as e:
+            log.warning("refused %s: %s", req.get("op") if isinstance(locals().get("req"), dict) else "?", e)
+            answer = {"ok": False, "error": str(e)}
+        except Exception:
+            log.exception("request failed")
+            answer = {"ok": False, "error": "the launcher failed on this request: see its log"}
+        self._answer(answer)
+
+    def _answer(self, answer: dict[str, Any]) -> None:
+        try:
+            self.wfile.write(json.dumps(answer).encode() + b"\n")
+        except OSError:
+            pass  # the caller went away
+
+
+class Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: str, launcher: Launcher, service_uid: int) -> None:
+        self.launcher, self.service_uid = launcher, service_uid
+        try:
+            os.unlink(path)  # left by a launcher that died (a link is removed, never followed)
+        except FileNotFoundError:
+            pass
+        old = os.umask(0o177)  # born 0600: nobody but its owner between bind and chown
+        try:
+            super().__init__(path, Handler)
+        finally:
+            os.umask(old)
+        os.chown(path, service_uid, -1, follow_symlinks=False)
