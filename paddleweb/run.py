@@ -6,8 +6,12 @@
    watcher over the first one's files.
 2. Migrates, bootstraps and collects static files.
 3. Runs the Procfile under honcho, whose rule is ours: when any process exits, every other is
-   stopped and the run ends. So a dead worker, watcher, beat, Redis or web server is never left
-   behind a half-alive service; this says so, and the operator starts it again.
+   stopped and the run ends. So a dead launcher, worker, watcher, beat, Redis or web server is
+   never left behind a half-alive service; this says so, and the operator starts it again.
+
+Started as root, only the launcher (launcher/) keeps root: everything else, the steps of 2
+included, runs as the service account (paddleweb/privileges.py). Started by a normal user, the
+launcher runs rootless and local jobs are sandboxed with user namespaces.
 
 (Why not restart in place: a crash loop would then hide behind a service that looks up; the
 health endpoint and the probes cover long-running deployments, which run each part apart.)
@@ -17,9 +21,14 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shlex
 import signal
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
+
+from . import privileges
 
 
 def _lock(path: str) -> int | None:
@@ -44,6 +53,22 @@ def _holder(path: str) -> str:
         return "?"
 
 
+def _as_service_account(settings: Any, env: dict[str, str]) -> list[str]:
+    """Make the state directory the service account's; the command prefix that drops to it."""
+    user = privileges.account(settings.SERVICE_USER, settings.VAR_DIR)
+    privileges.hand_over(settings.VAR_DIR, user)
+    for root in (settings.PFS_ROOT, settings.JOBS_ROOT, settings.LOGS_ROOT, settings.VENVS_ROOT):
+        root.mkdir(parents=True, exist_ok=True)
+        if root.stat().st_uid == 0:
+            os.chown(root, user.pw_uid, user.pw_gid)
+    privileges.let_through(user, [Path(sys.executable).resolve(), Path(sys.prefix), settings.BASE_DIR,
+                                  settings.VAR_DIR])
+    drop = privileges.drop_command(user)
+    env.update(PADDLECLOUD_AS=shlex.join(drop), PADDLECLOUD_SERVICE_UID=str(user.pw_uid), HOME=str(settings.VAR_DIR))
+    print(f"paddlecloud: running as {user.pw_name!r} (uid {user.pw_uid}); only the launcher keeps root", flush=True)
+    return drop
+
+
 def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "paddleweb.settings")
     from django.conf import settings
@@ -57,8 +82,11 @@ def main() -> int:
         return 1
     python, bin_dir = sys.executable, os.path.dirname(sys.executable)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}  # the Procfile's commands
+    drop: list[str] = []
+    if os.geteuid() == 0:
+        drop = _as_service_account(settings, env)
     for step in (["migrate", "--noinput", "-v0"], ["bootstrap"], ["collectstatic", "--noinput", "-v0"]):
-        if subprocess.call([python, "manage.py", *step], cwd=settings.BASE_DIR, env=env, pass_fds=(fd,)) != 0:
+        if subprocess.call([*drop, python, "manage.py", *step], cwd=settings.BASE_DIR, env=env, pass_fds=(fd,)) != 0:
             print(f"paddlecloud: `manage.py {step[0]}` failed; not starting.", file=sys.stderr, flush=True)
             return 1
     honcho = subprocess.Popen([os.path.join(bin_dir, "honcho"), "start"], cwd=settings.BASE_DIR, env=env,

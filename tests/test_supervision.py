@@ -3,27 +3,34 @@ for real on a state directory of its own: every part reports in at /api/v2/healt
 on the same state directory is refused without disturbing the first, and a worker killed with -9
 takes the whole tree down with a message instead of leaving a service without a worker."""
 
+import itertools
 import json
 import os
+import pwd
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 from contextlib import contextmanager
+from pathlib import Path
 
 import psutil
 import pytest
 from django.conf import settings
 
 from core import embedded_redis
-from tests.support import wait_for
+from tests.support import ROOT, wait_for
 
 # The test run's own settings travel in the environment; the tree must use its defaults instead
 # (SQLite and a bundled Redis in its state directory).
 TEST_ONLY_ENV = ("DJANGO_SETTINGS_MODULE", "DATABASE_URL", "REDIS_URL", "PADDLECLOUD_REDIS_SOCKET",
-                 "CELERY_QUEUE", "CHANNELS_PREFIX", "CACHE_PREFIX", "PFS_ROOT", "JOBS_ROOT", "LOGS_ROOT", "VENVS_ROOT")
+                 "CELERY_QUEUE", "CHANNELS_PREFIX", "CACHE_PREFIX", "PFS_ROOT", "JOBS_ROOT", "LOGS_ROOT", "VENVS_ROOT",
+                 "LAUNCHER_SOCKET", "JOB_UIDS")
 
 
 def _free_port() -> int:
@@ -40,11 +47,16 @@ def _health(port: int) -> tuple[int, dict]:
         return e.code, json.load(e)
 
 
+_trees = itertools.count()
+
+
 class Tree:
     def __init__(self, var):
         self.var, self.port = var, _free_port()
         self.env = {k: v for k, v in os.environ.items() if k not in TEST_ONLY_ENV}
-        self.env.update(PADDLECLOUD_VAR=str(var), PADDLECLOUD_PORT=str(self.port),
+        # A job uid range of its own (the launcher refuses one another instance holds).
+        first = 20_000_000 + (os.getpid() % 997 * 64 + next(_trees) % 64) * 10_000
+        self.env.update(PADDLECLOUD_VAR=str(var), PADDLECLOUD_PORT=str(self.port), JOB_UIDS=f"{first}-{first + 9_999}",
                         HEARTBEAT_INTERVAL="1", HEARTBEAT_TTL="3")
         self.log = var / "run.log"
 
@@ -92,8 +104,18 @@ def running_tree(var):
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory):
-    with running_tree(tmp_path_factory.mktemp("run-var")) as tree:
+def state_dirs():
+    """Where the trees' state directories go: not below pytest's own directories, which are root's
+    alone (0700, set again by every pytest that starts), while the service account must reach them."""
+    base = Path(tempfile.mkdtemp(prefix="paddlecloud-run-"))
+    base.chmod(0o711)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def tree(state_dirs):
+    with running_tree(Path(tempfile.mkdtemp(dir=state_dirs))) as tree:
         yield tree
 
 
@@ -118,6 +140,28 @@ def test_every_part_reports_in_at_the_health_endpoint(tree):
     assert {name: part["up"] for name, part in body["parts"].items()} == {
         "web": True, "db": True, "redis": True, "worker": True, "watcher": True}
     assert body["parts"]["worker"]["hosts"] == [socket.gethostname()]
+
+
+PARTS = {"web": "uvicorn", "worker": "paddleweb worker", "beat": "paddleweb beat", "watcher": "watch_jobs",
+         "redis": "redis-server"}
+
+
+@pytest.mark.skipif(not ROOT, reason="started by a normal user, everything runs as that user")
+def test_started_as_root_only_the_launcher_keeps_root(tree):
+    account = pwd.getpwnam(settings.SERVICE_USER)
+    processes = tree.processes()
+    for name, needle in PARTS.items():
+        part = _procfile_process(processes, needle)
+        assert part.uids() == (account.pw_uid,) * 3, name
+        assert part.gids().real == account.pw_gid, name
+        status = dict(line.split(":\t", 1) for line in Path(f"/proc/{part.pid}/status").read_text().splitlines()
+                      if ":\t" in line)
+        assert int(status["CapEff"], 16) == int(status["CapPrm"], 16) == int(status["CapBnd"], 16) == 0, name
+    launcher = _procfile_process(processes, "-m launcher")
+    assert launcher.uids().real == 0
+    assert "SecurityWarning" not in tree.output() and "superuser privileges" not in tree.output()
+    assert Path(tree.var / "db.sqlite3").stat().st_uid == account.pw_uid  # the state directory is the account's
+    assert f"running as {settings.SERVICE_USER!r}" in tree.output()
 
 
 def test_a_second_run_on_the_same_state_directory_is_refused(tree):
@@ -146,8 +190,65 @@ def test_a_worker_killed_with_9_stops_the_whole_tree_with_a_message(tree):
 
 @pytest.mark.parametrize("name, needle", [("redis", "redis-server"), ("web", "uvicorn"),
                                           ("watcher", "watch_jobs"), ("beat", "paddleweb beat")])
-def test_any_other_part_killed_with_9_stops_the_whole_tree_too(tmp_path, name, needle):
-    with running_tree(tmp_path) as tree:
+def test_any_other_part_killed_with_9_stops_the_whole_tree_too(state_dirs, name, needle):
+    with running_tree(Path(tempfile.mkdtemp(dir=state_dirs))) as tree:
         processes = tree.processes()
         _procfile_process(processes, needle).send_signal(signal.SIGKILL)
         _assert_the_tree_stops(tree, processes, name)
+
+
+JOB = r"""
+import json, os, tempfile
+home = os.environ["PADDLE_PFS_HOME"]
+tried = {}
+for name, path in json.load(open("service-files.json")).items():
+    try:
+        open(path, "rb").read(1)
+        tried[name] = "read"
+    except OSError as e:
+        tried[name] = type(e).__name__
+print(json.dumps(tried), flush=True)
+print("uploaded:", open(os.path.join(home, "uploaded.txt")).read(), flush=True)
+fd, path = tempfile.mkstemp(dir=home)  # 0600: its owner's alone
+os.write(fd, b"written by the job")
+os.close(fd)
+os.rename(path, os.path.join(home, "private.txt"))
+hidden = os.path.join(home, "hidden")
+os.mkdir(hidden, 0o700)
+with open(os.path.join(hidden, "inside.txt"), "w") as f:
+    f.write("deep")
+"""
+
+
+def _client(tree: Tree):
+    sys.path.insert(0, str(settings.BASE_DIR / "client"))
+    from paddlectl.sdk import Client
+
+    password = re.search(r"password: (\S+)", tree.output())[1]
+    return Client(f"http://127.0.0.1:{tree.port}", username="admin", password=password)
+
+
+def test_a_job_runs_sandboxed_to_succeeded_and_what_it_writes_is_its_users(tree, tmp_path):
+    """As root the job runs as its user's job uid and the service as its account, which must still
+    serve what the job wrote (a file only its owner may read included); rootless it all runs as
+    this user. Either way the job reads what its user uploaded and none of the service's files."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "train.py").write_text(JOB)
+    (package / "service-files.json").write_text(json.dumps(
+        {"secret key": str(tree.var / "secret.key"), "database": str(tree.var / "db.sqlite3")}))
+    client = _client(tree)
+    home = client.home()
+    (tmp_path / "uploaded.txt").write_text("from the user")
+    client.storage.upload_file(tmp_path / "uploaded.txt", f"{home}/uploaded.txt")
+    client.submit(package=package, job_name="sandboxed", entry_point="python train.py", mode="collective",
+                  trainers=1, pservers=0)
+    job = client.wait("sandboxed", timeout=240)
+    logs = "".join(line.text for line in client.logs("sandboxed"))
+    assert job["state"] == "Succeeded", (job, logs)
+    assert '{"secret key": "FileNotFoundError", "database": "FileNotFoundError"}' in logs
+    assert "uploaded: from the user" in logs
+    for remote, text in (("private.txt", "written by the job"), ("hidden/inside.txt", "deep")):
+        got = client.storage.download_file(f"{home}/{remote}", tmp_path / remote.replace("/", "-"))
+        assert got.read_text() == text
+    client.storage.rm(f"{home}/hidden", recursive=True)  # and the user may delete it
