@@ -212,7 +212,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
         if stop_at and now >= stop_at[0]:
             _kill_group(child.pid, signal.SIGKILL)
         if args.disk_limit and now >= next_disk_check and not disk_limited:
-            if disk_usage(args.disk_fd) > args.disk_limit:
+            if disk_usage(args.disk_fd) >= args.disk_limit:
                 disk_limited.append(True)
                 _kill([child.pid, *_descendants(child.pid)], signal.SIGKILL)
             next_disk_check = time.monotonic() + DISK_INTERVAL
@@ -238,8 +238,10 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     sig = -code if code < 0 else None
     if args.sandboxed and code > 128:
         sig = code - 128
-    if sig == signal.SIGXFSZ and args.disk_limit:
-        disk_limited.append(True)  # a file reached the limit
+    # A file that reached the limit (RLIMIT_FSIZE: SIGXFSZ, or EFBIG where the program ignores it, as
+    # Python does) ends the program before the next measure would: measure once more.
+    if args.disk_limit and (sig == signal.SIGXFSZ or disk_usage(args.disk_fd) >= args.disk_limit):
+        disk_limited.append(True)
     for fd in args.disk_fd if disk_limited else args.tmp_fd:
         _empty(fd)
     result = _result(code if code >= 0 else 128 - code, sig, bool(stop_at), _oom_kills(args.oom_file) > oom_before,
