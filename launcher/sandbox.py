@@ -87,16 +87,18 @@ def options(spec: Spec, rootless: bool, data_fds: dict[str, int], seccomp_fd: in
     """bwrap's options for `spec`; `data_fds` holds a descriptor with each file's text."""
     opts = _base_options(rootless) + ["--hostname", spec.hostname]
     made: set[str] = set()
+    for target in spec.tmpfs:  # first: what is bound below it must stay visible
+        opts += _dirs_for(target, made) + ["--perms", "1777", "--tmpfs", target]
     for kind, source, target in [("--ro-bind", sys.base_prefix, sys.base_prefix), *spec.binds]:
         if target.startswith("/usr/"):
             continue  # already there
         flag = kind + "-fd" if isinstance(source, int) else kind
         opts += _dirs_for(target, made) + [flag, str(source), target]
-    for target in spec.tmpfs:
-        opts += ["--perms", "1777", "--tmpfs", target]
     for target, fd in data_fds.items():
         opts += ["--perms", "0644", "--ro-bind-data", str(fd), target]
-    opts += ["--chdir", spec.chdir, "--clearenv"]
+    # The sandbox's own root (a tmpfs holding the mount points) read-only: rootless, the job would
+    # own it otherwise.
+    opts += ["--remount-ro", "/", "--chdir", spec.chdir, "--clearenv"]
     for key, value in spec.env.items():
         opts += ["--setenv", key, value]
     return opts + ["--seccomp", str(seccomp_fd)]

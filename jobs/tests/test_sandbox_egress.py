@@ -148,6 +148,6 @@ def test_pip_install_runs_setup_scripts_sandboxed_as_the_build_uid(alice, evil_i
         assert probe["secret key"] == probe["environ"] == "FileNotFoundError"
         assert probe["pfs"] == "FileNotFoundError"
         # Given back to the service: nothing of it stays writable by the build uid.
-        assert (venv / "bin" / "python").stat().st_uid == os.getuid()
+        assert (venv / "evil-probe.json").lstat().st_uid == (venv / "bin" / "python").lstat().st_uid == os.getuid()
     finally:
         shutil.rmtree(venv, ignore_errors=True)

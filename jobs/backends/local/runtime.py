@@ -77,8 +77,11 @@ def _sandboxed_pip(target: Path, log_path: Path, heartbeat: Callable[[], None]) 
     try:
         ask("start_build", venv=str(target), state=str(state), log=str(log_path),
             index_url=settings.PIP_INDEX_URL or None)
+        started = time.monotonic()
         while (done := keepers.read(state / "exit.json")) is None:
-            if not keepers.live(state) and keepers.read(state / "exit.json") is None:
+            # The keeper writes its pid just after the launcher answers: wait for it, then for its end.
+            if not keepers.live(state) and keepers.read(state / "exit.json") is None \
+                    and ((state / "keeper.pid").exists() or time.monotonic() - started > 10):
                 return -1  # the keeper died without a word
             heartbeat()
             time.sleep(0.2)
