@@ -18,6 +18,7 @@ from core import health, metrics_store
 
 from .backends import registry
 from .backends.base import Watcher
+from .lifecycle.storage import StorageCheck
 from .lifecycle.sync import sync_job
 from .live import usage
 from .live.logfollow import LogFollower
@@ -34,6 +35,7 @@ class WatchLoop:
         self.logs = LogFollower()
         self.sampled: dict[int, float] = {}  # job id -> monotonic time of its last usage sample
         self.watchers = registry.watchers() if watchers is None else watchers
+        self.storage = StorageCheck()
 
     # --- WatchContext ---------------------------------------------------------------------
     def jobs_to_watch(self) -> QuerySet[Job]:
@@ -69,6 +71,10 @@ class WatchLoop:
         # Watchers may push a job's logs only on some passes (Kubernetes: when it changed), so
         # followed logs are let go once their job is settled, not when a pass skipped them.
         self.logs.retain(set(self.jobs_to_watch().values_list("pk", flat=True)))
+        try:
+            self.storage.tick()
+        except Exception:
+            log.exception("storage check failed")
         metrics_store.observe(metrics_store.WATCHER_TICK, time.perf_counter() - started)
 
     def stop(self) -> None:

@@ -317,6 +317,9 @@ LOG_INOTIFY = env.bool("LOG_INOTIFY", True)
 # Replica CPU and memory (jobs/live/usage.py): sampled every USAGE_SAMPLE_SECONDS per job while it
 # runs; the newest USAGE_SAMPLES_KEPT per replica are kept (720 at 5 s: its last hour).
 USAGE_SAMPLE_SECONDS = env.float("USAGE_SAMPLE_SECONDS", 5.0)
+# What running jobs write to their homes is counted every STORAGE_CHECK_SECONDS (one walk of each
+# such home); a home over its quota stops its user's running jobs (jobs/lifecycle/storage.py).
+STORAGE_CHECK_SECONDS = env.float("STORAGE_CHECK_SECONDS", 15.0)
 USAGE_SAMPLES_KEPT = env.int("USAGE_SAMPLES_KEPT", 720)
 # Worker and watcher heartbeats in Redis (core/health.py): renewed every HEARTBEAT_INTERVAL
 # seconds, a process is reported gone HEARTBEAT_TTL seconds after its last one.

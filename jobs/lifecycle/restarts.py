@@ -49,6 +49,10 @@ def own_restarts(job: Job, replica: Replica) -> int:
     return max(replica.restarts - job.restarts, 0)
 
 
+# Failures a restart would only repeat: the job fails with the replica's reason.
+PERMANENT_REASONS = ("DiskLimit",)
+
+
 def failure_message(replica: Replica, head: str = "") -> str:
     lines = logstore.tail(replica, FAILURE_LOG_LINES).text.rstrip()
     head = head or f"{replica.name} {replica.message or 'failed'}"
@@ -73,6 +77,10 @@ def handle_failures(job: Job, backend: Backend, replicas: Sequence[Replica]) -> 
     failed = [r for r in replicas if r.state == ReplicaState.FAILED]
     if not failed:
         return False
+    for r in failed:
+        if r.reason in PERMANENT_REASONS:  # it would do the same again
+            fail(job, backend, r.reason, failure_message(r, f"{r.name} {r.message}: not restarted"))
+            return True
     permanent = _permanent_codes(job)
     for r in failed:
         if r.exit_code in permanent:
