@@ -1,14 +1,15 @@
 """`python -m paddleweb.launcher`: the launcher (launcher/) for this install, as the Procfile runs it.
 
 Reads the settings for the roots, the socket and the job uid range, then replaces itself with
-`python -m launcher`, so no Django stays in the process that keeps root. The service account's
-uid comes from `make run` (PADDLECLOUD_SERVICE_UID); without it, the launcher serves its own uid.
+`python -m launcher`, so no Django stays in the process that keeps root. As root it serves the
+service account (SERVICE_USER, which `make run` makes); run by a normal user, that user.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ def arguments(settings: object) -> list[str]:
     else:
         state = var / "launcher"
     return ["--socket", str(settings.LAUNCHER_SOCKET), "--state-dir", str(state),  # type: ignore[attr-defined]
-            "--service-uid", os.environ.get("PADDLECLOUD_SERVICE_UID", str(os.geteuid())),
+            "--service-uid", str(pwd.getpwnam(settings.SERVICE_USER).pw_uid if os.geteuid() == 0 else os.geteuid()),  # type: ignore[attr-defined]
             "--job-uids", settings.JOB_UIDS,  # type: ignore[attr-defined]
             *[a for name in ("pfs", "jobs", "logs", "venvs")
               for a in (f"--{name}-root", str(getattr(settings, f"{name.upper()}_ROOT")))]]

@@ -64,7 +64,7 @@ def _as_service_account(settings: Any, env: dict[str, str]) -> list[str]:
     privileges.let_through(user, [Path(sys.executable).resolve(), Path(sys.prefix), settings.BASE_DIR,
                                   settings.VAR_DIR])
     drop = privileges.drop_command(user)
-    env.update(PADDLECLOUD_AS=shlex.join(drop), PADDLECLOUD_SERVICE_UID=str(user.pw_uid), HOME=str(settings.VAR_DIR))
+    env.update(PADDLECLOUD_AS=shlex.join(drop), HOME=str(settings.VAR_DIR))
     print(f"paddlecloud: running as {user.pw_name!r} (uid {user.pw_uid}); only the launcher keeps root", flush=True)
     return drop
 

@@ -182,10 +182,11 @@ def test_a_second_bundled_redis_leaves_the_first_ones_socket_alone(tree):
     assert embedded_redis.is_up(str(tree.var / "redis.sock"))
 
 
-def test_a_worker_killed_with_9_stops_the_whole_tree_with_a_message(tree):
-    processes = tree.processes()
-    _procfile_process(processes, "paddleweb worker").send_signal(signal.SIGKILL)
-    _assert_the_tree_stops(tree, processes, "worker")
+def test_a_worker_killed_with_9_stops_the_whole_tree_with_a_message(state_dirs):
+    with running_tree(Path(tempfile.mkdtemp(dir=state_dirs))) as tree:  # its own: the shared one lives on
+        processes = tree.processes()
+        _procfile_process(processes, "paddleweb worker").send_signal(signal.SIGKILL)
+        _assert_the_tree_stops(tree, processes, "worker")
 
 
 @pytest.mark.parametrize("name, needle", [("launcher", "-m launcher"), ("redis", "redis-server"), ("web", "uvicorn"),

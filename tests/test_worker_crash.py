@@ -35,6 +35,7 @@ def worker_process() -> subprocess.Popen:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "paddleweb.settings", "DATABASE_URL": database_url(),
            "PFS_ROOT": str(settings.PFS_ROOT), "JOBS_ROOT": str(settings.JOBS_ROOT),
            "LOGS_ROOT": str(settings.LOGS_ROOT), "VENVS_ROOT": str(settings.VENVS_ROOT),
+           "LAUNCHER_SOCKET": str(settings.LAUNCHER_SOCKET), "JOB_UIDS": settings.JOB_UIDS,
            "LAUNCH_LEASE_SECONDS": "2", "RECONCILE_INTERVAL": "1",
            "HEARTBEAT_INTERVAL": "0.5", "HEARTBEAT_TTL": "2"}
     if not os.environ.get("REDIS_URL"):

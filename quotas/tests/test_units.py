@@ -38,7 +38,7 @@ def test_the_local_backend_runs_without_loading_the_kubernetes_client():
             "from jobs.backends.registry import backend_class, capacity\n"
             "from accounts.models import Datacenter\n"
             "backend_class('local'); capacity(Datacenter(name='x', backend='local'))\n"
-            "from jobs.backends.local import backend, keeper\n"
+            "from jobs.backends.local import backend, keepers, replicas, runtime\n"
             "from jobs import tasks, watch, services\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes'))")
     out = subprocess.run([sys.executable, "-c", code], cwd=settings.BASE_DIR, capture_output=True, text=True,
