@@ -128,12 +128,12 @@ def test_rbac_allows_every_request_of_a_jobs_life_and_no_more(alice, cluster, k8
     allowed = granted()
     assert used - allowed == set()
     # Granted but not used in this life: only what optional features need.
-    optional = {("kubeflow.org", "paddlejobs", v) for v in ("get", "create", "delete")} | {
+    optional = {
         ("", "configmaps/finalizers", "update"),  # checked by an admission plugin, not requested
         ("", "secrets", "create"), ("", "secrets", "update"), ("", "secrets", "get"),  # registries, copies
         ("apps", "statefulsets", "delete"), ("batch", "jobs", "delete"),  # stopping only one role
         ("batch", "jobs", "get"), ("", "secrets", "delete"),  # image builds (their short-lived secrets)
-        ("", "resourcequotas", "update"),  # a changed quota
+        ("", "resourcequotas", "update"), ("networking.k8s.io", "networkpolicies", "update"),  # changed settings
         ("metrics.k8s.io", "pods", "list"),  # usage, where metrics-server serves it (test_k8s_usage.py)
     } | GANG_LIFE  # gang scheduling, restarts, suspend
     assert allowed - used - optional == set()

@@ -199,7 +199,7 @@ class Cluster(EmulatedCluster):
         self.store.patch("podgroups", ns, name, {"status": {"phase": phase, "conditions": conditions}})
 
     def kueue_workload(self, ns: str, job_name: str, *, admitted: bool, message: str = "",
-                       plural: str = "jobs") -> None:
+                       plural: str = "jobsets") -> None:
         """Kueue's controller: the Workload of a queued Job (or JobSet: one Workload, a PodSet per
         replicated job), pending with a message or admitted (the Job or JobSet then unsuspended)."""
         job = self.store.get(plural, ns, job_name)

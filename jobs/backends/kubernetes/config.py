@@ -34,13 +34,11 @@ datacenter is saved rather than when a user's job starts. Every key is optional:
                         except the control plane and other users' namespaces
         control_plane_label "paddlecloud.org/control-plane=true": marks the service's namespace
         dns_namespace "kube-system", dns_pod_labels {"k8s-app": "kube-dns"}: where DNS may go
-    kubeflow           false            emit a kubeflow.org/v1 PaddleJob instead of raw objects
     gang_scheduler     "none"           "volcano": a PodGroup per job (minMember = every replica) and
-                                        schedulerName volcano on its pods; "kueue": a collective
-                                        job's Job, or a pserver job's one JobSet (the JobSet
-                                        controller must be installed), is created suspended for a
-                                        Kueue LocalQueue to admit whole. Either way a job never
-                                        half-starts, and its pods start together
+                                        schedulerName volcano on its pods; "kueue": every job is one
+                                        JobSet (the JobSet controller 0.8+ must be installed),
+                                        created suspended for a Kueue LocalQueue to admit whole.
+                                        Either way a job never half-starts
     volcano_queue      ""               the Volcano Queue of the PodGroups ("": Volcano's default)
     kueue_queue        ""               the LocalQueue (in every user namespace) with gang_scheduler kueue
     watch_timeout 300, resync_seconds 600, api_timeout 30, api_retries 5
@@ -135,7 +133,6 @@ class K8sSettings:
     trainer_port: int = 8500
     cluster_domain: str = ""
     build: Build = field(default_factory=Build)
-    kubeflow: bool = False
     gang_scheduler: str = "none"
     volcano_queue: str = ""
     kueue_queue: str = ""
@@ -283,6 +280,9 @@ def _is_cidr(text: str) -> bool:
 
 def parse(datacenter_name: str, config: dict[str, Any] | None) -> K8sSettings:
     config = dict(config or {})
+    _check("kubeflow" not in config, "kubeflow: no longer supported: the training operator's PaddleJob "
+                                     "(kubeflow.org/v1, superseded by Kubeflow Trainer) made the same pods the "
+                                     "default layout makes; remove the key")
     known = set(K8sSettings.__dataclass_fields__) - {"datacenter"}
     unknown = sorted(set(config) - known)
     _check(not unknown, f"unknown keys {unknown}; known: {sorted(known)}")
@@ -300,9 +300,6 @@ def parse(datacenter_name: str, config: dict[str, Any] | None) -> K8sSettings:
             out[key] = _dict_of_str(value, key)
         elif key in ("tolerations", "gpu_tolerations"):
             out[key] = _list_of_dict(value, key)
-        elif key == "kubeflow":
-            _check(isinstance(value, bool), "kubeflow: true or false")
-            out[key] = value
         elif key in ("pserver_port", "trainer_port"):
             out[key] = _int(value, key, 1, 65535)
         elif key in ("pending_timeout", "watch_timeout", "resync_seconds", "api_timeout"):
@@ -324,9 +321,6 @@ def parse(datacenter_name: str, config: dict[str, Any] | None) -> K8sSettings:
 def _check_gang(settings: K8sSettings) -> None:
     gang = settings.gang_scheduler
     _check(gang in GANG_SCHEDULERS, f"gang_scheduler: one of {', '.join(GANG_SCHEDULERS)}")
-    # The training operator makes the pods itself (it has its own schedulingPolicy for Volcano).
-    _check(gang == "none" or not settings.kubeflow, "gang_scheduler: not with kubeflow (the training operator "
-                                                    "creates the pods; set its own gang scheduling)")
     if gang == "kueue":
         _check(DNS_LABEL.match(settings.kueue_queue) is not None,
                "kueue_queue: the name of the Kueue LocalQueue that admits the jobs (in every user namespace)")
