@@ -22,7 +22,8 @@ datacenter is saved rather than when a user's job starts. Every key is optional:
                         "push_secret": "", "pull_secret": "", "cpu": "1", "memory": "2Gi"}
                         runtime images from requirements.txt (runtime.py says how the push
                         credentials are kept from the build's user code); pull_secret: read-only
-                        credentials for pulling runtime images (default: the push secret's)
+                        credentials pods pull runtime images with (none: they pull without any;
+                        the push credentials never reach a job's pods)
     run_as_user 10001, run_as_group 10001   uid/gid of every training pod (runAsNonRoot); set
                         run_as_user to the uid the service runs as on the shared PFS, so each can
                         manage what the other writes; 0 runs as the image's user (root: weaker)
@@ -93,7 +94,7 @@ class Build:
     kaniko_image: str = DEFAULT_KANIKO
     push_image: str = DEFAULT_CRANE
     push_secret: str = ""  # a kubernetes.io/dockerconfigjson Secret in secrets_namespace
-    pull_secret: str = ""  # the same, read-only; default: push_secret's credentials
+    pull_secret: str = ""  # the same, read-only; none: pods pull runtime images without credentials
     cpu: str = "1"
     memory: str = "2Gi"
 

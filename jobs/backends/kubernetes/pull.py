@@ -1,7 +1,10 @@
 """Registry credentials: the `<job>-pull` dockerconfigjson Secret the job's pods pull their images
 with (the job's registry, if it names one; for a runtime image the datacenter built, the
-read-only `build.pull_secret`, else the push secret's), and reading the shared ones from the
-service's namespace."""
+read-only `build.pull_secret`), and reading the shared ones from the service's namespace.
+
+The push credentials of image builds never go into a job's pull Secret: without a
+`build.pull_secret`, pods pull runtime images without credentials (the registry must allow
+that), and the push credentials live only in the build's own short-lived Secret (runtime.py)."""
 
 from __future__ import annotations
 
@@ -21,10 +24,8 @@ Obj = dict[str, Any]
 
 
 def runtime_pull_secret(settings: K8sSettings) -> str:
-    """Pods pull runtime images with the read-only pull_secret, else the push secret (whose
-    copy the kubelet uses; no container mounts it, and pods have no API token to read it)."""
-    st = settings
-    return (st.build.pull_secret or st.build.push_secret) if st.secrets_namespace else ""
+    """The read-only Secret pods pull runtime images with; "" for none."""
+    return settings.build.pull_secret if settings.secrets_namespace else ""
 
 
 def pull_secret_names(settings: K8sSettings, job: Job, runtime_ready: bool) -> tuple[str, ...]:
