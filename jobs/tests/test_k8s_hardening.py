@@ -182,6 +182,29 @@ def test_internet_egress_is_the_datacenters_setting(alice, k8s_dc, cluster, inte
         assert w.reach(src, "dns", 53, "UDP")
 
 
+def test_a_private_or_in_cluster_registry_is_reachable_by_image_builds_only(alice, k8s_dc, cluster):
+    """The build pushes to (and kaniko pulls base images from) the datacenter's registry, which
+    may sit on a private network or in the cluster: the private ranges stay closed otherwise."""
+    k8s_dc.config = {**k8s_dc.config, "network": {"internet": "none"}, "build": {
+        "enabled": True, "registry": "10.20.0.5:5000/pc", "registry_cidrs": ["10.20.0.0/24"],
+        "registry_namespace": "registry", "registry_pod_labels": {"app": "registry"}}}
+    k8s_dc.save()
+    job = submit(alice, "fit", mode="collective", pservers=0, trainers=1)
+    launch(job)
+    ns = ns_of(job)
+    cluster.run_job(ns, "fit-trainer")
+    cluster.store.create("pods", ns, {"metadata": {"name": "fit-build-x", "labels": manifests.labels(job, "build")},
+                                      "spec": {}})
+    w = World(cluster, {"registry": {}, "elsewhere": {}})
+    w.outside.update({ip: Endpoint(ip, ip) for ip in ("10.20.0.5", "10.20.1.5")})
+    trainer, build = pod(w, "alice", "fit-trainer-0"), pod(w, "alice", "fit-build-x")
+    assert w.reach(build, "10.20.0.5", 5000) and w.reach(build, "registry-pod", 5000)
+    assert not w.reach(build, "10.20.1.5", 5000) and not w.reach(build, "elsewhere-pod", 5000)
+    assert not w.reach(build, METADATA, 80) and not w.reach(build, "postgres", 5432)
+    assert not w.reach(build, INTERNET, 443), "internet: none"
+    assert not w.reach(trainer, "10.20.0.5", 5000) and not w.reach(trainer, "registry-pod", 5000)
+
+
 def test_cluster_egress_reaches_shared_services_but_not_the_control_plane_or_other_users(tenants, k8s_dc):
     """E.g. a package mirror in its own namespace, for datacenters without internet."""
     k8s_dc.config = {**k8s_dc.config, "network": {"internet": "none", "cluster_egress": True}}

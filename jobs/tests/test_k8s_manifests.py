@@ -39,7 +39,9 @@ VARIANTS = [
      "gpu_node_selector": {"accelerator": "nvidia"}, "priority_class_name": "batch", "cluster_domain": "cluster.local"},
     {"gang_scheduler": "volcano", "volcano_queue": "research"},
     {"gang_scheduler": "kueue", "kueue_queue": "team-a"},
-    {"build": {"enabled": True, "registry": "registry.example.com/pc", "push_secret": "push"},
+    {"build": {"enabled": True, "registry": "registry.example.com/pc", "push_secret": "push",
+               "registry_cidrs": ["10.20.0.0/24", "fd00:20::/64"], "registry_namespace": "registry",
+               "registry_pod_labels": {"app": "registry"}},
      "secrets_namespace": "paddlecloud", "network": {"cluster_egress": True}},
     {"run_as_user": 0, "network": {"internet": "none", "internet_except": [], "dns_pod_labels": {"app": "dns"}}},
 ]
@@ -202,6 +204,8 @@ def test_namespaces_are_dns_safe_and_collision_proof():
                                                               "network.internet_except"),
     ({"network": {"control_plane_label": "no-value"}}, "network.control_plane_label"),
     ({"network": {"firewall": True}}, "network: unknown keys"), ({"run_as_user": -1}, "run_as_user"),
+    ({"build": {"registry_cidrs": ["10.20.0.5"]}}, "build.registry_cidrs"),
+    ({"build": {"registry_pod_labels": {"app": "registry"}}}, "build.registry_pod_labels: only with"),
 ])
 def test_bad_settings_name_the_key(config, key):
     with pytest.raises(SettingsError, match=re.escape(key)):

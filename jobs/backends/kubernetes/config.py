@@ -19,11 +19,14 @@ datacenter is saved rather than when a user's job starts. Every key is optional:
     pending_timeout    600              seconds a replica may stay Pending before the job fails
     pserver_port 7164, trainer_port 8500, cluster_domain "" (e.g. "cluster.local" for FQDNs)
     build              {"enabled": false, "registry": "", "kaniko_image": ..., "push_image": crane,
-                        "push_secret": "", "pull_secret": "", "cpu": "1", "memory": "2Gi"}
+                        "push_secret": "", "pull_secret": "", "cpu": "1", "memory": "2Gi",
+                        "registry_cidrs": [], "registry_namespace": "", "registry_pod_labels": {}}
                         runtime images from requirements.txt (runtime.py says how the push
                         credentials are kept from the build's user code); pull_secret: read-only
                         credentials pods pull runtime images with (none: they pull without any;
-                        the push credentials never reach a job's pods)
+                        the push credentials never reach a job's pods); a registry that is not on
+                        the internet is reached by builds through registry_cidrs (a private
+                        network) or registry_namespace (+ registry_pod_labels: one in the cluster)
     run_as_user 10001, run_as_group 10001   uid/gid of every training pod (runAsNonRoot); set
                         run_as_user to the uid the service runs as on the shared PFS, so each can
                         manage what the other writes; 0 runs as the image's user (root: weaker)
@@ -97,6 +100,10 @@ class Build:
     pull_secret: str = ""  # the same, read-only; none: pods pull runtime images without credentials
     cpu: str = "1"
     memory: str = "2Gi"
+    # Where the registry is when it is not on the internet: builds may reach these (NetworkPolicy).
+    registry_cidrs: tuple[str, ...] = ()
+    registry_namespace: str = ""  # a registry in the cluster: its namespace ...
+    registry_pod_labels: dict[str, str] = field(default_factory=dict)  # ... and its pods' labels (none: all)
 
 
 @dataclass(frozen=True)
@@ -227,15 +234,30 @@ def _parse_storage(raw: Any) -> Storage:
     return st
 
 
+def _build_value(key: str, value: Any) -> Any:
+    if key == "enabled":
+        return bool(value)
+    if key == "registry_cidrs":
+        _check(isinstance(value, list) and all(isinstance(c, str) and _is_cidr(c) for c in value),
+               "build.registry_cidrs: a list of CIDRs, e.g. [\"10.20.0.0/24\"]")
+        return tuple(value)
+    if key == "registry_pod_labels":
+        return _dict_of_str(value, "build.registry_pod_labels")
+    return _str(value, f"build.{key}")
+
+
 def _parse_build(raw: Any) -> Build:
     _check(isinstance(raw, dict), "build: an object")
     known = set(Build.__dataclass_fields__)
     unknown = sorted(set(raw) - known)
     _check(not unknown, f"build: unknown keys {unknown}; known: {sorted(known)}")
-    values: dict[str, Any] = {k: (bool(v) if k == "enabled" else _str(v, f"build.{k}")) for k, v in raw.items()}
-    b = Build(**values)
+    b = Build(**{k: _build_value(k, v) for k, v in raw.items()})
     if b.enabled:
         _check(bool(b.registry), "build.registry: where runtime images go, e.g. registry.example.com/paddlecloud")
+    _check(not b.registry_namespace or DNS_LABEL.match(b.registry_namespace) is not None,
+           "build.registry_namespace: the namespace of a registry in the cluster")
+    _check(not b.registry_pod_labels or bool(b.registry_namespace),
+           "build.registry_pod_labels: only with build.registry_namespace")
     return b
 
 
