@@ -118,6 +118,12 @@ class Backend(ABC):
     def check_config(cls, name: str, config: dict[str, Any]) -> None:
         """Raise ValueError if a datacenter's `config` is not valid for this backend."""
 
+    @classmethod
+    def check_cluster(cls, name: str, config: dict[str, Any], kubeconfig: str) -> None:
+        """Raise ValueError if the cluster a datacenter's settings name lacks what they need
+        (asked when the datacenter is saved). Optional: nothing to check by default."""
+        return
+
     def isolation(self) -> list[str]:
         """What this datacenter enforces on its jobs, line by line, for the admin (none said: [])."""
         return []

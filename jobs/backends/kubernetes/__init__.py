@@ -12,7 +12,7 @@ logs.py       pod logs into the durable per-replica files
 runtime.py    runtime images built in the cluster (kaniko); pull.py the credentials pods pull with
 usage.py      CPU and memory of running pods (the metrics API), sampled on a thread of its own
 hardening.py  pod security and NetworkPolicies; config.py the datacenter's settings
-client.py     the API client with retries
+client.py     the API client with retries; discovery.py whether the cluster has a gang scheduler
 manifests.py, workloads.py   a job's objects as plain dicts (pure, validated against the schemas)
 
 The local backend (../local/) uses the same names for the same roles. Nothing is imported here:

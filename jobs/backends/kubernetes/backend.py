@@ -31,7 +31,7 @@ from kubernetes.client.exceptions import ApiException
 from ...live.usage import Usage
 from ...models import TERMINAL_STATES, Job, JobState, Replica
 from ..base import Backend, LaunchError, ReplicaStatus, ensure_checkpoint_dir, snapshot_package
-from . import manifests, pull, root, runtime, setup
+from . import discovery, manifests, pull, root, runtime, setup
 from .config import K8sSettings, parse
 from .context import ClusterContext, context_for
 from .informer import running
@@ -53,6 +53,10 @@ class KubernetesBackend(Backend):
     @classmethod
     def check_config(cls, name: str, config: dict[str, Any]) -> None:
         parse(name, config)
+
+    @classmethod
+    def check_cluster(cls, name: str, config: dict[str, Any], kubeconfig: str) -> None:
+        discovery.check_installed(parse(name, config), kubeconfig)
 
     @cached_property
     def ctx(self) -> ClusterContext:

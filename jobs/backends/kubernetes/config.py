@@ -42,7 +42,8 @@ datacenter is saved rather than when a user's job starts. Every key is optional:
                                         schedulerName volcano on its pods; "kueue": every job is one
                                         JobSet (the JobSet controller 0.8+ must be installed),
                                         created suspended for a Kueue LocalQueue to admit whole.
-                                        Either way a job never half-starts
+                                        Either way a job never half-starts. Checked against the
+                                        cluster when the datacenter is saved (discovery.py)
     volcano_queue      ""               the Volcano Queue of the PodGroups ("": Volcano's default)
     kueue_queue        ""               the LocalQueue (in every user namespace) with gang_scheduler kueue
     watch_timeout 300, resync_seconds 600, api_timeout 30, api_retries 5
