@@ -7,7 +7,7 @@ import pytest
 from jobs.backends.base import LaunchError
 from jobs.backends.kubernetes import manifests
 from jobs.backends.registry import get_backend
-from jobs.models import JobState
+from jobs.models import Job, JobState
 
 from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, submit  # noqa: F401
 
@@ -72,6 +72,25 @@ def test_a_burst_of_launches_sets_the_users_namespace_up_once_and_few_requests_e
     launch(submit(alice, "after"))
     quota = cluster.store.get("resourcequotas", ns_of(jobs[0]), "paddlecloud-quota")
     assert quota["spec"]["hard"]["limits.cpu"] == "32000m"
+
+
+def test_a_namespace_deleted_behind_the_services_back_is_made_again(alice, bob, k8s_dc, cluster, monkeypatch):
+    from jobs.backends.kubernetes import setup
+
+    launch(submit(alice, "first", mode="collective", pservers=0, trainers=1))
+    ns = ns_of(submit(alice, "second", mode="collective", pservers=0, trainers=1))
+    cluster.store.delete("namespaces", None, ns)  # with everything in it
+    cluster.store.delete("resourcequotas", ns, "paddlecloud-quota")
+    second = Job.objects.get(name="second")
+    launch(second)
+    assert second.state == JobState.STARTING, second.message
+    assert ns in cluster.namespaces() and cluster.store.get("resourcequotas", ns, "paddlecloud-quota")
+    # And after SETUP_TTL_SECONDS, a launch asserts the setup again (a Secret changed at its source).
+    monkeypatch.setattr(setup, "SETUP_TTL_SECONDS", 0)
+    launch(first := submit(bob, "first", mode="collective", pservers=0, trainers=1))
+    cluster.store.delete("networkpolicies", ns_of(first), "paddlecloud-isolation")
+    launch(submit(bob, "second", mode="collective", pservers=0, trainers=1))
+    assert cluster.store.get("networkpolicies", ns_of(first), "paddlecloud-isolation")
 
 
 def test_launch_twice_is_harmless(alice, k8s_dc, cluster):
