@@ -122,8 +122,11 @@ class DatacenterForm(forms.ModelForm):
         cleaned = super().clean()
         backend = cleaned.get("backend")
         if backend:
+            cls = backend_class(backend)
             try:
-                backend_class(backend).check_config(cleaned.get("name") or "", cleaned.get("config") or {})
+                cls.check_config(cleaned.get("name") or "", cleaned.get("config") or {})
+                if "kubeconfig" in cleaned:  # what the cluster must have installed for these settings
+                    cls.check_cluster(cleaned.get("name") or "", cleaned.get("config") or {}, cleaned["kubeconfig"])
             except ValueError as e:
                 self.add_error("config", str(e))
         return cleaned

@@ -1,7 +1,8 @@
 # ruff: noqa: F811 - pytest fixtures imported from k8s_fixtures are used as parameters
 """Deploying the service: every manifest in deploy/kubernetes validates against the real
 OpenAPI schemas, and the service account's RBAC allows every request the backend and the
-watcher actually make (recorded by the emulated API server during a job's whole life)."""
+watcher actually make (the emulated API server authorizes each by deploy/kubernetes/rbac.yaml
+in every Kubernetes test, jobs/tests/k8s_rbac.py) and grants nothing a job's life does not use."""
 
 import functools
 import re
@@ -128,12 +129,14 @@ def test_rbac_allows_every_request_of_a_jobs_life_and_no_more(alice, cluster, k8
     allowed = granted()
     assert used - allowed == set()
     # Granted but not used in this life: only what optional features need.
-    optional = {("kubeflow.org", "paddlejobs", v) for v in ("get", "create", "delete")} | {
+    optional = {
         ("", "configmaps/finalizers", "update"),  # checked by an admission plugin, not requested
         ("", "secrets", "create"), ("", "secrets", "update"), ("", "secrets", "get"),  # registries, copies
         ("apps", "statefulsets", "delete"), ("batch", "jobs", "delete"),  # stopping only one role
         ("batch", "jobs", "get"), ("", "secrets", "delete"),  # image builds (their short-lived secrets)
-        ("", "resourcequotas", "update")} | GANG_LIFE  # a changed quota; gang scheduling, restarts, suspend
+        ("", "resourcequotas", "update"), ("networking.k8s.io", "networkpolicies", "update"),  # changed settings
+        ("metrics.k8s.io", "pods", "list"),  # usage, where metrics-server serves it (test_k8s_usage.py)
+    } | GANG_LIFE  # gang scheduling, restarts, suspend
     assert allowed - used - optional == set()
 
 

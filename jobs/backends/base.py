@@ -49,6 +49,16 @@ class ReplicaStatus:
     restarts: int | None = None
     last_exit_code: int | None = None
     last_message: str = ""
+    # How often its process was restarted in place before this status (a crash-looping container):
+    # the replica's restart count, not a restart of the job's restart policy.
+    crash_restarts: int = 0
+    # Facts about a Pending replica, for the lifecycle's one rule set (jobs/lifecycle/waiting.py):
+    # since when it waits (None: since the job started); whether something keeps it from starting
+    # that its reason explains (shown on the job while it waits, the job's reason if it times out);
+    # whether it waits its turn in a scheduler's queue (shown on the job, never a pending timeout).
+    pending_since: datetime | None = None
+    blocked: bool = False
+    queued: bool = False
 
 
 class WatchContext(Protocol):
@@ -108,9 +118,20 @@ class Backend(ABC):
     def check_config(cls, name: str, config: dict[str, Any]) -> None:
         """Raise ValueError if a datacenter's `config` is not valid for this backend."""
 
+    @classmethod
+    def check_cluster(cls, name: str, config: dict[str, Any], kubeconfig: str) -> None:
+        """Raise ValueError if the cluster a datacenter's settings name lacks what they need
+        (asked when the datacenter is saved). Optional: nothing to check by default."""
+        return
+
     def isolation(self) -> list[str]:
         """What this datacenter enforces on its jobs, line by line, for the admin (none said: [])."""
         return []
+
+    def pending_timeout(self) -> int | None:
+        """Seconds a replica may wait to start before the job fails (jobs/lifecycle/waiting.py);
+        None: no limit (its launch either starts it or fails)."""
+        return None
 
     @classmethod
     def capacity(cls) -> Capacity:

@@ -1,8 +1,8 @@
 """Job state transitions: each a conditional UPDATE on the current state, recorded as an event.
 
 The watcher, the periodic reconcile and a task running twice can all call these at once and the
-outcome is the same. Backends call them too (a Kubernetes pending timeout fails the job), so this
-module sits below both the backends and the lifecycle that drives them.
+outcome is the same. The lifecycle and the tasks call them; backends never do (they report facts:
+pyproject.toml's import contract "backends-report-facts").
 
 Every committed state change is published once as core.events.job_state_changed: the queue, the
 storage accounting and the notifications follow it from there, none of them named here.

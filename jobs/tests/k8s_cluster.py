@@ -15,6 +15,7 @@ from jobs.backends.kubernetes.observe import INDEX_FAILURES
 
 from .k8s_emulator import EmulatedCluster, now
 from .k8s_jobset import JOBSET_NAME, JobSetController
+from .k8s_rbac import Authorizer
 
 Obj = dict[str, Any]
 
@@ -25,8 +26,8 @@ def _container(state: Obj, *, ready: bool = False, restarts: int = 0, last: Obj 
 
 
 class Cluster(EmulatedCluster):
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, rbac: Authorizer | None = None) -> None:
+        super().__init__(rbac)
         self.store.controllers.append(JobSetController(self.store))
 
     # --- controllers ------------------------------------------------------------------------
@@ -61,12 +62,24 @@ class Cluster(EmulatedCluster):
         return out
 
     def run_jobset(self, ns: str, name: str) -> list[str]:
-        """Every pod of a JobSet's Jobs (refused while suspended: nothing runs before admission)."""
+        """Every pod of a JobSet's Jobs that have none yet (refused while suspended: nothing runs
+        before admission)."""
         out = []
         for job in sorted(self.store.find("jobs", ns, f"{JOBSET_NAME}={name}"), key=lambda j: j["metadata"]["name"]):
             if job["spec"].get("suspend"):
                 raise AssertionError(f"Job {job['metadata']['name']} is suspended: its pods are not made")
-            out += self.run_job(ns, job["metadata"]["name"])
+            if not self.store.find("pods", ns, f"job-name={job['metadata']['name']}"):
+                out += self.run_job(ns, job["metadata"]["name"])
+        return out
+
+    def start_jobset(self, ns: str, name: str) -> list[str]:
+        """Run the JobSet's pods and make them ready, Job after Job as its dependsOn lets the
+        controller make them (the pservers', then the trainers')."""
+        out: list[str] = []
+        while new := self.run_jobset(ns, name):
+            for pod in new:
+                self.pod_running(ns, pod)
+            out += new
         return out
 
     def pod_named(self, ns: str, prefix: str) -> str:
@@ -180,10 +193,13 @@ class Cluster(EmulatedCluster):
         """Volcano's scheduler on a PodGroup: its phase, and why it cannot place the gang."""
         conditions = [{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources",
                        "message": unschedulable, "lastTransitionTime": now()}] if unschedulable else []
+        if phase == "Running":
+            conditions.append({"type": "Scheduled", "status": "True", "reason": "tasks in gang are ready to be "
+                               "scheduled", "lastTransitionTime": now()})
         self.store.patch("podgroups", ns, name, {"status": {"phase": phase, "conditions": conditions}})
 
     def kueue_workload(self, ns: str, job_name: str, *, admitted: bool, message: str = "",
-                       plural: str = "jobs") -> None:
+                       plural: str = "jobsets") -> None:
         """Kueue's controller: the Workload of a queued Job (or JobSet: one Workload, a PodSet per
         replicated job), pending with a message or admitted (the Job or JobSet then unsuspended)."""
         job = self.store.get(plural, ns, job_name)
@@ -191,7 +207,8 @@ class Cluster(EmulatedCluster):
         conditions = [{"type": "QuotaReserved", "status": "True" if admitted else "False",
                        "reason": "QuotaReserved" if admitted else "Pending", "message": message or "ok"}]
         if admitted:
-            conditions.append({"type": "Admitted", "status": "True", "reason": "Admitted", "message": "admitted"})
+            conditions.append({"type": "Admitted", "status": "True", "reason": "Admitted", "message": "admitted",
+                               "lastTransitionTime": now()})
         try:
             self.store.patch("workloads", ns, name, {"status": {"conditions": conditions}})
         except kmock.KubernetesError:

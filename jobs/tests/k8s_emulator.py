@@ -39,18 +39,34 @@ def _parse_path_with_namespaces(path: str) -> _kmock_parsing.ParsedPath:
 
 _kmock_parsing.parse_path = _parse_path_with_namespaces
 
+from .k8s_rbac import Authorizer, attributes  # noqa: E402
 from .k8s_store import KINDS, Gone, Obj, Store, _match_fields, _match_labels, now, stamp  # noqa: E402,F401
 
 logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
 class EmulatedCluster:
-    """The emulator running in a background thread: `.url`, `.kubeconfig()`, `.store`, `.kmock`."""
+    """The emulator running in a background thread: `.url`, `.kubeconfig()`, `.store`, `.kmock`.
 
-    def __init__(self):
+    With `rbac` (k8s_rbac.py) every request is authorized as the API server would, by the roles
+    the service account is bound to: a request they do not allow is answered 403 Forbidden and
+    recorded in `.denied`. The API groups in `.installed` are served (and discovered, as
+    GET /apis/<group>/<version> lists them); `uninstall()` takes one away, as a cluster without
+    that CRD or aggregated API answers 404 for its paths."""
+
+    def __init__(self, rbac: Authorizer | None = None):
         self.store = Store()
         self.kmock = kmock.KubernetesScaffold()
-        self.kmock.fallback[lambda req: req.resource is not None and req.resource.plural in KINDS] << self._dispatch
+        self.rbac = rbac
+        self.denied: list[str] = []
+        self.installed = {_group(api_version) for api_version, _, _ in KINDS.values()}
+        if rbac is not None:  # first: every request, whatever reaction a test adds later
+            self.kmock[lambda req: True] << self._authorize
+        self.kmock.fallback[self._served] << self._dispatch
+        for plural, (api_version, kind, namespaced) in KINDS.items():
+            info = self.kmock.resources[f"{api_version}/{plural}"]
+            info.kind, info.namespaced = kind, namespaced
+            info.verbs = {"get", "list", "watch", "create", "update", "patch", "delete"}
         self.requests: list[tuple[float, str, str]] = []  # (monotonic time, method, path?query)
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
@@ -89,6 +105,30 @@ class EmulatedCluster:
             "users": [{"name": "test", "user": {"token": "test-token"}}],
             "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}]})
 
+    # --- API groups and authorization --------------------------------------------------------
+    def _served(self, request: kmock.Request) -> bool:
+        res = request.resource
+        return res is not None and res.plural in KINDS and res.group == _group(KINDS[res.plural][0])
+
+    def uninstall(self, group: str) -> None:
+        """The cluster no longer has this API group (its CRDs deleted, its aggregated API gone)."""
+        self.installed.discard(group)
+        for plural, (api_version, _, _) in KINDS.items():
+            if _group(api_version) == group:
+                del self.kmock.resources[f"{api_version}/{plural}"]
+
+    async def _authorize(self, request: kmock.Request) -> Any:
+        res = request.resource
+        if res is None or not res.plural:
+            raise NotImplementedError  # discovery: system:discovery grants it to everyone; go on
+        want = attributes(request.method.value, res.group or "", res.plural, request.namespace, request.name,
+                          request.subresource, dict(request.params))
+        if self.rbac is not None and self.rbac.allows(want):
+            raise NotImplementedError  # allowed: the next reaction answers
+        self.denied.append(f"{request.method.value} {request.url.path}: {want}")
+        user = self.rbac.user if self.rbac is not None else "anonymous"
+        raise kmock.KubernetesError(403, "Forbidden", f'{res.plural} is forbidden: User "{user}" {want}', {})
+
     # --- faults -----------------------------------------------------------------------------
     def fail(self, method: str, path: str, status: int = 500, times: int = 1, *, after: bool = False) -> None:
         """The next `times` requests of `method` whose path matches the regex `path` answer
@@ -118,6 +158,8 @@ class EmulatedCluster:
         self.requests.append((time.monotonic(), str(request.method.value), path))
         plural, ns, name, sub = request.resource.plural, request.namespace, request.name, request.subresource
         params, method, store = request.params, request.method.value.upper(), self.store
+        if request.resource.group not in self.installed:
+            raise kmock.KubernetesError(404, "NotFound", "the server could not find the requested resource", {})
         if sub == "log":
             store.get("pods", ns, name)
             return self._stream_log(ns, name, params)
@@ -202,6 +244,10 @@ class EmulatedCluster:
                     return
         finally:
             changes.close()
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
 
 
 class _Changes:

@@ -10,6 +10,7 @@ import pytest
 from tests.support import wait_for
 
 from .k8s_cluster import Cluster
+from .k8s_rbac import Authorizer
 
 FAST = {"pending_timeout": 30, "watch_timeout": 30, "api_timeout": 5, "api_retries": 4,
         "storage": {"kind": "hostPath", "path": "/mnt/pfs"}}
@@ -17,8 +18,11 @@ FAST = {"pending_timeout": 30, "watch_timeout": 30, "api_timeout": 5, "api_retri
 
 @pytest.fixture
 def cluster():
-    with Cluster() as c:
+    """The emulated cluster, authorizing every request by deploy/kubernetes/rbac.yaml as written:
+    whatever the service asks that RBAC would refuse fails the test where it happens."""
+    with Cluster(rbac=Authorizer.from_deploy()) as c:
         yield c
+        assert not c.denied, f"refused by deploy/kubernetes/rbac.yaml: {c.denied}"
 
 
 @pytest.fixture
@@ -52,6 +56,18 @@ def ns_of(job) -> str:
     from jobs.backends.registry import get_backend
 
     return get_backend(job.datacenter).namespace(job)
+
+
+def started_long_ago(job, seconds: float = 3600) -> None:
+    """As if the job had begun to start its replicas `seconds` ago (its pending timeout counts from then)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.models import JobEvent, JobState
+
+    JobEvent.objects.filter(job=job, replica=None, state=JobState.STARTING).update(
+        created=timezone.now() - timedelta(seconds=seconds))
 
 
 def launch(job) -> None:

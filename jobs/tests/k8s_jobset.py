@@ -5,6 +5,8 @@ on it, run by the store on every change (Store.controllers):
   per replica of each replicated job, `<jobset>-<rj>-<j>`, owned by the JobSet (cascade delete),
   with the controller's labels and annotations on the Job and its pod template, and the pod
   template's `subdomain` set, so an Indexed Job's pod i is `<jobset>-<rj>-<j>-<i>.<subdomain>`;
+  a replicated job that `dependsOn` another's being Ready gets its Jobs once every Job of that
+  one has all its pods ready (the Job's `status.ready`, kept here from its pods);
 - `spec.suspend` of the JobSet is propagated to its Jobs (Kueue unsuspends the JobSet);
 - a child Job is Complete once every index has a Succeeded pod, Failed once a pod fails where it
   has no retries (backoffLimit 0 without backoffLimitPerIndex; per-index retries are played by
@@ -68,6 +70,9 @@ class JobSetController:
             self._reconcile(obj)
         elif plural == "jobs" and JOBSET_NAME in (md.get("labels") or {}):
             self._finish(md["namespace"], md["labels"][JOBSET_NAME])
+            js = self.store.objects.get(("jobsets", md["namespace"], md["labels"][JOBSET_NAME]))
+            if js is not None and not js["metadata"].get("deletionTimestamp"):
+                self._reconcile(copy.deepcopy(js))  # a dependency may be Ready now
         elif plural == "pods":
             self._job_of(obj)
 
@@ -89,6 +94,9 @@ class JobSetController:
                          "publishNotReadyAddresses": network.get("publishNotReadyAddresses", True)}})
         suspend = bool(spec.get("suspend"))
         for rj in spec["replicatedJobs"]:
+            if not all(self._ready(ns, name, dep["name"]) for dep in rj.get("dependsOn") or []
+                       if dep["status"] == "Ready"):
+                continue
             for j in range(rj.get("replicas", 1)):
                 job_name = f"{name}-{rj['name']}-{j}"
                 if ("jobs", ns, job_name) in self.store.objects:
@@ -114,6 +122,11 @@ class JobSetController:
                                  "annotations": {**(tmd.get("annotations") or {}), **marks},
                                  "ownerReferences": [_owner_ref(js)]},
                     "spec": job_spec})
+
+    def _ready(self, ns: str, jobset: str, rj: str) -> bool:
+        jobs = [j for j in self.children(ns, jobset) if j["metadata"]["labels"][RJ_NAME] == rj]
+        return bool(jobs) and all((j.get("status") or {}).get("ready", 0) >= (j["spec"].get("parallelism") or 1)
+                                  for j in jobs)
 
     def _finish(self, ns: str, name: str) -> None:
         """Failed on a failed Job; Completed once the successPolicy's Jobs all completed."""
@@ -150,6 +163,10 @@ class JobSetController:
             return
         spec, uid = job["spec"], job["metadata"]["uid"]
         pods = [p for p in self.store.find("pods", ns) if _owned_by(p, uid)]
+        ready = sum(1 for p in pods if p["status"].get("phase") == "Running" and p["status"].get("containerStatuses")
+                    and all(cs.get("ready") for cs in p["status"]["containerStatuses"]))
+        if (job.get("status") or {}).get("ready", 0) != ready:
+            self.store.patch("jobs", ns, job["metadata"]["name"], {"status": {"ready": ready}})
         failed = [p for p in pods if p["status"].get("phase") == "Failed"]
         succeeded = {p["metadata"]["annotations"].get(COMPLETION_INDEX) for p in pods
                      if p["status"].get("phase") == "Succeeded"}

@@ -24,7 +24,6 @@ KINDS = {  # plural -> (apiVersion, kind, namespaced)
     "resourcequotas": ("v1", "ResourceQuota", True), "events": ("v1", "Event", True),
     "persistentvolumeclaims": ("v1", "PersistentVolumeClaim", True),
     "statefulsets": ("apps/v1", "StatefulSet", True), "jobs": ("batch/v1", "Job", True),
-    "paddlejobs": ("kubeflow.org/v1", "PaddleJob", True),
     "networkpolicies": ("networking.k8s.io/v1", "NetworkPolicy", True),
     "podgroups": ("scheduling.volcano.sh/v1beta1", "PodGroup", True),
     "workloads": ("kueue.x-k8s.io/v1beta1", "Workload", True),

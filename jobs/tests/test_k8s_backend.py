@@ -7,7 +7,7 @@ import pytest
 from jobs.backends.base import LaunchError
 from jobs.backends.kubernetes import manifests
 from jobs.backends.registry import get_backend
-from jobs.models import JobState
+from jobs.models import Job, JobState
 
 from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, submit  # noqa: F401
 
@@ -49,6 +49,50 @@ def test_api_500s_are_retried_and_a_lost_answer_is_not_an_error(alice, k8s_dc, c
     assert len(posts) == 2, "retried once, then 409 AlreadyExists counted as done"
 
 
+def test_a_burst_of_launches_sets_the_users_namespace_up_once_and_few_requests_each(alice, k8s_dc, cluster):
+    """The namespace, its quota and policies are asserted once per user (and again when they
+    change), not twice per job: a launch is then the job's own few objects."""
+    from quotas.models import Quota
+
+    jobs = [submit(alice, f"fit-{i}") for i in range(5)]
+    start = len(cluster.requests)
+    launch(jobs[0])
+    first = len(cluster.requests)
+    for job in jobs[1:]:
+        launch(job)
+        assert job.state == JobState.STARTING, job.message
+    made = cluster.requests[start:]
+    assert sum(m == "POST" and p.endswith("/namespaces") for _, m, p in made) == 1
+    assert sum("/resourcequotas" in p for _, m, p in made if m != "GET") == 1
+    assert sum(m in ("POST", "PUT") and "/networkpolicies" in p for _, m, p in made) == 2 + 5  # namespace's, jobs'
+    per_job = (len(cluster.requests) - first) / 4
+    assert per_job <= 5, [f"{m} {p}" for _, m, p in cluster.requests[first:]]
+    # A changed quota reaches the namespace at the next launch.
+    Quota.objects.filter(datacenter=k8s_dc, user=None).update(cpu_millicores=32000)
+    launch(submit(alice, "after"))
+    quota = cluster.store.get("resourcequotas", ns_of(jobs[0]), "paddlecloud-quota")
+    assert quota["spec"]["hard"]["limits.cpu"] == "32000m"
+
+
+def test_a_namespace_deleted_behind_the_services_back_is_made_again(alice, bob, k8s_dc, cluster, monkeypatch):
+    from jobs.backends.kubernetes import setup
+
+    launch(submit(alice, "first", mode="collective", pservers=0, trainers=1))
+    ns = ns_of(submit(alice, "second", mode="collective", pservers=0, trainers=1))
+    cluster.store.delete("namespaces", None, ns)  # with everything in it
+    cluster.store.delete("resourcequotas", ns, "paddlecloud-quota")
+    second = Job.objects.get(name="second")
+    launch(second)
+    assert second.state == JobState.STARTING, second.message
+    assert ns in cluster.namespaces() and cluster.store.get("resourcequotas", ns, "paddlecloud-quota")
+    # And after SETUP_TTL_SECONDS, a launch asserts the setup again (a Secret changed at its source).
+    monkeypatch.setattr(setup, "SETUP_TTL_SECONDS", 0)
+    launch(first := submit(bob, "first", mode="collective", pservers=0, trainers=1))
+    cluster.store.delete("networkpolicies", ns_of(first), "paddlecloud-isolation")
+    launch(submit(bob, "second", mode="collective", pservers=0, trainers=1))
+    assert cluster.store.get("networkpolicies", ns_of(first), "paddlecloud-isolation")
+
+
 def test_launch_twice_is_harmless(alice, k8s_dc, cluster):
     job = submit(alice, "fit", mode="collective", pservers=0, trainers=2)
     launch(job)
@@ -83,10 +127,10 @@ def test_kill_leaves_nothing_behind_and_delete_waits_for_the_cluster(alice, k8s_
 
 
 def test_resubmitting_the_name_of_a_job_still_being_deleted_gets_a_clear_answer(alice, k8s_dc, cluster, monkeypatch):
-    from jobs.backends.kubernetes import backend as kubernetes
+    from jobs.backends.kubernetes import root
 
-    monkeypatch.setattr(kubernetes, "ROOT_WAIT_SECONDS", 1)
-    monkeypatch.setattr(kubernetes, "DELETE_WAIT_SECONDS", 1)
+    monkeypatch.setattr(root, "ROOT_WAIT_SECONDS", 1)
+    monkeypatch.setattr(root, "DELETE_WAIT_SECONDS", 1)
     job = submit(alice, "fit", mode="collective", pservers=0, trainers=1)
     launch(job)
     cluster.store.slow_deletion = True  # the garbage collector takes its time
@@ -118,17 +162,6 @@ def test_registry_credentials_become_a_pull_secret(alice, k8s_dc, cluster):
     pod_spec = cluster.store.get("statefulsets", ns, "fit-pserver")["spec"]["template"]["spec"]
     assert pod_spec["imagePullSecrets"] == [{"name": "fit-pull"}]
     assert pod_spec["containers"][0]["image"] == "registry.corp:5000/paddle:2.6.2"
-
-
-def test_kubeflow_datacenters_get_one_paddlejob(alice, k8s_dc, cluster):
-    k8s_dc.config = {**k8s_dc.config, "kubeflow": True}
-    k8s_dc.save()
-    job = submit(alice, "fit")
-    launch(job)
-    ns = ns_of(job)
-    pj = cluster.store.get("paddlejobs", ns, "fit")
-    assert set(pj["spec"]["paddleReplicaSpecs"]) == {"Master", "Worker"}
-    assert [p for p, _ in cluster.objects_in(ns)] == ["configmaps", "networkpolicies", "paddlejobs"]
 
 
 def test_pods_get_the_checkpoint_dir_in_the_mounted_home_made_by_the_launch(alice, k8s_dc, cluster):

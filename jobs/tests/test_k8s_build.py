@@ -33,9 +33,9 @@ def shared_secret(cluster, name, auths):
 @pytest.fixture
 def build_dc(k8s_dc, cluster):
     cluster.store.create("namespaces", None, {"metadata": {"name": "paddlecloud"}})
-    shared_secret(cluster, "push", PUSH)
+    shared_secret(cluster, "registry-push", PUSH)
     k8s_dc.config = {**k8s_dc.config, "secrets_namespace": "paddlecloud",
-                     "build": {"enabled": True, "registry": "registry.example.com/pc", "push_secret": "push"}}
+                     "build": {"enabled": True, "registry": "registry.example.com/pc", "push_secret": "registry-push"}}
     k8s_dc.save()
     return k8s_dc
 
@@ -91,7 +91,7 @@ def test_the_runtime_image_is_built_once_and_used(alice, build_dc, cluster):
     spec = cluster.store.get("jobs", ns, "fit-trainer")["spec"]["template"]["spec"]
     assert spec["containers"][0]["image"] == image
     env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
-    assert env["PADDLECLOUD_RUNTIME_READY"] == "1" and spec["imagePullSecrets"] == [{"name": "fit-pull"}]
+    assert env["PADDLECLOUD_RUNTIME_READY"] == "1"
     second = submit_with_requirements(alice, "again")
     t = launch_in_background(second)
     t.join(30)
@@ -100,8 +100,8 @@ def test_the_runtime_image_is_built_once_and_used(alice, build_dc, cluster):
 
 
 def test_only_the_push_container_holds_the_push_credentials_and_only_while_the_build_runs(alice, build_dc, cluster):
-    shared_secret(cluster, "pull", PULL)
-    build_dc.config = {**build_dc.config, "build": {**build_dc.config["build"], "pull_secret": "pull"}}
+    shared_secret(cluster, "registry-pull", PULL)
+    build_dc.config = {**build_dc.config, "build": {**build_dc.config["build"], "pull_secret": "registry-pull"}}
     build_dc.save()
     reg = Registry.objects.create(user=alice, name="mine", server="hub.alice.example", username="a", password="pw")
     job = submit_with_requirements(alice, "fit", image="hub.alice.example/base:1", registry=reg.name)
@@ -120,7 +120,7 @@ def test_only_the_push_container_holds_the_push_credentials_and_only_while_the_b
         "hub.alice.example": {"username": "a", "password": "pw", "auth": base64.b64encode(b"a:pw").decode()}}
     assert auths_of(cluster, ns, "fit-push") == PUSH
     assert {"name": "DOCKER_CONFIG", "value": PUSH_AUTH} in push["env"] and "env" not in kaniko
-    assert ("secrets", "push") not in cluster.objects_in(ns), "the push secret is never copied whole"
+    assert ("secrets", "registry-push") not in cluster.objects_in(ns), "the push secret is never copied whole"
     # kaniko must be root to unpack images and run RUN steps: it keeps only the file capabilities.
     assert spec["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
     assert spec["automountServiceAccountToken"] is False and not spec["hostNetwork"] and not spec["hostPID"]
@@ -138,6 +138,25 @@ def test_only_the_push_container_holds_the_push_credentials_and_only_while_the_b
     assert left == {"fit-pull"}, "the build's secrets are deleted when it ends"
     # Pods pull the runtime image with the read-only credentials.
     assert auths_of(cluster, ns, "fit-pull")["registry.example.com"] == PULL["registry.example.com"]
+
+
+def test_without_a_pull_secret_the_push_credentials_never_outlive_the_build(alice, build_dc, cluster):
+    """build.pull_secret unset (the default): pods pull the runtime image anonymously; the push
+    robot's credentials are in no Secret of the user's namespace once the build has ended."""
+    job = submit_with_requirements(alice, "fit")
+    ns = ns_of(job)
+    t = launch_in_background(job)
+    build_pod_spec(cluster, ns)
+    cluster.job_condition(ns, "fit-build", "Complete", "Completed", "")
+    t.join(30)
+    job.refresh_from_db()
+    assert job.state == JobState.STARTING, job.message
+    for secret in cluster.store.find("secrets", ns):
+        data = secret.get("data") or {}
+        if ".dockerconfigjson" in data:
+            assert auths_of(cluster, ns, secret["metadata"]["name"]) != PUSH, secret["metadata"]["name"]
+    spec = cluster.store.get("jobs", ns, "fit-trainer")["spec"]["template"]["spec"]
+    assert "imagePullSecrets" not in spec
 
 
 @pytest.mark.parametrize("job_marked_failed", [True, False], ids=["job-failed", "pod-failed-first"])

@@ -5,21 +5,22 @@ and the scheduler's own reason on the job while it holds the pods back."""
 
 import copy
 import functools
-from datetime import timedelta
+import logging
 from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
-from django.utils import timezone
 
-from jobs.backends.kubernetes import gang, manifests, workloads
+from jobs.backends.kubernetes import gang, manifests
 from jobs.backends.kubernetes.config import SettingsError, parse
+from jobs.backends.kubernetes.layouts import layout_for
+from jobs.backends.kubernetes.workloads import PodOptions
 from jobs.backends.registry import get_backend
 from jobs.models import JobState, ReplicaState
 
 from .k8s_emulator import now
-from .k8s_fixtures import FAST, cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
+from .k8s_fixtures import FAST, cluster, k8s_dc, launch, ns_of, part, started_long_ago, submit  # noqa: F401
 from .test_k8s_manifests import ROOT, make_job, validate
 
 CRDS = Path(__file__).parent / "crds"
@@ -55,39 +56,36 @@ def validate_podgroup(obj: dict) -> None:
 
 
 def gang_manifests(job, settings, attempt, ns="paddle-alice-1234abcd"):
-    owner = manifests.owner_reference(ROOT)
-    opts = {"image": manifests.image_for(job, settings), "runtime_ready": False, "pull_secrets": [],
-            "grace_seconds": 10, "attempt": attempt}
-    out = [workloads.trainer_job(job, settings, ns, owner, **opts),
-           manifests.headless_service(job, ns, "trainer", settings.trainer_port, owner, attempt)]
-    if job.pservers:
-        out += [workloads.pserver_statefulset(job, settings, ns, owner, **opts),
-                manifests.headless_service(job, ns, "pserver", settings.pserver_port, owner, attempt)]
-    return out
+    """The attempt's objects as its layout makes them, marked by the gang add-on."""
+    opts = PodOptions(manifests.image_for(job, settings), grace_seconds=10)
+    return layout_for(settings).manifests(job, ns, manifests.owner_reference(ROOT), attempt, opts)
+
+
+VOLCANOS = GANGS[:2]
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("config", "shape"), [
     pytest.param(config, shape, id=f"{cid}-{sid}")
-    for cid, config in zip(["volcano", "volcano-queue", "kueue"], GANGS, strict=True)
+    for cid, config in zip(["volcano", "volcano-queue"], VOLCANOS, strict=True)
     for sid, shape in [("ps", dict(mode="ps", pservers=2, trainers=3)),
-                       ("collective", dict(mode="collective", pservers=0, trainers=4, gpu=2))]
-    if not (cid == "kueue" and sid == "ps")])  # under Kueue a pserver job is one JobSet: test_k8s_jobset.py
+                       ("collective", dict(mode="collective", pservers=0, trainers=4, gpu=2))]])
 @pytest.mark.parametrize("policy", [dict(restart_mode="replica", max_restarts=None, permanent_exit_codes="2"),
                                     dict(restart_mode="gang", max_restarts=5, permanent_exit_codes="")],
                          ids=["replica", "gang"])
 @pytest.mark.parametrize("attempt", [0, 37])
-def test_gang_manifests_are_schema_valid_and_gang_every_replica(alice, config, shape, policy, attempt):
+def test_volcano_manifests_are_schema_valid_and_gang_every_replica(alice, config, shape, policy, attempt):
+    """Under Kueue every job is one JobSet: test_k8s_jobset.py."""
     settings = parse("k8s", {**FAST, **config})
     job = make_job(alice, **shape, **policy)
-    assert not gang.uses_jobset(settings, job.pservers)
-    ns = "paddle-alice-1234abcd"
     objs = gang_manifests(job, settings, attempt)
+    [group] = [o for o in objs if o["kind"] == "PodGroup"]
+    validate_podgroup(group)
     for obj in objs:
-        validate(obj)
+        if obj["kind"] != "PodGroup":
+            validate(obj)
         assert obj["metadata"]["labels"][manifests.LABEL_ATTEMPT] == str(attempt)
     made = [o for o in objs if o["kind"] in ("Job", "StatefulSet")]
-    templates = [w["spec"]["template"] for w in made]
     trainers = next(w for w in made if w["kind"] == "Job")["spec"]
     if policy["restart_mode"] == "replica":
         assert trainers["backoffLimitPerIndex"] == job.datacenter.default_max_restarts
@@ -96,28 +94,19 @@ def test_gang_manifests_are_schema_valid_and_gang_every_replica(alice, config, s
     else:
         assert trainers["backoffLimitPerIndex"] == 0, "gang mode: the lifecycle restarts the whole job"
         assert [r["action"] for r in trainers["podFailurePolicy"]["rules"]] == ["Ignore"]
-    assert trainers["maxFailedIndexes"] == 0 and "backoffLimit" not in trainers
-    if config["gang_scheduler"] == "volcano":
-        group = workloads.podgroup(job, settings, ns, manifests.owner_reference(ROOT), attempt)
-        validate_podgroup(group)
-        assert group["spec"]["minMember"] == job.pservers + job.trainers
-        cpu = 2000 * job.trainers + 500 * job.pservers
-        mem = 4 * 2**30 * job.trainers + 2**30 * job.pservers
-        assert group["spec"]["minResources"]["cpu"] == f"{cpu}m"
-        assert group["spec"]["minResources"]["memory"] == str(mem)
-        assert group["spec"]["minResources"].get("nvidia.com/gpu") == ("8" if job.gpu else None)
-        assert group["spec"].get("queue") == config.get("volcano_queue")
-        assert group["metadata"]["ownerReferences"][0]["uid"] == ROOT["metadata"]["uid"]
-        for tpl in templates:
-            assert tpl["spec"]["schedulerName"] == "volcano"
-            assert tpl["metadata"]["annotations"][gang.GROUP_ANNOTATION] == group["metadata"]["name"]
-        assert "suspend" not in trainers
-    else:
-        for w in made:
-            assert w["metadata"]["labels"][gang.QUEUE_LABEL] == "team-a"
-        assert trainers["suspend"] is True, "Kueue unsuspends it once admitted"
-        for tpl in templates:
-            assert "schedulerName" not in tpl["spec"] and "annotations" not in tpl["metadata"]
+    assert trainers["maxFailedIndexes"] == 0 and "backoffLimit" not in trainers and "suspend" not in trainers
+    assert group["spec"]["minMember"] == job.pservers + job.trainers
+    cpu = 2000 * job.trainers + 500 * job.pservers
+    mem = 4 * 2**30 * job.trainers + 2**30 * job.pservers
+    assert group["spec"]["minResources"]["cpu"] == f"{cpu}m"
+    assert group["spec"]["minResources"]["memory"] == str(mem)
+    assert group["spec"]["minResources"].get("nvidia.com/gpu") == ("8" if job.gpu else None)
+    assert group["spec"].get("queue") == config.get("volcano_queue")
+    assert group["metadata"]["ownerReferences"][0]["uid"] == ROOT["metadata"]["uid"]
+    for tpl in (w["spec"]["template"] for w in made):
+        assert tpl["spec"]["schedulerName"] == "volcano"
+        assert tpl["metadata"]["annotations"][gang.GROUP_ANNOTATION] == group["metadata"]["name"]
+    assert objs.index(group) == 0, "the gang first: Volcano binds the pods that name it"
     # Each attempt's objects have their own names, and every name fits its limits.
     names = {o["metadata"]["name"] for o in objs}
     assert all(n.endswith(manifests.attempt_suffix(attempt)) for n in names)
@@ -126,7 +115,7 @@ def test_gang_manifests_are_schema_valid_and_gang_every_replica(alice, config, s
 @pytest.mark.django_db
 def test_the_podgroup_schema_check_rejects_what_volcano_would(alice):
     settings = parse("k8s", {**FAST, "gang_scheduler": "volcano"})
-    group = workloads.podgroup(make_job(alice), settings, "ns", None)
+    group = gang.podgroup(make_job(alice), settings, "ns", None)
     for broken in ({"minMember": "5"}, {"minResources": {"cpu": "lots"}}, {"minMembers": 5}):
         bad = copy.deepcopy(group)
         bad["spec"].update(broken)
@@ -150,7 +139,6 @@ def test_attempt_names_stay_within_label_limits(alice):
     ({"gang_scheduler": "kueue", "kueue_queue": "Team A"}, "kueue_queue"),
     ({"kueue_queue": "team-a"}, "kueue_queue: only with gang_scheduler kueue"),
     ({"gang_scheduler": "kueue", "kueue_queue": "q", "volcano_queue": "x"}, "volcano_queue: only with"),
-    ({"gang_scheduler": "volcano", "kubeflow": True}, "gang_scheduler: not with kubeflow"),
 ])
 def test_gang_settings_are_checked_when_the_datacenter_is_saved(config, error):
     with pytest.raises(SettingsError, match=error):
@@ -194,23 +182,23 @@ def test_volcano_gangs_the_whole_job_and_its_reason_is_shown_while_it_waits(alic
 
 
 @pytest.mark.django_db(transaction=True)
-def test_kueue_admits_the_suspended_trainer_job_and_its_reason_is_shown_while_queued(alice, cluster, k8s_dc, part):
+def test_kueue_admits_a_collective_job_as_one_jobset_and_its_reason_is_shown_while_queued(
+        alice, cluster, k8s_dc, part):
     use_gang(k8s_dc, gang_scheduler="kueue", kueue_queue="team-a")
     job = submit(alice, "fit", mode="collective", pservers=0, trainers=2)
     launch(job)
     ns = ns_of(job)
-    trainers = cluster.store.get("jobs", ns, "fit-trainer")
-    assert trainers["spec"]["suspend"] is True
-    assert trainers["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+    js = cluster.store.get("jobsets", ns, "fit")
+    assert js["spec"]["suspend"] is True and [rj["name"] for rj in js["spec"]["replicatedJobs"]] == ["trainer"]
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
     part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
-    why = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 4 more needed"
-    cluster.kueue_workload(ns, "fit-trainer", admitted=False, message=why)
-    part.until(lambda: part.job(job).reason == "KueueQueued", what="Kueue's reason on the job")
-    assert why in job.message and job.state == JobState.STARTING
-    cluster.kueue_workload(ns, "fit-trainer", admitted=True)
-    assert cluster.store.get("jobs", ns, "fit-trainer")["spec"]["suspend"] is False
-    for pod in cluster.run_job(ns, "fit-trainer"):
-        cluster.pod_running(ns, pod)
+    why = "couldn't assign flavors to pod set trainer: insufficient unused quota for cpu in flavor default"
+    cluster.kueue_workload(ns, "fit", admitted=False, message=why)
+    part.until(lambda: part.job(job).reason == "KueueQueued" and why in job.message, what="Kueue's reason on the job")
+    assert job.state == JobState.STARTING
+    cluster.kueue_workload(ns, "fit", admitted=True)
+    assert cluster.store.get("jobs", ns, "fit-trainer-0")["spec"]["suspend"] is False
+    cluster.start_jobset(ns, "fit")
     part.until(lambda: part.job(job).state == JobState.RUNNING, what="Running")
 
 
@@ -223,12 +211,16 @@ def test_waiting_for_the_gang_scheduler_never_times_out_and_the_clock_starts_whe
     ns = ns_of(job)
     part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
     pods = cluster.run_job(ns, "fit-trainer")
-    # Launched and made an hour ago, far past pending_timeout (30 s here), held by Volcano since.
-    part.part.starting_at[job.pk] = timezone.now() - timedelta(hours=1)
-    for pod in pods:
-        cluster.store.update("pods", ns, pod, lambda o: o["metadata"].update(creationTimestamp=now(-3600)))
     cluster.podgroup_status(ns, "fit-gang", "Inqueue", "1/2 tasks in gang unschedulable: 2 Insufficient nvidia.com/gpu")
     part.until(lambda: part.job(job).reason == "GangUnschedulable", what="Volcano's reason")
+    # Launched and made an hour ago, far past pending_timeout (30 s here), held by Volcano since.
+    started_long_ago(job)
+    for pod in pods:
+        cluster.store.update("pods", ns, pod, lambda o: o["metadata"].update(creationTimestamp=now(-3600)))
+    part.until(lambda: all(r.reason == "GangUnschedulable" for r in job.replicas.all()), what="pods seen, held")
+    for _ in range(3):
+        part.tick()
+    assert part.job(job).state == JobState.STARTING, job.message
     cluster.podgroup_status(ns, "fit-gang", "Running")
     for pod in pods:
         cluster.pod_waiting(ns, pod, "ContainerCreating")
@@ -239,20 +231,67 @@ def test_waiting_for_the_gang_scheduler_never_times_out_and_the_clock_starts_whe
 
 @pytest.mark.django_db(transaction=True)
 def test_kueue_gated_pods_of_an_admitted_jobset_show_why_and_do_not_time_out(alice, cluster, k8s_dc, part):
-    use_gang(k8s_dc, gang_scheduler="kueue", kueue_queue="team-a", pending_timeout=1)
+    use_gang(k8s_dc, gang_scheduler="kueue", kueue_queue="team-a", pending_timeout=5)
     job = submit(alice, "fit", mode="ps", pservers=2, trainers=2)
     launch(job)
     ns = ns_of(job)
     js = cluster.store.get("jobsets", ns, "fit")
     assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a" and js["spec"]["suspend"] is True
     part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
-    part.part.starting_at[job.pk] = timezone.now() - timedelta(hours=1)
-    cluster.kueue_workload(ns, "fit", admitted=True, plural="jobsets")
+    started_long_ago(job)
+    cluster.kueue_workload(ns, "fit", admitted=True)
     # Admitted, but Kueue still gates the pods (e.g. while it assigns their topology).
+    gated = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
+                                                 "message": "Scheduling is blocked due to non-empty scheduling gates"}]}
     for pod in cluster.run_jobset(ns, "fit"):
-        cluster.store.update("pods", ns, pod, lambda o: o["metadata"].update(creationTimestamp=now(-3600)))
-        cluster._status(ns, pod, {"phase": "Pending", "conditions": [
-            {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated",
-             "message": "Scheduling is blocked due to non-empty scheduling gates"}]}, node=None)
+        cluster.store.update("pods", ns, pod, lambda o: (o["metadata"].update(creationTimestamp=now(-3600)),
+                                                         o.update(status=gated)))
     part.until(lambda: part.job(job).reason == "SchedulingGated", what="the gate on the job")
-    assert job.state == JobState.STARTING and "scheduling gates" in job.message
+    for _ in range(3):
+        part.tick()
+    assert part.job(job).state == JobState.STARTING and "scheduling gates" in job.message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_kueue_on_the_cluster_the_job_waits_for_admission_and_says_so_once(
+        alice, cluster, k8s_dc, part, caplog, monkeypatch):
+    from jobs.backends.kubernetes import informer
+
+    monkeypatch.setattr(informer, "ABSENT_RECHECK_SECONDS", 0.2, raising=False)
+    cluster.uninstall("kueue.x-k8s.io")
+    use_gang(k8s_dc, gang_scheduler="kueue", kueue_queue="team-a")
+    job = submit(alice, "fit", mode="ps", pservers=2, trainers=2)
+    launch(job)
+    with caplog.at_level(logging.INFO, logger="jobs.backends.kubernetes"):
+        part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
+        part.until(lambda: part.job(job).reason == "KueueQueued", what="the wait for Kueue on the job")
+        part.until(lambda: sum("/workloads" in p for _, _, p in cluster.requests) >= 3, what="Workloads asked again")
+        for _ in range(3):
+            part.tick()
+    assert job.state == JobState.STARTING and "Kueue" in job.message and "installed" in job.message, job.message
+    assert not any(r.name in job.message for r in job.replicas.all()), "a reason of the job's, not of a replica"
+    assert all((r.state, r.reason) == (ReplicaState.PENDING, "KueueQueued") for r in job.replicas.all())
+    assert job.events.filter(reason="KueueQueued").count() == 1
+    said = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(said) == 1 and "kueue.x-k8s.io" in said[0].getMessage() and not said[0].exc_info, said
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_jobs_reason_under_a_gang_scheduler_is_the_schedulers_and_recorded_once(alice, cluster, k8s_dc, part):
+    """Replicas whose pods appear one by one, all held by Volcano: the job's reason and message
+    stay Volcano's own, whichever replica carries them, and are one event."""
+    use_gang(k8s_dc, gang_scheduler="volcano")
+    job = submit(alice, "fit", mode="ps", pservers=2, trainers=2)
+    launch(job)
+    ns = ns_of(job)
+    part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
+    why = "3/4 tasks in gang unschedulable: 0/3 nodes are available: 3 Insufficient cpu."
+    cluster.podgroup_status(ns, "fit-gang", "Pending", why)
+    part.until(lambda: part.job(job).reason == "GangUnschedulable", what="Volcano's reason on the job")
+    for pod in cluster.run_job(ns, "fit-trainer") + cluster.run_statefulset(ns, "fit-pserver"):
+        cluster.pod_unschedulable(ns, pod, "0/3 nodes are available: 3 Insufficient cpu.")
+        for _ in range(2):
+            part.tick()
+    assert (job.reason, job.message) == ("GangUnschedulable", f"Volcano: {why}")
+    reasons = list(job.events.filter(replica=None).order_by("created", "pk").values_list("reason", flat=True))
+    assert reasons[reasons.index("Launching") + 1:] == ["GangUnschedulable"]

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.backends.kubernetes import manifests
+from jobs.backends.kubernetes import manifests, runtime
+from jobs.backends.kubernetes.informer import JOB, STATEFULSET, ClusterState
 from jobs.backends.registry import get_backend
 from jobs.models import Job
 
@@ -42,9 +43,11 @@ def assert_hardened(spec: dict, uid: int | None = 10001) -> None:
 
 
 def pod_templates(cluster, ns: str) -> list[dict]:
-    out = [o["spec"]["template"]["spec"] for plural in ("statefulsets", "jobs") for o in cluster.store.find(plural, ns)]
-    for pj in cluster.store.find("paddlejobs", ns):
-        out += [r["template"]["spec"] for r in pj["spec"]["paddleReplicaSpecs"].values()]
+    """Every pod template of the namespace's workloads (a JobSet's as its own Jobs), and its pods."""
+    out = [o["spec"]["template"]["spec"] for plural in ("statefulsets", "jobs") for o in cluster.store.find(plural, ns)
+           if "jobset.sigs.k8s.io/jobset-name" not in o["metadata"]["labels"]]
+    for js in cluster.store.find("jobsets", ns):
+        out += [rj["template"]["spec"]["template"]["spec"] for rj in js["spec"]["replicatedJobs"]]
     return out + [p["spec"] for p in cluster.store.find("pods", ns)]
 
 
@@ -54,17 +57,21 @@ def start_ps_job(cluster, job) -> str:
     ns = ns_of(job)
     cluster.run_statefulset(ns, f"{job.name}-pserver")
     cluster.statefulset_ready(ns, f"{job.name}-pserver", job.pservers)
-    assert get_backend(job.datacenter).advance(job)
+    backend, seen = get_backend(job.datacenter), ClusterState("paddle-")
+    seen.replace(STATEFULSET, cluster.store.find("statefulsets", ns))
+    seen.replace(JOB, cluster.store.find("jobs", ns))
+    assert backend.layout.advance(backend.ctx, job, ns, 0, seen, lambda: runtime.pod_options(backend.ctx, job))
     cluster.run_job(ns, f"{job.name}-trainer")
     return ns
 
 
-@pytest.mark.parametrize("config", [{}, {"kubeflow": True}, {"run_as_user": 0}], ids=["raw", "kubeflow", "root"])
+@pytest.mark.parametrize("config", [{}, {"gang_scheduler": "kueue", "kueue_queue": "q"}, {"run_as_user": 0}],
+                         ids=["raw", "jobset", "root"])
 def test_every_pod_the_backend_emits_is_hardened(alice, k8s_dc, cluster, config):
     k8s_dc.config = {**k8s_dc.config, **config}
     k8s_dc.save()
     ps, collective = submit(alice, "fit"), submit(alice, "coll", mode="collective", pservers=0, trainers=2)
-    if config.get("kubeflow"):
+    if config.get("gang_scheduler"):
         launch(ps)
         launch(collective)
         ns = ns_of(ps)
@@ -73,7 +80,7 @@ def test_every_pod_the_backend_emits_is_hardened(alice, k8s_dc, cluster, config)
         launch(collective)
         cluster.run_job(ns, "coll-trainer")
     templates = pod_templates(cluster, ns)
-    assert len(templates) == (2 + 1 if config.get("kubeflow") else 3 + 2 + 2 + 2)  # templates (+ pods)
+    assert len(templates) == (2 + 1 if config.get("gang_scheduler") else 3 + 2 + 2 + 2)  # templates (+ pods)
     for spec in templates:
         assert_hardened(spec, uid=None if config.get("run_as_user") == 0 else 10001)
 
@@ -173,6 +180,29 @@ def test_internet_egress_is_the_datacenters_setting(alice, k8s_dc, cluster, inte
     for src in (trainer, build):
         assert not w.reach(src, METADATA, 80) and not w.reach(src, "postgres", 5432)
         assert w.reach(src, "dns", 53, "UDP")
+
+
+def test_a_private_or_in_cluster_registry_is_reachable_by_image_builds_only(alice, k8s_dc, cluster):
+    """The build pushes to (and kaniko pulls base images from) the datacenter's registry, which
+    may sit on a private network or in the cluster: the private ranges stay closed otherwise."""
+    k8s_dc.config = {**k8s_dc.config, "network": {"internet": "none"}, "build": {
+        "enabled": True, "registry": "10.20.0.5:5000/pc", "registry_cidrs": ["10.20.0.0/24"],
+        "registry_namespace": "registry", "registry_pod_labels": {"app": "registry"}}}
+    k8s_dc.save()
+    job = submit(alice, "fit", mode="collective", pservers=0, trainers=1)
+    launch(job)
+    ns = ns_of(job)
+    cluster.run_job(ns, "fit-trainer")
+    cluster.store.create("pods", ns, {"metadata": {"name": "fit-build-x", "labels": manifests.labels(job, "build")},
+                                      "spec": {}})
+    w = World(cluster, {"registry": {}, "elsewhere": {}})
+    w.outside.update({ip: Endpoint(ip, ip) for ip in ("10.20.0.5", "10.20.1.5")})
+    trainer, build = pod(w, "alice", "fit-trainer-0"), pod(w, "alice", "fit-build-x")
+    assert w.reach(build, "10.20.0.5", 5000) and w.reach(build, "registry-pod", 5000)
+    assert not w.reach(build, "10.20.1.5", 5000) and not w.reach(build, "elsewhere-pod", 5000)
+    assert not w.reach(build, METADATA, 80) and not w.reach(build, "postgres", 5432)
+    assert not w.reach(build, INTERNET, 443), "internet: none"
+    assert not w.reach(trainer, "10.20.0.5", 5000) and not w.reach(trainer, "registry-pod", 5000)
 
 
 def test_cluster_egress_reaches_shared_services_but_not_the_control_plane_or_other_users(tenants, k8s_dc):

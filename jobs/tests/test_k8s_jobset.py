@@ -1,27 +1,29 @@
 # ruff: noqa: F811 - pytest fixtures imported from k8s_fixtures are used as parameters
-"""A parameter-server job under Kueue runs as one JobSet, which Kueue admits as one Workload: the
-manifest valid against the vendored JobSet CRD and each replicated job's template a valid Job;
-over HTTP against the emulator (its JobSet controller and Kueue): nothing runs before admission,
-then every pod at once, success with the trainers, suspend / resume, a gang restart and delete."""
+"""Under Kueue every job runs as one JobSet (the jobset layout), which Kueue admits as one
+Workload: the manifest valid against the vendored JobSet CRD and each replicated job's template a
+valid Job, the trainers' depending on the pservers being Ready; over HTTP against the emulator
+(its JobSet controller and Kueue): nothing runs before admission, then the pservers and, once they
+are ready, the trainers; success with the trainers, suspend / resume, a gang restart and delete."""
 
 import copy
-from datetime import timedelta
 
 import jsonschema
 import pytest
-from django.utils import timezone
 
 from jobs.backends import contract
 from jobs.backends.kubernetes import gang, manifests, workloads
 from jobs.backends.kubernetes.config import parse
-from jobs.backends.kubernetes.informer import JOB, WORKLOAD, ClusterState
+from jobs.backends.kubernetes.gang import WORKLOAD, Watched
+from jobs.backends.kubernetes.informer import JOB, ClusterState
+from jobs.backends.kubernetes.layouts import JobSetLayout, Plain, layout_for
+from jobs.backends.kubernetes.workloads import PodOptions
 from jobs.backends.registry import get_backend
 from jobs.live import logstore
 from jobs.models import Job, JobState, ReplicaState
 from jobs.state import attempts
 
 from .k8s_emulator import now
-from .k8s_fixtures import FAST, cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
+from .k8s_fixtures import FAST, cluster, k8s_dc, launch, ns_of, part, started_long_ago, submit  # noqa: F401
 from .k8s_jobset import JOBSET_NAME, RJ_NAME
 from .test_k8s_gang import crd_validator, use_gang
 from .test_k8s_manifests import ROOT, make_job, pod_env, validate
@@ -43,9 +45,12 @@ def validate_jobset(obj: dict) -> None:
                   "spec": tpl["spec"]})
 
 
+OPTS = PodOptions("paddle", False, ("fit-pull",), 10)
+
+
 def make_jobset(job, settings, attempt=0, ns=NS):
-    return workloads.jobset(job, settings, ns, manifests.owner_reference(ROOT), image="paddle", runtime_ready=False,
-                            pull_secrets=["fit-pull"], grace_seconds=10, attempt=attempt)
+    [js] = layout_for(settings).manifests(job, ns, manifests.owner_reference(ROOT), attempt, OPTS)
+    return js
 
 
 def env_of(spec: dict) -> dict:
@@ -75,11 +80,14 @@ def test_a_pserver_job_under_kueue_is_one_valid_jobset_with_the_trainer_job_insi
     assert spec["network"]["enableDNSHostnames"] is True and spec["network"]["subdomain"] == name
     ps, tr = ({rj["name"]: rj for rj in spec["replicatedJobs"]}[r] for r in ("pserver", "trainer"))
     assert ps["replicas"] == tr["replicas"] == 1
+    assert tr["dependsOn"] == [{"name": "pserver", "status": "Ready"}], "seed 001's order, kept by the controller"
+    assert "startupPolicy" not in spec, "deprecated for dependsOn (see the vendored CRD)"
     assert (ps["template"]["spec"]["completions"], ps["template"]["spec"]["parallelism"]) == (2, 2)
     assert ps["template"]["spec"]["completionMode"] == "Indexed" and ps["template"]["spec"]["backoffLimit"] == 0
     # The trainers' Job spec is the one a trainer Job of its own gets, but for its DNS names.
-    own = workloads.trainer_job(job, parse("k8s", {**FAST, **extra}), NS, None, image="paddle", runtime_ready=False,
-                                pull_secrets=["fit-pull"], grace_seconds=10, attempt=attempt)["spec"]
+    plain = parse("k8s", {**FAST, **extra})
+    own = workloads.trainer_job(job, plain, NS, None, Plain(plain, gang.Gang(plain)).hosts(job, NS, attempt), OPTS,
+                                attempt)["spec"]
     mine = copy.deepcopy(tr["template"]["spec"])
     for spec_ in (own, mine):
         spec_["template"]["spec"]["containers"][0].pop("env")
@@ -108,7 +116,7 @@ def test_a_pserver_job_under_kueue_is_one_valid_jobset_with_the_trainer_job_insi
 def test_each_jobset_pod_gets_exactly_the_process_contract_with_its_dns_name(alice, mode):
     settings = parse("k8s", {**FAST, **KUEUE})
     job = make_job(alice, mode=mode, pservers=2, trainers=3)  # a collective job with pservers: a JobSet too
-    topo = manifests.topology(job, settings, NS)
+    topo = JobSetLayout(settings, gang.Kueue(settings)).topology(job, NS, 0)
     home = f"/pfs/k8s/home/{alice.username}"
     for rj in make_jobset(job, settings)["spec"]["replicatedJobs"]:
         role, container = rj["name"], rj["template"]["spec"]["template"]["spec"]["containers"][0]
@@ -132,17 +140,22 @@ def test_the_jobset_schema_check_rejects_what_the_api_server_would(alice):
 
 
 @pytest.mark.django_db
-def test_collective_jobs_and_pserver_jobs_without_kueue_make_no_jobset(alice):
-    assert not gang.uses_jobset(parse("k8s", {**FAST, **KUEUE}), 0)
-    assert not gang.uses_jobset(parse("k8s", {**FAST, "gang_scheduler": "volcano"}), 2)
-    assert not gang.uses_jobset(parse("k8s", dict(FAST)), 2)
+def test_the_layout_is_the_datacenters_a_jobset_for_every_job_under_kueue_only(alice):
+    assert isinstance(layout_for(parse("k8s", {**FAST, **KUEUE})), JobSetLayout)
+    assert isinstance(layout_for(parse("k8s", {**FAST, "gang_scheduler": "volcano"})), Plain)
+    assert isinstance(layout_for(parse("k8s", dict(FAST))), Plain)
+    kueue = parse("k8s", {**FAST, **KUEUE})
+    collective = make_jobset(make_job(alice, mode="collective", pservers=0, trainers=3), kueue)
+    validate_jobset(collective)
+    assert [rj["name"] for rj in collective["spec"]["replicatedJobs"]] == ["trainer"]
+    assert "dependsOn" not in collective["spec"]["replicatedJobs"][0]
     job = make_job(alice, name="a" * 40)
     for attempt in (0, 1295):  # the longest host name within a DNS label's 63 characters
         assert len(f"{manifests.jobset_job_name(job, 'trainer', attempt)}-999") <= 63
 
 
 def test_kueues_workload_of_a_jobset_marks_its_job_changed_through_the_jobsets_jobs():
-    state = ClusterState("paddle-")
+    state = ClusterState("paddle-", Watched(WORKLOAD, gang.WORKLOAD_API, ours_by_label=False))
     ns = "paddle-alice-1234abcd"
     state.apply(JOB, "ADDED", {"metadata": {"name": "fit-a1-trainer-0", "namespace": ns, "uid": "u1", "labels": {
         manifests.LABEL_JOB_ID: "7", JOBSET_NAME: "fit-a1", RJ_NAME: "trainer"}}})
@@ -165,10 +178,8 @@ def queued(alice, cluster, part, k8s_dc, **fields):
 
 
 def admitted_and_running(cluster, part, job, ns, name="fit") -> list[str]:
-    cluster.kueue_workload(ns, name, admitted=True, plural="jobsets")
-    pods = cluster.run_jobset(ns, name)
-    for pod in pods:
-        cluster.pod_running(ns, pod)
+    cluster.kueue_workload(ns, name, admitted=True)
+    pods = cluster.start_jobset(ns, name)
     part.until(lambda: part.job(job).state == JobState.RUNNING, what="Running")
     return pods
 
@@ -180,7 +191,7 @@ def test_kueue_admits_a_pserver_job_whole_as_one_jobset_and_it_succeeds_with_its
     objects = cluster.objects_in(ns)
     assert ("jobsets", "fit") in objects
     assert not [o for o in objects if o[0] == "statefulsets"], "no pserver StatefulSet of its own"
-    assert {n for p, n in objects if p == "jobs"} == {"fit-pserver-0", "fit-trainer-0"}, "only the JobSet's Jobs"
+    assert {n for p, n in objects if p == "jobs"} == {"fit-pserver-0"}, "the JobSet's (trainers' once pservers ready)"
     assert {n for p, n in objects if p == "services"} == {"fit"}, "only the JobSet's own headless Service"
     js = cluster.store.get("jobsets", ns, "fit")
     validate_jobset(js)
@@ -189,15 +200,24 @@ def test_kueue_admits_a_pserver_job_whole_as_one_jobset_and_it_succeeds_with_its
     assert pserver.host == f"fit-pserver-0-1.fit.{ns}.svc", "the JobSet pod's DNS name"
     # Queued: Kueue's own words on the job, and no pod at all.
     why = "couldn't assign flavors to pod set trainer: insufficient unused quota for cpu in flavor default"
-    cluster.kueue_workload(ns, "fit", admitted=False, message=why, plural="jobsets")
-    part.until(lambda: part.job(job).reason == "KueueQueued", what="Kueue's reason on the job")
-    assert why in job.message and job.state == JobState.STARTING
+    cluster.kueue_workload(ns, "fit", admitted=False, message=why)
+    part.until(lambda: part.job(job).reason == "KueueQueued" and why in job.message, what="Kueue's reason on the job")
+    assert job.state == JobState.STARTING
     assert all((r.state, r.reason) == (ReplicaState.PENDING, "KueueQueued") for r in job.replicas.all())
     with pytest.raises(AssertionError, match="suspended"):
         cluster.run_jobset(ns, "fit")
     assert cluster.store.find("pods", ns) == []
-    # Admitted: every pserver and trainer pod at once.
-    pods = admitted_and_running(cluster, part, job, ns)
+    # Admitted: the pservers, then, once they are ready, the trainers (dependsOn).
+    cluster.kueue_workload(ns, "fit", admitted=True)
+    pservers = cluster.run_jobset(ns, "fit")
+    assert len(pservers) == 2 and ("jobs", "fit-trainer-0") not in cluster.objects_in(ns)
+    part.until(lambda: job.replicas.get(role="trainer", index=1).reason == "WaitingForPservers",
+               what="the trainers waiting for the pservers")
+    cluster.pod_running(ns, pservers[0])
+    assert ("jobs", "fit-trainer-0") not in cluster.objects_in(ns), "one pserver is not ready yet"
+    cluster.pod_running(ns, pservers[1])
+    pods = pservers + cluster.start_jobset(ns, "fit")
+    part.until(lambda: part.job(job).state == JobState.RUNNING, what="Running")
     assert len(pods) == 4 and all(r.state == ReplicaState.RUNNING for r in job.replicas.all())
     for pod in (cluster.store.get("pods", ns, p) for p in pods):
         lbls = pod["metadata"]["labels"]
@@ -227,9 +247,9 @@ def test_waiting_in_kueues_queue_never_times_out(alice, cluster, k8s_dc, part):
     launch(job)
     ns = ns_of(job)
     part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
-    part.part.starting_at[job.pk] = timezone.now() - timedelta(hours=1)
+    started_long_ago(job)
     cluster.store.update("jobsets", ns, "fit", lambda o: o["metadata"].update(creationTimestamp=now(-3600)))
-    cluster.kueue_workload(ns, "fit", admitted=False, message="waiting for quota", plural="jobsets")
+    cluster.kueue_workload(ns, "fit", admitted=False, message="waiting for quota")
     part.until(lambda: part.job(job).reason == "KueueQueued", what="Kueue's reason")
     part.tick()
     assert part.job(job).state == JobState.STARTING, job.message

@@ -14,9 +14,11 @@ import pytest
 from accounts.models import Datacenter, Registry
 from jobs.backends import contract
 from jobs.backends.kubernetes import hardening as k8s_hardening
-from jobs.backends.kubernetes import manifests, workloads
+from jobs.backends.kubernetes import manifests
 from jobs.backends.kubernetes import runtime as k8s_runtime
 from jobs.backends.kubernetes.config import SettingsError, parse, sanitize, user_namespace
+from jobs.backends.kubernetes.layouts import Plain, layout_for
+from jobs.backends.kubernetes.workloads import PodOptions
 from jobs.models import Job
 from jobs.spec import MAX_TRAINERS
 
@@ -35,8 +37,11 @@ VARIANTS = [
     {},
     {"node_selector": {"pool": "train"}, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
      "gpu_node_selector": {"accelerator": "nvidia"}, "priority_class_name": "batch", "cluster_domain": "cluster.local"},
-    {"kubeflow": True},
-    {"build": {"enabled": True, "registry": "registry.example.com/pc", "push_secret": "push"},
+    {"gang_scheduler": "volcano", "volcano_queue": "research"},
+    {"gang_scheduler": "kueue", "kueue_queue": "team-a"},
+    {"build": {"enabled": True, "registry": "registry.example.com/pc", "push_secret": "push",
+               "registry_cidrs": ["10.20.0.0/24", "fd00:20::/64"], "registry_namespace": "registry",
+               "registry_pod_labels": {"app": "registry"}},
      "secrets_namespace": "paddlecloud", "network": {"cluster_egress": True}},
     {"run_as_user": 0, "network": {"internet": "none", "internet_except": [], "dns_pod_labels": {"app": "dns"}}},
 ]
@@ -56,9 +61,10 @@ def make_job(user, *, mode="ps", pservers=2, trainers=3, gpu=0, registry=None, *
 
 
 def every_manifest(job, settings, ns="paddle-alice-1234abcd"):
+    """Every object of a job in the datacenter's layout but those of a gang scheduler's CRD
+    (test_k8s_gang.py and test_k8s_jobset.py validate those against the vendored CRDs)."""
     owner = manifests.owner_reference(ROOT)
-    opts = {"image": manifests.image_for(job, settings), "runtime_ready": False, "pull_secrets": ["fit-pull"],
-            "grace_seconds": 10}
+    opts = PodOptions(manifests.image_for(job, settings), False, ("fit-pull",), 10)
     yield manifests.namespace(settings, job.user.get_username())
     yield manifests.resource_quota(ns, cpu_millicores=8000, memory_bytes=32 * 2**30, gpus=2)
     yield manifests.root(job, ns)
@@ -66,11 +72,9 @@ def every_manifest(job, settings, ns="paddle-alice-1234abcd"):
                                         manifests.labels(job), owner)
     yield manifests.copied_secret({"metadata": {"name": "ceph", "namespace": "paddlecloud", "uid": "x"},
                                    "type": "Opaque", "data": {"key": "c2VjcmV0"}}, ns)
-    yield manifests.headless_service(job, ns, "trainer", settings.trainer_port, owner)
-    if job.pservers:
-        yield manifests.headless_service(job, ns, "pserver", settings.pserver_port, owner)
-        yield workloads.pserver_statefulset(job, settings, ns, owner, **opts)
-    yield workloads.trainer_job(job, settings, ns, owner, **opts)
+    for obj in layout_for(settings).manifests(job, ns, owner, 0, opts):
+        if obj["apiVersion"] in ("apps/v1", "batch/v1", "v1"):
+            yield obj
     yield manifests.network_policy(job, ns, owner)
     yield from k8s_hardening.namespace_policies(settings, ns)
     for auth in (None, "fit-build-pull"):
@@ -80,7 +84,8 @@ def every_manifest(job, settings, ns="paddle-alice-1234abcd"):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("storage", STORAGES, ids=[s["kind"] for s in STORAGES])
-@pytest.mark.parametrize("variant", VARIANTS, ids=["plain", "scheduling", "kubeflow", "build", "root-closed"])
+@pytest.mark.parametrize("variant", VARIANTS, ids=["plain", "scheduling", "volcano", "kueue", "build",
+                                                    "root-closed"])
 @pytest.mark.parametrize("shape", [dict(mode="ps"), dict(mode="collective", pservers=0, gpu=2)], ids=["ps", "gpu"])
 def test_every_manifest_validates(alice, storage, variant, shape):
     settings = parse("k8s", {**variant, "storage": storage})
@@ -88,12 +93,12 @@ def test_every_manifest_validates(alice, storage, variant, shape):
                                                            username="u", password="p"), **shape)
     for obj in every_manifest(job, settings):
         validate(obj)
-    pj = workloads.paddle_job(job, settings, "paddle-alice-1234abcd", manifests.owner_reference(ROOT),
-                              image="img:1", runtime_ready=True, pull_secrets=[], grace_seconds=5)
-    assert pj["apiVersion"] == "kubeflow.org/v1" and pj["kind"] == "PaddleJob"
-    validate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": pj["metadata"]})  # its ObjectMeta
-    for spec in pj["spec"]["paddleReplicaSpecs"].values():  # the operator's CRD embeds PodTemplateSpecs
-        validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": spec["template"]})
+
+
+@pytest.mark.django_db
+def test_the_kubeflow_paddlejob_shape_is_refused_with_what_to_do():
+    with pytest.raises(SettingsError, match="kubeflow: no longer supported.*remove the key"):
+        parse("k8s", {"kubeflow": True})
 
 
 def test_a_broken_manifest_is_caught():
@@ -134,29 +139,22 @@ def pod_env(container: dict, pod_name: str, pod_labels: dict, pod_annotations: d
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("kubeflow", [False, True])
 @pytest.mark.parametrize("mode", ["ps", "collective"])
-def test_each_pod_gets_exactly_the_process_contract(alice, mode, kubeflow):
-    settings = parse("k8s", {"kubeflow": kubeflow})
+def test_each_pod_gets_exactly_the_process_contract(alice, mode):
+    settings = parse("k8s", {})
     job = make_job(alice, mode=mode, pservers=2 if mode == "ps" else 0, trainers=3)
     ns = "paddle-alice-1234abcd"
-    topo = manifests.topology(job, settings, ns)
-    kw = {"image": "img", "runtime_ready": False, "pull_secrets": [], "grace_seconds": 5}
+    layout = Plain(settings, layout_for(settings).gang)
+    topo = layout.topology(job, ns, 0)
     home = f"/pfs/k8s/home/{alice.username}"
-    if kubeflow:
-        pj = workloads.paddle_job(job, settings, ns, None, **kw)["spec"]["paddleReplicaSpecs"]
-        templates = {"pserver": pj.get("Master"), "trainer": pj["Worker"]}
-    else:
-        templates = {"trainer": workloads.trainer_job(job, settings, ns, None, **kw)["spec"]}
-        if job.pservers:
-            templates["pserver"] = workloads.pserver_statefulset(job, settings, ns, None, **kw)["spec"]
+    templates = {o["metadata"]["labels"][manifests.LABEL_ROLE]: o["spec"]
+                 for o in layout.manifests(job, ns, None, 0, PodOptions("img", grace_seconds=5))
+                 if o["kind"] in ("Job", "StatefulSet")}
     for role, count in (("pserver", job.pservers), ("trainer", job.trainers)):
         for i in range(count):
             container = templates[role]["template"]["spec"]["containers"][0]
-            prefix = {"pserver": "master", "trainer": "worker"}[role] if kubeflow else role
-            name = f"fit-{prefix}-{i}"
-            got = pod_env(container, name, {manifests.KUBEFLOW_INDEX: str(i)},
-                          {manifests.COMPLETION_INDEX: str(i)})
+            name = f"fit-{role}-{i}"
+            got = pod_env(container, name, {}, {manifests.COMPLETION_INDEX: str(i)})
             want = contract.replica_env(job, role, i, topo, pfs_home=home, package=job.package)
             assert {k: got[k] for k in want} == want, (role, i)
             assert got["NUM_PASS"] == "5$"
@@ -173,8 +171,9 @@ def test_pods_mount_the_home_public_and_the_package_snapshot(alice):
     settings = parse("k8s", {"storage": {"kind": "cephfs", "monitors_addr": "m:6789", "secret_name": "ceph",
                                          "path": "/paddle"}})
     job = make_job(alice, gpu=1, mode="collective", pservers=0)
-    spec = workloads.trainer_job(job, settings, "ns", None, image=manifests.image_for(job, settings),
-                                 runtime_ready=False, pull_secrets=[], grace_seconds=5)["spec"]["template"]["spec"]
+    [trainers] = [o for o in layout_for(settings).manifests(job, "ns", None, 0, PodOptions(
+        manifests.image_for(job, settings), grace_seconds=5)) if o["kind"] == "Job"]
+    spec = trainers["spec"]["template"]["spec"]
     c = spec["containers"][0]
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
     assert mounts["/pfs/k8s/home/alice"]["subPath"] == "k8s/home/alice" and not mounts["/pfs/k8s/home/alice"].get(
@@ -205,6 +204,8 @@ def test_namespaces_are_dns_safe_and_collision_proof():
                                                               "network.internet_except"),
     ({"network": {"control_plane_label": "no-value"}}, "network.control_plane_label"),
     ({"network": {"firewall": True}}, "network: unknown keys"), ({"run_as_user": -1}, "run_as_user"),
+    ({"build": {"registry_cidrs": ["10.20.0.5"]}}, "build.registry_cidrs"),
+    ({"build": {"registry_pod_labels": {"app": "registry"}}}, "build.registry_pod_labels: only with"),
 ])
 def test_bad_settings_name_the_key(config, key):
     with pytest.raises(SettingsError, match=re.escape(key)):
@@ -217,16 +218,16 @@ LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?")
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("name", ["my.job", "MyJob", "My.Job-2", "A" + "b.C" * 13])
-@pytest.mark.parametrize("variant", VARIANTS[2:4], ids=["kubeflow", "build"])
+@pytest.mark.parametrize("variant", VARIANTS[2:5], ids=["volcano", "kueue", "build"])
 def test_names_with_dots_and_capitals_make_valid_kubernetes_objects(alice, name, variant):
     settings = parse("k8s", {**variant, "storage": STORAGES[0]})
     job = make_job(alice, name=name)
     assert job.k8s_name != name
     objs = list(every_manifest(job, settings))
-    objs.append(workloads.paddle_job(job, settings, "paddle-alice-1234abcd", manifests.owner_reference(ROOT),
-                                     image="img:1", runtime_ready=True, pull_secrets=[], grace_seconds=5))
+    objs += layout_for(settings).manifests(job, "paddle-alice-1234abcd", manifests.owner_reference(ROOT), 0,
+                                           PodOptions("img:1", True))
     for obj in objs:
-        if obj["kind"] != "PaddleJob":
+        if obj["apiVersion"] in ("apps/v1", "batch/v1", "v1"):
             validate(obj)
         md = obj["metadata"]
         if md["name"].startswith(job.k8s_name):  # the job's own objects (not the namespace's)
@@ -234,8 +235,8 @@ def test_names_with_dots_and_capitals_make_valid_kubernetes_objects(alice, name,
         for value in md.get("labels", {}).values():
             assert LABEL_VALUE.fullmatch(value), value
     # Names the cluster derives from ours stay DNS labels of 63 at most: a StatefulSet's
-    # controller-revision-hash label (<name>-<10>), an Indexed Job's pod host names, the operator's.
+    # controller-revision-hash label (<name>-<10>), an Indexed Job's pod host names, a JobSet's.
     assert len(f"{manifests.pserver_name(job)}-{'h' * 10}") <= 63
     assert len(f"{manifests.trainer_name(job)}-{MAX_TRAINERS - 1}") <= 63
-    assert len(f"{job.k8s_name}-worker-{MAX_TRAINERS - 1}") <= 63
+    assert len(f"{manifests.jobset_job_name(job, 'trainer')}-{MAX_TRAINERS - 1}") <= 63
     assert json.loads(manifests.root(job, "ns")["data"]["job.json"])["name"] == name  # as the user typed it

@@ -3,17 +3,14 @@
 by its Job (backoffLimitPerIndex, permanent exit codes), a gang restart that recreates the job's
 objects for the new attempt, and suspend / resume with spec.suspend."""
 
-from datetime import timedelta
-
 import pytest
-from django.utils import timezone
 
 from jobs.backends.kubernetes import manifests
 from jobs.backends.registry import get_backend
 from jobs.models import Job, JobState, Replica, ReplicaState
 from jobs.state import attempts
 
-from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
+from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, part, started_long_ago, submit  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -84,7 +81,7 @@ def test_a_gang_restart_recreates_the_objects_and_never_takes_old_pods_for_new(a
     job, ns, pods = running(cluster, part, alice, mode="ps", pservers=2, trainers=2, restart_mode="gang")
     backend = get_backend(job.datacenter)
     # Started long ago: the new attempt's wait for the cluster is timed from the restart.
-    part.part.starting_at[job.pk] = timezone.now() - timedelta(hours=1)
+    started_long_ago(job)
     cluster.pod_failed(ns, pods[0], exit_code=3)  # the old attempt's trainer: failed, not yet seen
     backend.stop(job, list(job.replicas.all()))
     new_attempt(job)
@@ -129,15 +126,21 @@ def test_suspend_uses_spec_suspend_and_resume_starts_the_next_attempt(alice, clu
     assert {"fit-pserver-a1", "fit"} <= names and not {"fit-pserver", "fit-trainer"} & names
 
 
-def test_resume_of_the_same_attempt_unsuspends_its_objects(alice, cluster, part):
+def test_resume_of_the_same_attempt_unsuspends_its_objects_pservers_first(alice, cluster, part):
     job, ns, pods = running(cluster, part, alice, mode="ps", pservers=2, trainers=2)
     backend = get_backend(job.datacenter)
     backend.suspend(job)
+    cluster.statefulset_ready(ns, "fit-pserver", 0)  # the StatefulSet controller: its pods are gone
     Job.objects.filter(pk=job.pk).update(state=JobState.STARTING)
     job.refresh_from_db()
     backend.launch(job)
-    assert cluster.store.get("jobs", ns, "fit-trainer")["spec"]["suspend"] is False
     assert cluster.store.get("statefulsets", ns, "fit-pserver")["spec"]["replicas"] == 2
+    assert cluster.store.get("jobs", ns, "fit-trainer")["spec"]["suspend"] is True, "until the pservers are ready"
+    for pod in cluster.run_statefulset(ns, "fit-pserver"):
+        cluster.pod_running(ns, pod)
+    cluster.statefulset_ready(ns, "fit-pserver", 2)
+    part.until(lambda: cluster.store.get("jobs", ns, "fit-trainer")["spec"]["suspend"] is False,
+               what="the trainers resumed")
 
 
 def test_suspend_under_kueue_deletes_the_workloads_and_volcano_gives_up_its_podgroup(alice, cluster, k8s_dc):
@@ -151,7 +154,8 @@ def test_suspend_under_kueue_deletes_the_workloads_and_volcano_gives_up_its_podg
         get_backend(job.datacenter).suspend(job)
         left = {n for _, n in cluster.objects_in(ns) if n.startswith(name)}
         if config["gang_scheduler"] == "kueue":
-            assert f"{name}-trainer" not in {n for p, n in cluster.objects_in(ns) if p == "jobs"}
+            assert not {(p, n) for p, n in cluster.objects_in(ns) if p in ("jobsets", "jobs")} & {
+                ("jobsets", name), ("jobs", f"{name}-trainer-0")}
         else:
             assert cluster.store.get("jobs", ns, f"{name}-trainer")["spec"]["suspend"] is True
             assert f"{name}-gang" not in left

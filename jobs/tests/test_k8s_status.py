@@ -2,7 +2,7 @@
 
 import pytest
 
-from jobs.backends.kubernetes.manifests import COMPLETION_INDEX, KUBEFLOW_INDEX, LABEL_JOB_ID, LABEL_ROLE
+from jobs.backends.kubernetes.manifests import COMPLETION_INDEX, LABEL_JOB_ID, LABEL_ROLE
 from jobs.backends.kubernetes.status import Warning, pod_status, replica_key, workload_failure
 
 
@@ -97,7 +97,6 @@ def test_a_failed_mount_shows_only_from_its_warning_event():
 @pytest.mark.parametrize("labels, annotations, name, want", [
     ({"paddlecloud/index": "3"}, {}, "x", 3),
     ({}, {COMPLETION_INDEX: "2"}, "fit-trainer-2-abcde", 2),
-    ({KUBEFLOW_INDEX: "1"}, {}, "fit-worker-1", 1),
     ({}, {}, "fit-pserver-4", 4),
 ])
 def test_replica_keys_from_every_kind_of_pod(labels, annotations, name, want):
@@ -112,3 +111,24 @@ def test_a_failed_trainer_job_condition():
                                       "message": "Job has reached the specified backoff limit"}]}}
     assert workload_failure(job) == ("BackoffLimitExceeded", "Job has reached the specified backoff limit")
     assert workload_failure({"status": {}}) is None
+
+
+@pytest.mark.parametrize("obj, blocked, queued", [
+    (CASES[9][0], True, False),  # Unschedulable: the scheduler's message is the user's to act on
+    (CASES[10][0], True, False),  # ErrImagePull
+    (CASES[13][0], True, False),  # CreateContainerConfigError
+    (pod(conditions=[{"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}], node=None),
+     False, True),  # held by a scheduling gate (Kueue's): waiting its turn
+    (CASES[17][0], False, False),  # ContainerCreating: under way
+    (CASES[18][0], False, False),  # Scheduling: under way
+], ids=["unschedulable", "image-pull", "config-error", "gated", "creating", "scheduling"])
+def test_a_pending_pod_says_whether_it_is_blocked_or_queued_and_since_when(obj, blocked, queued):
+    obj = {**obj, "metadata": {**obj["metadata"], "creationTimestamp": "2026-01-01T00:00:05Z"}}
+    s = pod_status(obj, "trainer")
+    assert (s.state, s.blocked, s.queued) == ("Pending", blocked, queued)
+    assert s.pending_since is not None and s.pending_since.isoformat() == "2026-01-01T00:00:05+00:00"
+
+
+def test_a_crash_looping_container_reports_how_often_it_was_restarted():
+    assert pod_status(CASES[15][0], "trainer").crash_restarts == 4
+    assert pod_status(CASES[14][0], "pserver").crash_restarts == 1

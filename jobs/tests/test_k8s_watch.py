@@ -193,14 +193,15 @@ def test_a_failed_trainer_job_fails_the_job_even_when_its_pods_are_gone(alice, c
 
 
 def test_pservers_that_never_get_ready_fail_the_job_at_the_pending_timeout(alice, cluster, part, k8s_dc):
-    k8s_dc.config = {**k8s_dc.config, "pending_timeout": 2}
-    k8s_dc.save()
     job = submit(alice, "fit")
     launch(job)
     ns = ns_of(job)
     part.until(lambda: part.part.watchers and part.watcher().state.ready(), what="the watches to sync")
     for pod in cluster.run_statefulset(ns, "fit-pserver"):
         cluster.pod_running(ns, pod, ready=False)  # listening on the wrong port: never ready
+    part.until(lambda: replicas(part.job(job))["trainer-0"].reason == "WaitingForPservers", what="trainers waiting")
+    k8s_dc.config = {**k8s_dc.config, "pending_timeout": 1}  # now, on a machine however busy
+    k8s_dc.save()
     part.until(lambda: part.job(job).state == JobState.FAILED, timeout=15, what="the pending timeout")
     assert job.reason == "WaitingForPservers" and "0 ready" in job.message
 

@@ -35,6 +35,13 @@ T = TypeVar("T")
 MERGE_PATCH = "application/merge-patch+json"
 _clients: dict[tuple[int, str], client.ApiClient] = {}
 _lock = threading.Lock()
+# The kinds the backend makes, by the typed API that serves them: (API attribute, method suffix).
+TYPED = {"ConfigMap": ("core", "config_map"), "Secret": ("core", "secret"), "Service": ("core", "service"),
+         "ResourceQuota": ("core", "resource_quota"), "NetworkPolicy": ("networking", "network_policy"),
+         "StatefulSet": ("apps", "stateful_set"), "Job": ("batch", "job")}
+# Custom resources: (group, version, plural).
+CUSTOM = {"PodGroup": ("scheduling.volcano.sh", "v1beta1", "podgroups"),
+          "JobSet": ("jobset.x-k8s.io", "v1alpha2", "jobsets")}
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -122,7 +129,7 @@ class Api:
     def delete(self, fn: Callable[..., Any], *args: Any, propagation: str = "Background", **kwargs: Any) -> bool:
         """Delete with propagation to dependents; False if it was already gone (404)."""
         try:
-            self.call(fn, *args, body=client.V1DeleteOptions(propagation_policy=propagation), **kwargs)
+            _read(self.call(fn, *args, body=client.V1DeleteOptions(propagation_policy=propagation), **kwargs))
             return True
         except ApiException as e:
             if e.status == 404:
@@ -138,6 +145,41 @@ class Api:
                 return None
             raise
 
+    # --- any kind the backend makes, by its `kind` --------------------------------------------
+    def _method(self, verb: str, kind: str) -> tuple[Callable[..., Any], tuple[str, ...]]:
+        if kind in CUSTOM:
+            group, version, plural = CUSTOM[kind]
+            return getattr(self.custom, f"{verb}_namespaced_custom_object"), (group, version)
+        api, suffix = TYPED[kind]
+        return getattr(getattr(self, api), f"{verb}_namespaced_{suffix}"), ()
+
+    def create_object(self, body: dict[str, Any]) -> bool:
+        """Create; False if it already exists (409)."""
+        fn, head = self._method("create", body["kind"])
+        ns = body["metadata"]["namespace"]
+        args = (*head, ns, CUSTOM[body["kind"]][2]) if head else (ns,)
+        # Not decoded: a custom object comes back as a dict, a typed one as the client's model.
+        return _read(self.create(fn, *args, body=body, _preload_content=False))
+
+    def delete_object(self, kind: str, name: str, ns: str, propagation: str = "Background") -> bool:
+        """Delete with propagation; False if it was already gone (404). The answer is not decoded:
+        a deleted Service is answered with the Service or a Status, by server version."""
+        fn, head = self._method("delete", kind)
+        args = (*head, ns, CUSTOM[kind][2], name) if head else (name, ns)
+        return self.delete(fn, *args, propagation=propagation, _preload_content=False)
+
+    def patch_object(self, kind: str, name: str, ns: str, patch: dict[str, Any]) -> bool:
+        """A merge patch of an object that may not exist (never made, or gone): False then."""
+        fn, head = self._method("patch", kind)
+        args = (*head, ns, CUSTOM[kind][2], name) if head else (name, ns)
+        try:
+            _read(self.call(fn, *args, body=patch, _content_type=MERGE_PATCH, _preload_content=False))
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
     def raw(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         """Read as a plain dict (the manifests' form), None if absent."""
         resp = self.read(fn, *args, _preload_content=False, **kwargs)
@@ -147,6 +189,14 @@ class Api:
 
         obj: dict[str, Any] = json.loads(resp.data)
         return obj
+
+
+def _read(resp: Any) -> bool:
+    """Consume an undecoded answer, so its connection goes back to the pool; False for None."""
+    if isinstance(resp, urllib3.BaseHTTPResponse):
+        resp.read()
+        resp.release_conn()
+    return resp is not None
 
 
 def api_for(datacenter: Datacenter) -> Api:

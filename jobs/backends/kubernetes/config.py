@@ -19,10 +19,14 @@ datacenter is saved rather than when a user's job starts. Every key is optional:
     pending_timeout    600              seconds a replica may stay Pending before the job fails
     pserver_port 7164, trainer_port 8500, cluster_domain "" (e.g. "cluster.local" for FQDNs)
     build              {"enabled": false, "registry": "", "kaniko_image": ..., "push_image": crane,
-                        "push_secret": "", "pull_secret": "", "cpu": "1", "memory": "2Gi"}
+                        "push_secret": "", "pull_secret": "", "cpu": "1", "memory": "2Gi",
+                        "registry_cidrs": [], "registry_namespace": "", "registry_pod_labels": {}}
                         runtime images from requirements.txt (runtime.py says how the push
                         credentials are kept from the build's user code); pull_secret: read-only
-                        credentials for pulling runtime images (default: the push secret's)
+                        credentials pods pull runtime images with (none: they pull without any;
+                        the push credentials never reach a job's pods); a registry that is not on
+                        the internet is reached by builds through registry_cidrs (a private
+                        network) or registry_namespace (+ registry_pod_labels: one in the cluster)
     run_as_user 10001, run_as_group 10001   uid/gid of every training pod (runAsNonRoot); set
                         run_as_user to the uid the service runs as on the shared PFS, so each can
                         manage what the other writes; 0 runs as the image's user (root: weaker)
@@ -34,13 +38,12 @@ datacenter is saved rather than when a user's job starts. Every key is optional:
                         except the control plane and other users' namespaces
         control_plane_label "paddlecloud.org/control-plane=true": marks the service's namespace
         dns_namespace "kube-system", dns_pod_labels {"k8s-app": "kube-dns"}: where DNS may go
-    kubeflow           false            emit a kubeflow.org/v1 PaddleJob instead of raw objects
     gang_scheduler     "none"           "volcano": a PodGroup per job (minMember = every replica) and
-                                        schedulerName volcano on its pods; "kueue": a collective
-                                        job's Job, or a pserver job's one JobSet (the JobSet
-                                        controller must be installed), is created suspended for a
-                                        Kueue LocalQueue to admit whole. Either way a job never
-                                        half-starts, and its pods start together
+                                        schedulerName volcano on its pods; "kueue": every job is one
+                                        JobSet (the JobSet controller 0.8+ must be installed),
+                                        created suspended for a Kueue LocalQueue to admit whole.
+                                        Either way a job never half-starts. Checked against the
+                                        cluster when the datacenter is saved (discovery.py)
     volcano_queue      ""               the Volcano Queue of the PodGroups ("": Volcano's default)
     kueue_queue        ""               the LocalQueue (in every user namespace) with gang_scheduler kueue
     watch_timeout 300, resync_seconds 600, api_timeout 30, api_retries 5
@@ -95,9 +98,13 @@ class Build:
     kaniko_image: str = DEFAULT_KANIKO
     push_image: str = DEFAULT_CRANE
     push_secret: str = ""  # a kubernetes.io/dockerconfigjson Secret in secrets_namespace
-    pull_secret: str = ""  # the same, read-only; default: push_secret's credentials
+    pull_secret: str = ""  # the same, read-only; none: pods pull runtime images without credentials
     cpu: str = "1"
     memory: str = "2Gi"
+    # Where the registry is when it is not on the internet: builds may reach these (NetworkPolicy).
+    registry_cidrs: tuple[str, ...] = ()
+    registry_namespace: str = ""  # a registry in the cluster: its namespace ...
+    registry_pod_labels: dict[str, str] = field(default_factory=dict)  # ... and its pods' labels (none: all)
 
 
 @dataclass(frozen=True)
@@ -135,7 +142,6 @@ class K8sSettings:
     trainer_port: int = 8500
     cluster_domain: str = ""
     build: Build = field(default_factory=Build)
-    kubeflow: bool = False
     gang_scheduler: str = "none"
     volcano_queue: str = ""
     kueue_queue: str = ""
@@ -229,15 +235,30 @@ def _parse_storage(raw: Any) -> Storage:
     return st
 
 
+def _build_value(key: str, value: Any) -> Any:
+    if key == "enabled":
+        return bool(value)
+    if key == "registry_cidrs":
+        _check(isinstance(value, list) and all(isinstance(c, str) and _is_cidr(c) for c in value),
+               "build.registry_cidrs: a list of CIDRs, e.g. [\"10.20.0.0/24\"]")
+        return tuple(value)
+    if key == "registry_pod_labels":
+        return _dict_of_str(value, "build.registry_pod_labels")
+    return _str(value, f"build.{key}")
+
+
 def _parse_build(raw: Any) -> Build:
     _check(isinstance(raw, dict), "build: an object")
     known = set(Build.__dataclass_fields__)
     unknown = sorted(set(raw) - known)
     _check(not unknown, f"build: unknown keys {unknown}; known: {sorted(known)}")
-    values: dict[str, Any] = {k: (bool(v) if k == "enabled" else _str(v, f"build.{k}")) for k, v in raw.items()}
-    b = Build(**values)
+    b = Build(**{k: _build_value(k, v) for k, v in raw.items()})
     if b.enabled:
         _check(bool(b.registry), "build.registry: where runtime images go, e.g. registry.example.com/paddlecloud")
+    _check(not b.registry_namespace or DNS_LABEL.match(b.registry_namespace) is not None,
+           "build.registry_namespace: the namespace of a registry in the cluster")
+    _check(not b.registry_pod_labels or bool(b.registry_namespace),
+           "build.registry_pod_labels: only with build.registry_namespace")
     return b
 
 
@@ -283,6 +304,9 @@ def _is_cidr(text: str) -> bool:
 
 def parse(datacenter_name: str, config: dict[str, Any] | None) -> K8sSettings:
     config = dict(config or {})
+    _check("kubeflow" not in config, "kubeflow: no longer supported: the training operator's PaddleJob "
+                                     "(kubeflow.org/v1, superseded by Kubeflow Trainer) made the same pods the "
+                                     "default layout makes; remove the key")
     known = set(K8sSettings.__dataclass_fields__) - {"datacenter"}
     unknown = sorted(set(config) - known)
     _check(not unknown, f"unknown keys {unknown}; known: {sorted(known)}")
@@ -300,9 +324,6 @@ def parse(datacenter_name: str, config: dict[str, Any] | None) -> K8sSettings:
             out[key] = _dict_of_str(value, key)
         elif key in ("tolerations", "gpu_tolerations"):
             out[key] = _list_of_dict(value, key)
-        elif key == "kubeflow":
-            _check(isinstance(value, bool), "kubeflow: true or false")
-            out[key] = value
         elif key in ("pserver_port", "trainer_port"):
             out[key] = _int(value, key, 1, 65535)
         elif key in ("pending_timeout", "watch_timeout", "resync_seconds", "api_timeout"):
@@ -324,9 +345,6 @@ def parse(datacenter_name: str, config: dict[str, Any] | None) -> K8sSettings:
 def _check_gang(settings: K8sSettings) -> None:
     gang = settings.gang_scheduler
     _check(gang in GANG_SCHEDULERS, f"gang_scheduler: one of {', '.join(GANG_SCHEDULERS)}")
-    # The training operator makes the pods itself (it has its own schedulingPolicy for Volcano).
-    _check(gang == "none" or not settings.kubeflow, "gang_scheduler: not with kubeflow (the training operator "
-                                                    "creates the pods; set its own gang scheduling)")
     if gang == "kueue":
         _check(DNS_LABEL.match(settings.kueue_queue) is not None,
                "kueue_queue: the name of the Kueue LocalQueue that admits the jobs (in every user namespace)")

@@ -14,7 +14,9 @@ Network (NetworkPolicies are allow-lists, additive; a pod selected by none is un
   `internet` is "all" (never the private, link-local or loopback ranges: pods, Services, nodes
   and cloud metadata live there), and with `cluster_egress` to pods of namespaces that are
   neither the control plane (its label) nor another user's (managed by PaddleCloud).
-- `paddlecloud-build`: the image build's pods may also reach the internet ("all" or "build").
+- `paddlecloud-build`: the image build's pods may also reach the internet ("all" or "build"),
+  and the datacenter's registry where it is not on the internet (`build.registry_cidrs`, or
+  `build.registry_namespace` for one in the cluster).
 - `<job>-peers` (per job, owned by its root): its pods reach each other, in and out.
 So other namespaces, the user's other jobs and the service's database and Redis are unreachable.
 These need a CNI that enforces NetworkPolicy (Calico, Cilium, ...); others ignore them.
@@ -102,11 +104,26 @@ def namespace_policies(settings: K8sSettings, ns: str) -> list[Obj]:
             {"key": key, "operator": "NotIn", "values": [value]},
             {"key": MANAGED_BY[0], "operator": "NotIn", "values": [MANAGED_BY[1]]}]}}]})
     build_egress = [internet_rule(settings)] if settings.internet in ("all", "build") else []
+    build_egress += registry_rules(settings)
     return [
         _policy(ISOLATION, ns, labels, {}, ["Ingress", "Egress"], ingress=[], egress=egress),
         _policy(BUILD_EGRESS, ns, labels, {"matchLabels": {"paddlecloud/role": "build"}}, ["Egress"],
                 egress=build_egress),
     ]
+
+
+def registry_rules(settings: K8sSettings) -> list[Obj]:
+    """The build's way to a registry that is not on the internet: a private network (which the
+    internet rule leaves out) or a namespace of the cluster, on any port."""
+    b, out = settings.build, []
+    if b.registry_cidrs:
+        out.append({"to": [{"ipBlock": {"cidr": cidr}} for cidr in b.registry_cidrs]})
+    if b.registry_namespace:
+        peer: Obj = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME: b.registry_namespace}}}
+        if b.registry_pod_labels:
+            peer["podSelector"] = {"matchLabels": dict(b.registry_pod_labels)}
+        out.append({"to": [peer]})
+    return out
 
 
 def job_policy(name: str, ns: str, job_labels: dict[str, str], selector: dict[str, str], owner: Obj | None) -> Obj:

@@ -26,16 +26,18 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from . import gang
 from .client import Api, is_transient
+from .gang import Watched
 from .manifests import LABEL_DATACENTER, LABEL_JOB, LABEL_JOB_ID
 from .status import Warning, meta
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
-POD, JOB, STATEFULSET, EVENT, PADDLEJOB = "Pod", "Job", "StatefulSet", "Event", "PaddleJob"
-PODGROUP, WORKLOAD = "PodGroup", "Workload"
+POD, JOB, STATEFULSET, EVENT = "Pod", "Job", "StatefulSet", "Event"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"  # the JobSet controller's label on its Jobs and pods
+# A kind the cluster does not serve (404: its CRD or API not installed) is listed again after this
+# long, and said once, not at every try.
+ABSENT_RECHECK_SECONDS = 300.0
 
 
 class Gone(Exception):
@@ -45,14 +47,20 @@ class Gone(Exception):
 class ClusterState:
     """What the watches have seen, indexed by job id; thread-safe."""
 
-    def __init__(self, namespace_prefix: str):
+    def __init__(self, namespace_prefix: str, extra: Watched | None = None):
         self.prefix = namespace_prefix
         self.lock = threading.RLock()
-        self.objects: dict[str, dict[str, Obj]] = {POD: {}, JOB: {}, STATEFULSET: {}, PADDLEJOB: {}, PODGROUP: {},
-                                                   WORKLOAD: {}}
+        self.objects: dict[str, dict[str, Obj]] = {POD: {}, JOB: {}, STATEFULSET: {}}
+        # A gang scheduler's kind (gang.py); one its scheduler makes carries none of our labels.
+        self.by_owner: set[str] = set()
+        if extra is not None:
+            self.objects[extra.kind] = {}
+            if not extra.ours_by_label:
+                self.by_owner.add(extra.kind)
         self.gone_pods: dict[str, Obj] = {}  # uid -> last state of a deleted pod
         self.warnings: dict[tuple[str, str, str], Warning] = {}  # (ns, kind, name) -> latest
         self.synced: set[str] = set()
+        self.absent: set[str] = set()  # kinds the cluster does not serve
         self.dirty: set[int] = set()
         self.listeners: list[Callable[[str, str, Obj], None]] = []
 
@@ -72,8 +80,8 @@ class ClusterState:
         if kind == EVENT:
             self._apply_event(obj)
             return
-        if kind == WORKLOAD and not (meta(obj).get("namespace") or "").startswith(self.prefix):
-            return  # Kueue's Workloads of other users of the cluster
+        if kind in self.by_owner and not (meta(obj).get("namespace") or "").startswith(self.prefix):
+            return  # e.g. Kueue's Workloads of other users of the cluster
         key = self.key(obj)
         with self.lock:
             if event == "DELETED":
@@ -104,9 +112,9 @@ class ClusterState:
 
     def _touch(self, obj: Obj, kind: str = "") -> None:
         job_id = self.job_id(obj)
-        if job_id is None and kind == WORKLOAD:
-            # Kueue's Workload carries none of our labels: its owner, our trainer Job, does (a
-            # JobSet is not watched: the Jobs made for it carry our labels and its name).
+        if job_id is None and kind in self.by_owner:
+            # E.g. Kueue's Workload carries none of our labels: its owner does, a Job of ours or
+            # a JobSet (not watched: the Jobs made for it carry our labels and its name).
             ns = meta(obj).get("namespace") or ""
             for ref in meta(obj).get("ownerReferences") or []:
                 owner = self.workload(JOB, ns, ref.get("name", "")) if ref.get("kind") == JOB else \
@@ -194,10 +202,11 @@ class ResourceWatch(threading.Thread):
     """List, then watch from the list's resourceVersion, forever; relist on 410 Gone."""
 
     def __init__(self, state: ClusterState, kind: str, list_fn: Callable[..., Any], *, stop: threading.Event,
-                 timeout: int, **selectors: Any):
+                 timeout: int, api_name: str = "", **selectors: Any):
         super().__init__(name=f"k8s-watch-{kind}", daemon=True)
         self.state, self.kind, self.list_fn, self.stop_event = state, kind, list_fn, stop
         self.timeout, self.selectors = timeout, selectors
+        self.api_name = api_name or kind
         self.resource_version: str | None = None
         self.relists = 0
         self.response: urllib3.BaseHTTPResponse | None = None  # the open watch stream, cut by stop()
@@ -215,12 +224,24 @@ class ResourceWatch(threading.Thread):
                 self.resource_version = None
             except Exception as e:  # noqa: BLE001 - a watch must outlive any failure
                 failures += 1
-                if not is_transient(e):
-                    log.warning("watch %s failed: %s", self.kind, e)
-                    if isinstance(e, ApiException) and e.status in (401, 403):
-                        self.resource_version = None  # maybe fixed by the operator: start over
-                delay = min(30.0, 0.5 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0)
-                self.stop_event.wait(delay)
+                self.stop_event.wait(self._failed(e, failures))
+
+    def _failed(self, e: Exception, failures: int) -> float:
+        """Say what went wrong (once, for a kind the cluster lacks); how long to wait."""
+        if isinstance(e, ApiException) and e.status == 404:
+            if self.kind not in self.state.absent:
+                log.warning("the cluster does not serve %s (404): is it installed? Asked again every %.0f s",
+                            self.api_name, ABSENT_RECHECK_SECONDS)
+                with self.state.lock:
+                    self.state.absent.add(self.kind)
+                    self.state.dirty |= self.state.job_ids()  # their jobs' waiting reasons change
+            self.resource_version = None
+            return ABSENT_RECHECK_SECONDS
+        if not is_transient(e):
+            log.warning("watch %s failed: %s", self.kind, e)
+            if isinstance(e, ApiException) and e.status in (401, 403):
+                self.resource_version = None  # maybe fixed by the operator: start over
+        return float(min(30.0, 0.5 * 2.0 ** min(failures, 6)) * random.uniform(0.5, 1.0))
 
     def _request(self, **params: Any) -> urllib3.BaseHTTPResponse:
         resp: urllib3.BaseHTTPResponse = self.list_fn(**self.selectors, **params, _preload_content=False,
@@ -233,6 +254,9 @@ class ResourceWatch(threading.Thread):
             data = json.loads(resp.data)
         finally:
             resp.release_conn()
+        if self.kind in self.state.absent:
+            log.info("the cluster serves %s now", self.api_name)
+            self.state.absent.discard(self.kind)
         self.state.replace(self.kind, data.get("items") or [])
         self.resource_version = (data.get("metadata") or {}).get("resourceVersion")
         self.relists += 1
@@ -266,12 +290,13 @@ class ResourceWatch(threading.Thread):
 class ClusterWatcher:
     """The watches of one datacenter and the state they fill."""
 
-    def __init__(self, api: Api):
+    def __init__(self, api: Api, extra: Watched | None = None):
         self.api = api
         self.settings = api.settings
-        self.state = ClusterState(self.settings.namespace_prefix)
+        self.state = ClusterState(self.settings.namespace_prefix, extra)
         self.stop_event = threading.Event()
         self.logs: Any = None  # the LogCollector, set by whoever starts the watcher
+        self.usage: Any = None  # the UsageSampler, likewise (its thread ends with stop_event)
         selector = f"{LABEL_JOB},{LABEL_DATACENTER}={self.settings.datacenter}"
         t = self.settings.watch_timeout
         self.threads = [
@@ -284,16 +309,14 @@ class ClusterWatcher:
             ResourceWatch(self.state, EVENT, api.core.list_event_for_all_namespaces, stop=self.stop_event,
                           timeout=t, field_selector="type=Warning"),
         ]
-        if self.settings.gang_scheduler == gang.VOLCANO:
-            group, version, plural = gang.PODGROUP_API
+        if extra is not None:
+            group, version, plural = extra.api
+            # Ours carry our labels; a scheduler's own (Kueue's Workloads) are all listed and
+            # kept only in user namespaces (ClusterState.apply).
+            chosen = {"label_selector": selector} if extra.ours_by_label else {}
             self.threads.append(ResourceWatch(
-                self.state, PODGROUP, partial(api.custom.list_cluster_custom_object, group, version, plural),
-                stop=self.stop_event, timeout=t, label_selector=selector))
-        elif self.settings.gang_scheduler == gang.KUEUE:
-            group, version, plural = gang.WORKLOAD_API
-            self.threads.append(ResourceWatch(
-                self.state, WORKLOAD, partial(api.custom.list_cluster_custom_object, group, version, plural),
-                stop=self.stop_event, timeout=t))
+                self.state, extra.kind, partial(api.custom.list_cluster_custom_object, group, version, plural),
+                stop=self.stop_event, timeout=t, api_name=f"{plural}.{group}/{version}", **chosen))
 
     def start(self) -> None:
         for t in self.threads:

@@ -11,9 +11,9 @@ user typed, see jobs/spec.py; the typed name is in the root ConfigMap's job.json
   (`<job>-trainer-<i>.<job>-trainer.<ns>.svc`; rank 0 is the collective master); a failed index is
   retried by the Job itself (backoffLimitPerIndex, podFailurePolicy: the job's restart policy),
 - with a gang scheduler (gang.py): the attempt's Volcano PodGroup `<job>-gang`; under Kueue a
-  pserver job is instead one JobSet `<job>` (replicated jobs `pserver` and `trainer`, each one
-  Indexed Job `<job>-<role>-0`): pod i is `<job>-<role>-0-<i>.<job>.<ns>.svc` through the headless
-  Service the JobSet controller makes, so the backend makes no Service of its own for it,
+  job is instead one JobSet `<job>` (layouts/jobset.py: replicated jobs `pserver` and `trainer`,
+  each one Indexed Job `<job>-<role>-0`): pod i is `<job>-<role>-0-<i>.<job>.<ns>.svc` through the
+  headless Service the JobSet controller makes, so the backend makes no Service of its own for it,
 - `<job>-peers`, the NetworkPolicy that lets the job's pods (and only they) reach each other,
 - optionally the runtime image build Job `<job>-build` (kaniko), see runtime.py.
 
@@ -21,8 +21,9 @@ Workloads, their Services and pods belong to one attempt of the job (Replica.att
 has the names above, attempt n > 0 the suffix `-a<n in base 36>` after the role (`<job>-pserver-a1`),
 so a gang restart or a resume makes fresh objects whose pods are never mistaken for the old ones'.
 
-The workloads themselves (StatefulSet, Job, PodGroup, PaddleJob) are built in workloads.py from
-the pieces here. Every pod is hardened by hardening.py (non-root, no capabilities, seccomp).
+The workloads themselves (StatefulSet, Job, JobSet) are built in workloads.py from the pieces
+here, for the layout (layouts/) that says which of them a job is and where its pods are (Hosts).
+Every pod is hardened by hardening.py (non-root, no capabilities, seccomp).
 
 A pod template is shared by every index, so per-index values of the process contract come from
 the pod itself (downward API) through Kubernetes' `$(VAR)` expansion; everything literal is
@@ -33,10 +34,10 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import contract
-from . import gang
 from . import hardening as k8s_hardening
 from .config import K8sSettings, sanitize
 
@@ -57,9 +58,8 @@ WORKSPACE = "/workspace"
 # A writable HOME for a non-root uid the image does not know (pip's user installs go there).
 HOME = "/home/paddlecloud"
 PACKAGE_MOUNT = "/paddlecloud/package"
-# Where Kubernetes puts a pod's index: Indexed Job pods (1.21+) and training-operator pods.
+# Where Kubernetes puts an Indexed Job pod's index (1.21+).
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-KUBEFLOW_INDEX = "training.kubeflow.org/replica-index"
 
 Obj = dict[str, Any]
 
@@ -84,10 +84,6 @@ def pserver_name(job: Job, attempt: int = 0) -> str:
 
 def trainer_name(job: Job, attempt: int = 0) -> str:
     return f"{job.k8s_name}-trainer{attempt_suffix(attempt)}"
-
-
-def paddle_job_name(job: Job, attempt: int = 0) -> str:
-    return f"{job.k8s_name}{attempt_suffix(attempt)}"
 
 
 def jobset_name(job: Job, attempt: int = 0) -> str:
@@ -188,28 +184,21 @@ def root(job: Job, ns: str) -> Obj:
             "data": {"job.json": json.dumps(summary, sort_keys=True)}}
 
 
-def _host_formats(job: Job, settings: K8sSettings, ns: str, attempt: int = 0) -> tuple[str, str]:
-    """Host name patterns of pservers and trainers ({i} = index): our Services' pod names, the
-    JobSet's pod host names under its Service, or the training operator's per-replica Services
-    in kubeflow mode."""
-    domain = settings.service_domain(ns)
-    if gang.uses_jobset(settings, job.pservers):
-        js = jobset_name(job, attempt)
-        return (f"{jobset_job_name(job, 'pserver', attempt)}-{{i}}.{js}.{domain}",
-                f"{jobset_job_name(job, 'trainer', attempt)}-{{i}}.{js}.{domain}")
-    if settings.kubeflow:
-        name = paddle_job_name(job, attempt)
-        return f"{name}-master-{{i}}.{domain}", f"{name}-worker-{{i}}.{domain}"
-    ps, tr = pserver_name(job, attempt), trainer_name(job, attempt)
-    return f"{ps}-{{i}}.{ps}.{domain}", f"{tr}-{{i}}.{tr}.{domain}"
+@dataclass(frozen=True)
+class Hosts:
+    """Where a layout's pods are found: host name patterns of pservers and trainers ({i} = the
+    index); `named_pservers` when a pserver pod's own name is its host name (a StatefulSet's)."""
+
+    pserver: str
+    trainer: str
+    named_pservers: bool = False
 
 
-def topology(job: Job, settings: K8sSettings, ns: str, attempt: int = 0) -> contract.Topology:
-    """Every replica's stable DNS endpoint in this attempt, known before any pod exists."""
-    ps_fmt, tr_fmt = _host_formats(job, settings, ns, attempt)
+def topology(job: Job, settings: K8sSettings, hosts: Hosts) -> contract.Topology:
+    """Every replica's stable DNS endpoint in an attempt, known before any pod exists."""
     return contract.Topology(
-        pservers=[f"{ps_fmt.format(i=i)}:{settings.pserver_port}" for i in range(job.pservers)],
-        trainers=[f"{tr_fmt.format(i=i)}:{settings.trainer_port}" for i in range(job.trainers)],
+        pservers=[f"{hosts.pserver.format(i=i)}:{settings.pserver_port}" for i in range(job.pservers)],
+        trainers=[f"{hosts.trainer.format(i=i)}:{settings.trainer_port}" for i in range(job.trainers)],
     )
 
 
@@ -294,25 +283,22 @@ def _env(values: dict[str, str], field_refs: dict[str, str], templated: dict[str
     return out
 
 
-def replica_env(job: Job, settings: K8sSettings, ns: str, role: str, *, runtime_ready: bool,
-                attempt: int = 0) -> list[Obj]:
+def replica_env(job: Job, settings: K8sSettings, role: str, hosts: Hosts, *, runtime_ready: bool) -> list[Obj]:
     """The process contract for every pod of `role`: contract.replica_env for index 0, with
     the per-index values replaced by expressions of the pod's own index or name."""
-    topo = topology(job, settings, ns, attempt)
+    topo = topology(job, settings, hosts)
     base = {"PYTHONUNBUFFERED": "1", "LANG": "C.UTF-8", "HOME": HOME,
             "PADDLECLOUD_RUNTIME_READY": "1" if runtime_ready else "0",
             **job.env,
             **contract.replica_env(job, role, 0, topo, pfs_home=pfs_home(job, settings), package=job.package)}
-    ps_fmt, tr_fmt = _host_formats(job, settings, ns, attempt)
-    if role == "pserver" and not gang.uses_jobset(settings, job.pservers):
-        # StatefulSet (and training-operator) pod names are their host names: <name>-<i>.
+    if role == "pserver" and hosts.named_pservers:
+        # A StatefulSet's pod names are their host names: <name>-<i>.
         refs = {"PADDLECLOUD_POD_NAME": "metadata.name"}
-        suffix = ps_fmt.split(".", 1)[1]
+        suffix = hosts.pserver.split(".", 1)[1]
         return _env(base, refs, {"POD_IP": f"$(PADDLECLOUD_POD_NAME).{suffix}"})
-    index_field = f"metadata.labels['{KUBEFLOW_INDEX}']" if settings.kubeflow else \
-        f"metadata.annotations['{COMPLETION_INDEX}']"
-    # A JobSet's pservers are Indexed Job pods (named <job>-<i>-<random>): their index names them.
-    templated = {"POD_IP": (ps_fmt if role == "pserver" else tr_fmt).format(i="$(PADDLECLOUD_INDEX)")}
+    # Indexed Job pods are named <job>-<i>-<random>: their index names them.
+    index_field = f"metadata.annotations['{COMPLETION_INDEX}']"
+    templated = {"POD_IP": (hosts.pserver if role == "pserver" else hosts.trainer).format(i="$(PADDLECLOUD_INDEX)")}
     for key in ("PADDLE_TRAINER_ID", "TRAINER_ID", "PADDLE_INIT_TRAINER_ID"):
         if key in base:
             templated[key] = "$(PADDLECLOUD_INDEX)"
@@ -321,7 +307,7 @@ def replica_env(job: Job, settings: K8sSettings, ns: str, role: str, *, runtime_
     return _env(base, {"PADDLECLOUD_INDEX": index_field}, templated)
 
 
-def pod_spec(job: Job, settings: K8sSettings, ns: str, role: str, *, image: str, env: list[Obj], port: int,
+def pod_spec(job: Job, settings: K8sSettings, role: str, *, image: str, env: list[Obj], port: int,
              restart_policy: str, pull_secrets: list[str], grace_seconds: int) -> Obj:
     pfs_volume, pfs_mount_list = pfs_mounts(job, settings)
     gpu = job.gpu if role == "trainer" else 0

@@ -27,21 +27,21 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from base64 import b64decode
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from django.conf import settings as django_settings
 from django.utils import timezone
 
 from ...models import Job, JobState
 from ..base import LaunchError
-from . import hardening, manifests
+from . import hardening, manifests, root
+from .client import Api
 from .config import K8sSettings
+from .context import ClusterContext
+from .pull import pull_secret_names, shared_auths
 from .status import describe_exit, parse_time, pod_status
-
-if TYPE_CHECKING:
-    from .backend import KubernetesBackend
-    from .client import Api
+from .workloads import PodOptions
 
 POLL_SECONDS = 2.0
 LOG_TAIL_LINES = 25
@@ -120,25 +120,38 @@ def build_job(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, *, de
             "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": dict(lbls)}, "spec": spec}}}
 
 
-def shared_auths(api: Api, settings: K8sSettings, name: str) -> dict[str, Obj]:
-    """The registry auths of a dockerconfigjson Secret in the service's namespace."""
-    source = api.raw(api.core.read_namespaced_secret, name, settings.secrets_namespace)
-    if source is None:
-        raise LaunchError("SecretMissing", f"Secret {name} not found in namespace {settings.secrets_namespace}")
-    raw = (source.get("data") or {}).get(".dockerconfigjson")
-    auths: dict[str, Obj] = (json.loads(b64decode(raw)).get("auths") or {}) if raw else {}
-    return auths
+def requirements(ctx: ClusterContext, job: Job) -> str:
+    try:
+        return (ctx.snapshot(job) / "package" / "requirements.txt").read_text()
+    except FileNotFoundError:
+        return ""
 
 
-def _build_secrets(backend: KubernetesBackend, job: Job, ns: str, owner: Obj) -> tuple[str | None, str | None]:
+def runtime(ctx: ClusterContext, job: Job) -> tuple[str, bool]:
+    """The job's image, and whether it has the requirements installed already (built here)."""
+    base = manifests.image_for(job, ctx.settings)
+    reqs = requirements(ctx, job)
+    if ctx.settings.build.enabled and reqs.strip():
+        return runtime_image_name(ctx.settings, ctx.job_namespace(job), base, reqs), True
+    return base, False
+
+
+def pod_options(ctx: ClusterContext, job: Job) -> PodOptions:
+    """What the job's pods are made with: its image, and the Secrets to pull it with."""
+    image, ready = runtime(ctx, job)
+    return PodOptions(image, ready, pull_secret_names(ctx.settings, job, ready),
+                      max(1, int(django_settings.KILL_GRACE_SECONDS)))
+
+
+def _build_secrets(ctx: ClusterContext, job: Job, ns: str, owner: Obj) -> tuple[str | None, str | None]:
     """This build's own Secrets: pull (base image) for kaniko, push for the push container."""
-    api, st = backend.api, backend.settings
+    api, st = ctx.api, ctx.settings
     pull: dict[str, Obj] = {}
     if st.build.pull_secret and st.secrets_namespace:
-        pull.update(shared_auths(api, st, st.build.pull_secret))
+        pull.update(shared_auths(ctx, st.build.pull_secret))
     if (reg := job.registry) is not None:  # no query when the job names no registry
         pull[reg.server] = manifests.docker_auth(reg.username, reg.password)
-    push = shared_auths(api, st, st.build.push_secret) if st.build.push_secret and st.secrets_namespace else {}
+    push = shared_auths(ctx, st.build.push_secret) if st.build.push_secret and st.secrets_namespace else {}
     names: list[str | None] = []
     for suffix, auths in (("build-pull", pull), ("push", push)):
         if not auths:
@@ -156,27 +169,27 @@ def marker_name(image: str) -> str:
     return "paddlecloud-runtime-" + image.rsplit(":", 1)[1]
 
 
-def ensure_runtime_image(backend: KubernetesBackend, job: Job, heartbeat: Callable[[], None]) -> None:
-    api, st = backend.api, backend.settings
-    image, _ = backend.runtime(job)
-    ns = backend.namespace(job)
+def ensure_runtime_image(ctx: ClusterContext, job: Job, heartbeat: Callable[[], None]) -> None:
+    api, st = ctx.api, ctx.settings
+    image, _ = runtime(ctx, job)
+    ns = ctx.job_namespace(job)
     if api.raw(api.core.read_namespaced_config_map, marker_name(image), ns) is not None:
         return  # built before
-    owner = manifests.owner_reference(backend.ensure_root(job, ns))
-    (backend.snapshot(job) / "Dockerfile").write_text(build_dockerfile(manifests.image_for(job, st)))
-    secrets = _build_secrets(backend, job, ns, owner)
+    owner = manifests.owner_reference(root.ensure(ctx, job, ns))
+    (ctx.snapshot(job) / "Dockerfile").write_text(build_dockerfile(manifests.image_for(job, st)))
+    secrets = _build_secrets(ctx, job, ns, owner)
     try:
         api.create(api.batch.create_namespaced_job, ns, body=build_job(
             job, st, ns, owner, destination=image, pull_auth=secrets[0], push_auth=secrets[1]))
-        _await_build(backend, job, image, ns, heartbeat)
+        _await_build(ctx, job, image, ns, heartbeat)
     finally:
         # The push credentials live only as long as the build.
         for name in filter(None, secrets):
             api.delete(api.core.delete_namespaced_secret, name, ns)
 
 
-def _await_build(backend: KubernetesBackend, job: Job, image: str, ns: str, heartbeat: Callable[[], None]) -> None:
-    api, st = backend.api, backend.settings
+def _await_build(ctx: ClusterContext, job: Job, image: str, ns: str, heartbeat: Callable[[], None]) -> None:
+    api, st = ctx.api, ctx.settings
     name = f"{job.k8s_name}-build"
     started = timezone.now()
     while True:

@@ -2,7 +2,9 @@
 
 Every way a pod can be stuck or die becomes an explicit reason: the scheduler's message for an
 unschedulable pod, the image pull error, the crash loop, OOMKilled, a failed mount (which only
-shows up as a Warning event, so the latest one for the pod is passed in).
+shows up as a Warning event, so the latest one for the pod is passed in). What the lifecycle
+decides from them (a pending timeout, the job's reason) is not decided here: a status only says
+what is so (jobs/lifecycle/waiting.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from ...models import ReplicaState
 from ..base import ReplicaStatus
-from .manifests import COMPLETION_INDEX, CONTAINER, KUBEFLOW_INDEX, LABEL_INDEX, LABEL_JOB_ID, LABEL_ROLE
+from .manifests import COMPLETION_INDEX, CONTAINER, LABEL_INDEX, LABEL_JOB_ID, LABEL_ROLE
 
 Obj = dict[str, Any]
 
@@ -27,7 +29,7 @@ PENDING_REASONS = {"ErrImagePull", "ImagePullBackOff", "CreateContainerConfigErr
 FATAL_REASONS = {"InvalidImageName", "ErrImageNeverPull"}
 # Warning events that explain a pod stuck in ContainerCreating.
 MOUNT_WARNINGS = {"FailedMount", "FailedAttachVolume", "FailedCreatePodSandBox", "FailedMapVolume"}
-# Kinds the roles' workloads report creation failures on (quota exceeded, admission denied).
+GATED = "SchedulingGated"
 _ORDINAL = re.compile(r"-(\d+)$")
 
 
@@ -61,7 +63,7 @@ def replica_key(pod: Obj) -> tuple[int, str, int] | None:
     role = lbls.get(LABEL_ROLE)
     if role not in ("pserver", "trainer"):
         return None
-    raw = lbls.get(LABEL_INDEX) or ann.get(COMPLETION_INDEX) or lbls.get(COMPLETION_INDEX) or lbls.get(KUBEFLOW_INDEX) \
+    raw = lbls.get(LABEL_INDEX) or ann.get(COMPLETION_INDEX) or lbls.get(COMPLETION_INDEX) \
         or lbls.get("apps.kubernetes.io/pod-index")
     if raw is None:  # a StatefulSet pod before 1.28: its name ends in the ordinal
         m = _ORDINAL.search(md.get("name", ""))
@@ -114,93 +116,156 @@ def _finished(term: Obj, code: int | None, reason: str, message: str, **base: An
     return ReplicaStatus(ReplicaState.FAILED, code, reason, message, finished=finished, **base)
 
 
+@dataclass(frozen=True)
+class _Pod:
+    """The parts of a pod that decide its replica's state."""
+
+    role: str
+    phase: str
+    status: Obj
+    state: Obj  # the main container's state and last state
+    last: Obj
+    restarts: int
+    node: str
+    conditions: dict[str, Obj]
+    deleting: datetime | None
+    base: dict[str, Any]  # what every status of this pod says
+
+    @classmethod
+    def of(cls, pod: Obj, role: str) -> _Pod:
+        md, spec, st = meta(pod), pod.get("spec") or {}, pod.get("status") or {}
+        main = _main(st.get("containerStatuses"))
+        state = main.get("state") or {}
+        started = parse_time((state.get("running") or {}).get("startedAt")) or parse_time(st.get("startTime"))
+        return cls(role, st.get("phase") or "Pending", st, state, main.get("lastState") or {},
+                   main.get("restartCount") or 0, spec.get("nodeName") or "",
+                   {c.get("type"): c for c in st.get("conditions") or []}, parse_time(md.get("deletionTimestamp")),
+                   {"pod": md.get("name", ""), "started": started})
+
+    def waiting_reasons(self) -> list[Obj]:
+        return [(c.get("state") or {}).get("waiting") or {} for c in
+                (self.status.get("initContainerStatuses") or []) + (self.status.get("containerStatuses") or [])]
+
+
 def pod_status(pod: Obj, role: str, *, warning: Warning | None = None) -> ReplicaStatus:
-    """The replica state one pod shows, with its reason."""
-    md, spec, st = meta(pod), pod.get("spec") or {}, pod.get("status") or {}
-    phase = st.get("phase") or "Pending"
-    main = _main(st.get("containerStatuses"))
-    state, last = main.get("state") or {}, main.get("lastState") or {}
-    node = spec.get("nodeName") or ""
-    started = parse_time((state.get("running") or {}).get("startedAt")) or parse_time(st.get("startTime"))
-    base: dict[str, Any] = {"pod": md.get("name", ""), "started": started}
-    conditions = {c.get("type"): c for c in st.get("conditions") or []}
+    """The replica state one pod shows, with its reason; a Pending one says since when it waits
+    (the pod's creation) and whether it is blocked (a reason the user can act on) or queued."""
+    p = _Pod.of(pod, role)
+    for step in (_succeeded, _disrupted, _failed, _deleted, _lost, _init_failed, _crashed, _running):
+        status = step(p)
+        if status is not None:
+            return status
+    return _pending(p, warning, created=parse_time(meta(pod).get("creationTimestamp")))
 
-    if phase == "Succeeded":
-        term = state.get("terminated") or {}
-        return ReplicaStatus(ReplicaState.SUCCEEDED, 0, "Completed", "",
-                             finished=parse_time(term.get("finishedAt")), **base)
-    disrupted = (conditions.get("DisruptionTarget") or {}).get("status") == "True"
-    if disrupted and role == "trainer":
-        # The trainer Job replaces it under the same index (podFailurePolicy: Ignore).
-        return ReplicaStatus(ReplicaState.RUNNING, None, "Disrupted",
-                             (conditions["DisruptionTarget"].get("message") or "node disruption") + "; being replaced",
-                             **base)
-    deleting = parse_time(md.get("deletionTimestamp"))
-    if phase == "Failed" and not (deleting and _ended_by_deletion(st, state.get("terminated"), deleting)):
-        # Checked before the deletion mark: the cluster deletes the pods of a failed job, and a
-        # pod that failed by itself keeps its own exit code and reason while it goes.
-        term = state.get("terminated") or last.get("terminated")
-        if term:
-            return _finished(term, term.get("exitCode"), term.get("reason") or "Error", describe_exit(term), **base)
-        init = _main(st.get("initContainerStatuses"))
-        iterm = (init.get("state") or {}).get("terminated")
-        if iterm:
-            return _finished(iterm, iterm.get("exitCode"), "InitFailed",
-                             f"copying the package into the pod failed: {describe_exit(iterm)}", **base)
-        return ReplicaStatus(ReplicaState.FAILED, None, st.get("reason") or "Failed",
-                             st.get("message") or "the pod failed", **base)
-    if deleting:
-        # Being deleted: by us (kill, job ended) or by the trainer Job after a sibling failed.
-        term = state.get("terminated") or {}
-        if not ("running" in state or term or last.get("terminated")):
-            return ReplicaStatus(ReplicaState.TERMINATED, None, "NotStarted", "the job ended before it started",
-                                 **base)
-        return ReplicaStatus(ReplicaState.TERMINATED, term.get("exitCode"), "Terminated", "stopped by PaddleCloud",
-                             finished=parse_time(term.get("finishedAt")), **base)
-    if phase == "Unknown":
-        return ReplicaStatus(ReplicaState.RUNNING, None, "NodeLost", f"node {node} stopped reporting this pod", **base)
 
-    # Pending or Running.
-    for init in st.get("initContainerStatuses") or []:
+def _succeeded(p: _Pod) -> ReplicaStatus | None:
+    if p.phase != "Succeeded":
+        return None
+    term = p.state.get("terminated") or {}
+    return ReplicaStatus(ReplicaState.SUCCEEDED, 0, "Completed", "", finished=parse_time(term.get("finishedAt")),
+                         **p.base)
+
+
+def _disrupted(p: _Pod) -> ReplicaStatus | None:
+    cond = p.conditions.get("DisruptionTarget") or {}
+    if cond.get("status") != "True" or p.role != "trainer":
+        return None
+    # The trainer Job replaces it under the same index (podFailurePolicy: Ignore).
+    return ReplicaStatus(ReplicaState.RUNNING, None, "Disrupted",
+                         (cond.get("message") or "node disruption") + "; being replaced", **p.base)
+
+
+def _failed(p: _Pod) -> ReplicaStatus | None:
+    """Checked before the deletion mark: the cluster deletes the pods of a failed job, and a pod
+    that failed by itself keeps its own exit code and reason while it goes."""
+    if p.phase != "Failed" or (p.deleting and _ended_by_deletion(p.status, p.state.get("terminated"), p.deleting)):
+        return None
+    term = p.state.get("terminated") or p.last.get("terminated")
+    if term:
+        return _finished(term, term.get("exitCode"), term.get("reason") or "Error", describe_exit(term), **p.base)
+    init = _main(p.status.get("initContainerStatuses"))
+    iterm = (init.get("state") or {}).get("terminated")
+    if iterm:
+        return _finished(iterm, iterm.get("exitCode"), "InitFailed",
+                         f"copying the package into the pod failed: {describe_exit(iterm)}", **p.base)
+    return ReplicaStatus(ReplicaState.FAILED, None, p.status.get("reason") or "Failed",
+                         p.status.get("message") or "the pod failed", **p.base)
+
+
+def _deleted(p: _Pod) -> ReplicaStatus | None:
+    """Being deleted: by us (kill, job ended) or by the trainer Job after a sibling failed."""
+    if not p.deleting:
+        return None
+    term = p.state.get("terminated") or {}
+    if not ("running" in p.state or term or p.last.get("terminated")):
+        return ReplicaStatus(ReplicaState.TERMINATED, None, "NotStarted", "the job ended before it started", **p.base)
+    return ReplicaStatus(ReplicaState.TERMINATED, term.get("exitCode"), "Terminated", "stopped by PaddleCloud",
+                         finished=parse_time(term.get("finishedAt")), **p.base)
+
+
+def _lost(p: _Pod) -> ReplicaStatus | None:
+    if p.phase != "Unknown":
+        return None
+    return ReplicaStatus(ReplicaState.RUNNING, None, "NodeLost", f"node {p.node} stopped reporting this pod", **p.base)
+
+
+def _init_failed(p: _Pod) -> ReplicaStatus | None:
+    """An init container that failed (Pending or Running), or an image that can never be used."""
+    for init in p.status.get("initContainerStatuses") or []:
         iterm = (init.get("state") or {}).get("terminated") or (init.get("lastState") or {}).get("terminated")
         if iterm and iterm.get("exitCode"):
             return _finished(iterm, iterm["exitCode"], "InitFailed",
-                             f"copying the package into the pod failed: {describe_exit(iterm)}", **base)
-    waiting_all = [(c.get("state") or {}).get("waiting") or {} for c in
-                   (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or [])]
-    for waiting in waiting_all:
-        reason = waiting.get("reason") or ""
-        if reason in FATAL_REASONS:
-            return ReplicaStatus(ReplicaState.FAILED, None, reason, waiting.get("message") or reason, **base)
-    waiting = state.get("waiting") or {}
-    restarts = main.get("restartCount") or 0
-    if role == "pserver" and (state.get("terminated") or restarts):
+                             f"copying the package into the pod failed: {describe_exit(iterm)}", **p.base)
+    fatal = next((w for w in p.waiting_reasons() if w.get("reason") in FATAL_REASONS), None)
+    if fatal:
+        return ReplicaStatus(ReplicaState.FAILED, None, fatal["reason"], fatal.get("message") or fatal["reason"],
+                             **p.base)
+    return None
+
+
+def _crashed(p: _Pod) -> ReplicaStatus | None:
+    waiting = p.state.get("waiting") or {}
+    if p.role == "pserver" and (p.state.get("terminated") or p.restarts):
         # Pservers never exit by themselves; one that did lost its parameters (as locally).
-        term = state.get("terminated") or last.get("terminated") or {}
+        term = p.state.get("terminated") or p.last.get("terminated") or {}
         reason = term.get("reason") or "Error"
         if waiting.get("reason") == "CrashLoopBackOff" and reason != "OOMKilled":
             reason = "CrashLoopBackOff"
-        return _finished(term, term.get("exitCode"), reason, f"the pserver {describe_exit(term)}", **base)
+        return _finished(term, term.get("exitCode"), reason, f"the pserver {describe_exit(term)}",
+                         crash_restarts=p.restarts, **p.base)
     if waiting.get("reason") == "CrashLoopBackOff":
-        term = last.get("terminated") or {}
+        term = p.last.get("terminated") or {}
         return _finished(term, term.get("exitCode"), "CrashLoopBackOff",
-                         f"{describe_exit(term)}; restarted {restarts} times", **base)
-    if state.get("running"):
-        ready = "" if main.get("ready") or role != "pserver" else ", not ready yet"
-        return ReplicaStatus(ReplicaState.RUNNING, None, "Running", f"on node {node}{ready}" if node else "", **base)
+                         f"{describe_exit(term)}; restarted {p.restarts} times", crash_restarts=p.restarts, **p.base)
+    return None
 
-    sched = conditions.get("PodScheduled") or {}
+
+def _running(p: _Pod) -> ReplicaStatus | None:
+    if not p.state.get("running"):
+        return None
+    main = _main(p.status.get("containerStatuses"))
+    ready = "" if main.get("ready") or p.role != "pserver" else ", not ready yet"
+    return ReplicaStatus(ReplicaState.RUNNING, None, "Running", f"on node {p.node}{ready}" if p.node else "",
+                         **p.base)
+
+
+def _pending(p: _Pod, warning: Warning | None, created: datetime | None) -> ReplicaStatus:
+    base = {**p.base, "pending_since": created}
+    sched = p.conditions.get("PodScheduled") or {}
     if sched.get("status") == "False":
-        return ReplicaStatus(ReplicaState.PENDING, None, sched.get("reason") or "Unschedulable",
-                             sched.get("message") or "no node can run this pod", **base)
-    for waiting in waiting_all:
+        reason = sched.get("reason") or "Unschedulable"
+        # SchedulingGated: a scheduling gate holds it (Kueue's, until it admits the workload).
+        return ReplicaStatus(ReplicaState.PENDING, None, reason, sched.get("message") or "no node can run this pod",
+                             blocked=reason != GATED, queued=reason == GATED, **base)
+    for waiting in p.waiting_reasons():
         reason = waiting.get("reason") or ""
         if reason in PENDING_REASONS:
-            return ReplicaStatus(ReplicaState.PENDING, None, reason, waiting.get("message") or reason, **base)
+            return ReplicaStatus(ReplicaState.PENDING, None, reason, waiting.get("message") or reason, blocked=True,
+                                 **base)
     if warning and warning.reason in MOUNT_WARNINGS:
-        return ReplicaStatus(ReplicaState.PENDING, None, warning.reason, warning.message, **base)
-    reason = waiting.get("reason") or ("ContainerCreating" if node else "Scheduling")
-    return ReplicaStatus(ReplicaState.PENDING, None, reason, f"on node {node}" if node else "", **base)
+        return ReplicaStatus(ReplicaState.PENDING, None, warning.reason, warning.message, blocked=True, **base)
+    reason = (p.state.get("waiting") or {}).get("reason") or ("ContainerCreating" if p.node else "Scheduling")
+    return ReplicaStatus(ReplicaState.PENDING, None, reason, f"on node {p.node}" if p.node else "", **base)
 
 
 def workload_failure(obj: Obj | None) -> tuple[str, str] | None:
