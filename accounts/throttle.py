@@ -130,10 +130,13 @@ class RequireGate:
 
 
 def refusal(request: HttpRequest, exc: LoginThrottled) -> HttpResponse:
-    """The 429 answer for a refused login, in the shape of the surface it came to: the APIs'
-    `{"detail"}`, or the page."""
-    if request.path.startswith(("/api/", "/api-token-auth")):
-        resp: HttpResponse = JsonResponse({"detail": str(exc)}, status=429)
+    """The 429 answer for a refused login, in the shape of the surface it came to: the legacy
+    protocol's `{"code", "msg"}`, /api/v2's `{"detail"}`, or the page."""
+    path = request.path
+    if path.startswith("/api-token-auth"):
+        resp: HttpResponse = JsonResponse({"code": 429, "msg": str(exc)}, status=429)
+    elif path.startswith("/api/"):
+        resp = JsonResponse({"detail": str(exc)}, status=429)
     else:
         resp = render(request, settings.AXES_LOCKOUT_TEMPLATE, {"message": str(exc)}, status=429)
     if exc.retry_after:

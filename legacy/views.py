@@ -98,7 +98,7 @@ def token_auth(request):
             raise ValidationError("username and password are required")
         user = throttle.token_login(request, username, password)
     except throttle.LoginThrottled as e:
-        return throttle.refusal(request, e)
+        return throttle.refusal(request, e)  # {"code": 429, "msg"} as the rest of /api/v1
     except ValidationError as e:
         return JsonResponse({"non_field_errors": e.messages}, status=400)
     return JsonResponse({"token": services.legacy_token(user)})

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from accounts import throttle
 
-from .conftest import admin_login, form_login, token_login
+from .conftest import admin_login, form_login, legacy_login, token_login
 
 pytestmark = pytest.mark.django_db
 
@@ -46,6 +46,17 @@ def test_ninety_wrong_passwords_then_the_right_one_is_still_refused_by_the_token
     assert "too many failed logins from your address" in res.json()["detail"]
     assert int(res.headers["Retry-After"]) > 0
     assert "token" not in res.json()
+
+
+def test_the_legacy_token_endpoint_answers_a_locked_out_address_in_the_protocols_json(client, alice):
+    """/api-token-auth/ speaks protocol-v1's envelope, `{"code", "msg"}`, on a refusal too (the
+    old client shows `msg`); never the HTML page."""
+    answers = [legacy_login(client, "wrong") for _ in range(settings.AXES_FAILURE_LIMIT + 1)]
+    assert [a.status_code for a in answers[:3]] == [400] * 3
+    for res in [*answers[3:], legacy_login(client, "password")]:  # the one that reaches the limit too
+        assert res.status_code == 429 and res["Content-Type"] == "application/json"
+        assert res.json() == {"code": 429, "msg": "too many failed logins from your address; try again in 15 minutes"}
+        assert res.headers["Retry-After"] == "900"
 
 
 def test_the_admin_login_counts_against_the_same_limit(client, staff):
