@@ -2,7 +2,11 @@ from django import forms
 from django.contrib import admin
 
 from . import services
+from .forms import AdminLoginForm
 from .models import ApiToken, Registry
+
+# The admin's login checks passwords through the same brute-force throttle as every login.
+admin.site.login_form = AdminLoginForm
 
 
 class RegistryForm(forms.ModelForm):

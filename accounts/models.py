@@ -79,3 +79,30 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user}/{self.name or self.pk}"
+
+
+class LoginGate(models.Model):
+    """When the next password check for `username` may start (accounts/login_gate.py): one time for
+    addresses with a clean record and one for the others. The row is also what a check locks."""
+
+    username = models.CharField(max_length=150, unique=True)
+    clean_opens = models.DateTimeField(null=True)
+    other_opens = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return self.username
+
+
+class FailedLogin(models.Model):
+    """A password check that has not succeeded: written when the gate lets the check start (so
+    checks still hashing count), deleted if the password was right."""
+
+    username = models.CharField(max_length=150)
+    address = models.GenericIPAddressField(null=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["username", "at"]), models.Index(fields=["address", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.username} from {self.address} at {self.at}"

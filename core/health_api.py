@@ -1,6 +1,7 @@
-"""`GET /api/v2/health/`: whether each part of the service is up (core/health.py), for
-operators, load balancers and probes. Anonymous, and says nothing secret: states, host names of
-the worker and watcher processes, and an error's kind."""
+"""`GET /api/v2/health/`: whether the service is up (core/health.py), for load balancers, probes
+and operators. Anyone may ask, and gets only the verdict (`ok` or `unavailable`, 200 or 503);
+staff get each part's state too: the host names of the worker and watcher processes and an
+error's kind are for them, not for the internet."""
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -23,12 +24,12 @@ class PartSerializer(serializers.Serializer):
 
 class HealthSerializer(serializers.Serializer):
     status = serializers.ChoiceField(["ok", "unavailable"])
-    parts = serializers.DictField(child=PartSerializer(), help_text=f"One entry each: {', '.join(PARTS)}")
+    parts = serializers.DictField(child=PartSerializer(), required=False,
+                                  help_text=f"Staff only: one entry each, {', '.join(PARTS)}")
 
 
 class HealthView(APIView):
-    authentication_classes: list = []
-    permission_classes = [AllowAny]
+    permission_classes = [AllowAny]  # credentials, when sent, only add the parts for staff
     throttle_classes: list = []
 
     @extend_schema(
@@ -39,7 +40,7 @@ class HealthView(APIView):
         responses={200: HealthSerializer, 400: OpenApiTypes.OBJECT, 503: HealthSerializer},
     )
     def get(self, request):
-        """Each part's state; 503 when one that counts is down."""
+        """Whether the service is up; 503 when a part that counts is down. Staff also get each part."""
         only = [p for p in request.query_params.get("only", "").split(",") if p]
         unknown = sorted(set(only) - set(PARTS))
         if unknown:
@@ -47,5 +48,7 @@ class HealthView(APIView):
                             status=status.HTTP_400_BAD_REQUEST)
         parts = health.status()
         ok = all(parts[p]["up"] for p in only or PARTS)
-        return Response({"status": "ok" if ok else "unavailable", "parts": parts},
-                        status=status.HTTP_200_OK if ok else status.HTTP_503_SERVICE_UNAVAILABLE)
+        body: dict = {"status": "ok" if ok else "unavailable"}
+        if request.user.is_staff:
+            body["parts"] = parts
+        return Response(body, status=status.HTTP_200_OK if ok else status.HTTP_503_SERVICE_UNAVAILABLE)

@@ -96,9 +96,9 @@ def token_auth(request):
         username, password = body.get("username"), body.get("password")
         if not isinstance(username, str) or not isinstance(password, str) or not username or not password:
             raise ValidationError("username and password are required")
-        user = throttle.check_password(request, username, password)
+        user = throttle.token_login(request, username, password)
     except throttle.LoginThrottled as e:
-        return JsonResponse({"detail": str(e)}, status=429)
+        return throttle.refusal(request, e)  # {"code": 429, "msg"} as the rest of /api/v1
     except ValidationError as e:
         return JsonResponse({"non_field_errors": e.messages}, status=400)
     return JsonResponse({"token": services.legacy_token(user)})

@@ -10,6 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -173,6 +174,8 @@ CELERY_BEAT_SCHEDULE["job-retention"] = {"task": "jobs.tasks.purge_finished_jobs
                                          "schedule": env.float("JOB_RETENTION_INTERVAL", 3600.0)}
 # knox refuses an expired token (and deletes its owner's expired ones); this sweeps the rest.
 CELERY_BEAT_SCHEDULE["expired-tokens"] = {"task": "accounts.tasks.delete_expired_tokens", "schedule": 3600.0}
+# Failed logins older than a day and idle login gates (accounts/login_gate.py) are forgotten.
+CELERY_BEAT_SCHEDULE["login-records"] = {"task": "accounts.tasks.sweep_login_records", "schedule": 3600.0}
 # Webhooks (notifications app): private, loopback and link-local targets are refused unless the
 # operator allows them (an open webhook URL would let any user probe the internal network).
 WEBHOOK_ALLOW_PRIVATE = env.bool("WEBHOOK_ALLOW_PRIVATE", False)
@@ -212,20 +215,29 @@ CHANNEL_LAYERS = {
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
-# django-axes first: it refuses a locked-out client before any password is checked.
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
-# Brute force: failures are counted per client address (whatever account they try), and per
-# account from addresses it never logged in from (accounts.throttle), so neither one address
-# nor many can guess on, and an attacker elsewhere cannot lock an account's owner out.
-# A cool-down, not a permanent lock; a success does not reset the count (an attacker with an
-# account of their own could otherwise log in with it between guesses).
-AXES_LOCKOUT_PARAMETERS = "accounts.throttle.lockout_parameters"
+# django-axes first: it refuses a locked-out address before any password is checked; then
+# accounts.throttle.RequireGate, which refuses any password check that skipped the per-account
+# gate (accounts.throttle.check_password is the one way in).
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "accounts.throttle.RequireGate",
+                           "django.contrib.auth.backends.ModelBackend"]
+# Brute force, per address (django-axes): LOGIN_FAILURE_LIMIT failures, whatever accounts they
+# try, refuse that address for the cool-down. A success does not reset the count (an attacker
+# with an account of their own could otherwise log in with it between guesses).
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
 AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", 10)
-LOGIN_ACCOUNT_FAILURE_LIMIT = env.int("LOGIN_ACCOUNT_FAILURE_LIMIT", 30)
 AXES_COOLOFF_TIME = timedelta(minutes=env.float("LOGIN_COOLOFF_MINUTES", 15.0))
 AXES_RESET_ON_SUCCESS = False
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_LOCKOUT_CALLABLE = "accounts.throttle.lockout_response"  # the answer in each surface's shape
 AXES_CLIENT_IP_CALLABLE = "accounts.throttle.client_address"
+# Per account, from any address (accounts/login_gate.py): one password check at a time, the next
+# after a delay that doubles from 1 s once the account has had LOGIN_ACCOUNT_FREE_FAILURES failures
+# in the past hour, up to LOGIN_ACCOUNT_DELAY_MAX seconds: the longest its owner waits.
+LOGIN_ACCOUNT_FREE_FAILURES = env.int("LOGIN_ACCOUNT_FREE_FAILURES", 3)
+LOGIN_ACCOUNT_DELAY_MAX = env.float("LOGIN_ACCOUNT_DELAY_MAX", 60.0)
+if not LOGIN_ACCOUNT_FREE_FAILURES >= 0 or not LOGIN_ACCOUNT_DELAY_MAX >= 1:
+    raise ImproperlyConfigured("LOGIN_ACCOUNT_FREE_FAILURES must be 0 or more and LOGIN_ACCOUNT_DELAY_MAX "
+                               "at least 1 (seconds)")
 AXES_VERBOSE = False  # no start-up banner on every manage.py command; lockouts are still logged
 # The client's address is REMOTE_ADDR unless the operator says how many proxies of their own
 # stand in front (each appends to X-Forwarded-For); a header the client sends is never trusted.

@@ -4,6 +4,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from accounts import views as account_views
 from paddleweb import prometheus
 from pfs import views as pfs_views
 
@@ -14,7 +15,7 @@ urlpatterns = [
     # Browsers ask for /favicon.ico whatever the page links to.
     path("favicon.ico", RedirectView.as_view(url=static("img/favicon.svg"), permanent=True)),
     path("", RedirectView.as_view(pattern_name="jobs:list"), name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", account_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("account/webhooks/", include("notifications.urls")),

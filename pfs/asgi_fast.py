@@ -170,10 +170,7 @@ def _start(auth: str, upload_id: str, offset_h: str | None, length_h: str | None
     user = found[0]
     try:
         session = uploads.get(user, upload_id)
-        try:
-            offset = int(offset_h)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise PathError("the Upload-Offset header (a byte offset) is required") from None
+        offset = uploads.parse_offset(offset_h)
         try:
             length = int(length_h)  # type: ignore[arg-type]
             if length < 0:

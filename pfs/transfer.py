@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 BLOCK = 4 << 20  # bytes per read and per ASGI message
 
-_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+# At most 19 digits (every int64): a longer number is a malformed header, ignored, never parsed.
+_RANGE = re.compile(r"^bytes=(\d{0,19})-(\d{0,19})$")
 
 
 async def in_threads(blocks: Iterator[bytes]) -> AsyncIterator[bytes]:

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 BLOCK = 1 << 20
+# The largest file an upload may declare (1 PiB): far past any quota, and a size or offset the
+# database, JavaScript clients and the OS all hold exactly.
+MAX_FILE_SIZE = 1 << 50
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 CHECKSUM_ALGORITHMS = {"sha256": hashlib.sha256, "md5": hashlib.md5, "sha1": hashlib.sha1}
 
@@ -85,8 +88,8 @@ def create(user: User, path: str, size: int, *, sha256: str = "", overwrite: boo
     """Start an upload of `size` bytes to `path`. Its room in the quota is reserved now (for a
     replaced file, the difference), so an upload that would not fit is refused at once, and
     one admitted keeps its room however many others race it."""
-    if not isinstance(size, int) or size < 0:
-        raise PathError("size must be a whole number of bytes, 0 or more")
+    if not isinstance(size, int) or not 0 <= size <= MAX_FILE_SIZE:
+        raise PathError(f"size must be a whole number of bytes from 0 to {MAX_FILE_SIZE}")
     sha256 = (sha256 or "").lower()
     if sha256 and not _HEX64.match(sha256):
         raise PathError("sha256 must be 64 hexadecimal digits")
@@ -121,6 +124,17 @@ def get(user: User, upload_id: str) -> UploadSession:
         return UploadSession.objects.select_related("user").get(pk=key, user=user)
     except (UploadSession.DoesNotExist, ValueError):
         raise PathError("no such upload (it may have expired or been cancelled)", 404) from None
+
+
+def parse_offset(header: str | None) -> int:
+    """tus's `Upload-Offset: <bytes>`: where a chunk starts."""
+    try:
+        offset = int(header)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        offset = -1
+    if not 0 <= offset <= MAX_FILE_SIZE:
+        raise PathError(f"the Upload-Offset header must be a byte offset from 0 to {MAX_FILE_SIZE}")
+    return offset
 
 
 def parse_checksum(header: str | None) -> tuple[str, bytes] | None:

@@ -39,9 +39,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _health(port: int) -> tuple[int, dict]:
+def _health(port: int, query: str = "") -> tuple[int, dict]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/health/", timeout=5) as resp:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/health/{query}", timeout=5) as resp:
             return resp.status, json.load(resp)
     except urllib.error.HTTPError as e:
         return e.code, json.load(e)
@@ -136,10 +136,9 @@ def _assert_the_tree_stops(tree: Tree, processes: list[psutil.Process], name: st
 
 def test_every_part_reports_in_at_the_health_endpoint(tree):
     code, body = _health(tree.port)
-    assert code == 200 and body["status"] == "ok"
-    assert {name: part["up"] for name, part in body["parts"].items()} == {
-        "web": True, "db": True, "redis": True, "worker": True, "watcher": True}
-    assert body["parts"]["worker"]["hosts"] == [socket.gethostname()]
+    assert code == 200 and body == {"status": "ok"}  # each part's state is for staff (tests/test_health_api.py)
+    for part in ("web", "db", "redis", "worker", "watcher"):
+        assert _health(tree.port, f"?only={part}")[0] == 200, part
 
 
 PARTS = {"web": "uvicorn", "worker": "paddleweb worker", "beat": "paddleweb beat", "watcher": "watch_jobs",

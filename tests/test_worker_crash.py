@@ -131,7 +131,12 @@ def no_heartbeats():
 
 
 def _health() -> tuple[int, dict]:
-    resp = Client().get("/api/v2/health/")
+    """The health endpoint as staff see it (with each part)."""
+    from django.contrib.auth import get_user_model
+
+    browser = Client()
+    browser.force_login(get_user_model().objects.get(username="staff"))
+    resp = browser.get("/api/v2/health/")
     return resp.status_code, resp.json()
 
 
@@ -142,7 +147,7 @@ def _probe(role: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
-def test_health_reports_a_worker_killed_with_9(alice, no_heartbeats, start_worker):
+def test_health_reports_a_worker_killed_with_9(alice, staff, no_heartbeats, start_worker):
     with running_system(worker=False):  # the watcher, in a thread of the test
         worker = start_worker()
         wait_for(lambda: _health()[0] == 200, 60, what="the worker's first heartbeat")

@@ -44,7 +44,8 @@ class DatacenterViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
 
 @extend_schema(request=TokenRequestSerializer, auth=[], responses={
     200: TokenSerializer, 400: OpenApiResponse(description="wrong username or password, or invalid fields"),
-    429: OpenApiResponse(description="too many failed logins from this address: wait for the cool-down")})
+    429: OpenApiResponse(description="too many failed logins from this address, or for this account recently: "
+                                     "try again after `Retry-After` seconds")})
 @api_view(["POST"])
 @authentication_classes([])
 @permission_classes([AllowAny])
@@ -57,10 +58,10 @@ def obtain_token(request):
     fields = data.validated_data
     try:
         with field_errors():
-            user = throttle.check_password(request, fields["username"], fields["password"])
+            user = throttle.token_login(request, fields["username"], fields["password"])
             info, secret = services.create_token(user, name=fields["name"], never_expires=fields["never_expires"])
     except throttle.LoginThrottled as e:
-        raise exceptions.Throttled(wait=e.wait.total_seconds() if e.wait else None, detail=str(e)) from None
+        raise exceptions.Throttled(wait=e.retry_after, detail=str(e)) from None
     return Response({"token": secret, **ApiTokenSerializer(info, context={"request": request}).data})
 
 

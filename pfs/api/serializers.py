@@ -27,7 +27,7 @@ class MoveSerializer(serializers.Serializer):
 
 class UploadCreateSerializer(serializers.Serializer):
     path = serializers.CharField(max_length=4096, help_text="Where the file goes; missing parents are created.")
-    size = serializers.IntegerField(min_value=0, help_text="Total bytes of the file.")
+    size = serializers.IntegerField(min_value=0, max_value=uploads.MAX_FILE_SIZE, help_text="Total bytes of the file.")
     sha256 = serializers.RegexField(r"^[0-9a-fA-F]{64}$", required=False, allow_blank=True, default="",
                                     help_text="Hex sha256 of the whole file, verified before it is put in place.")
     overwrite = serializers.BooleanField(default=True, help_text="Replace an existing file at path.")

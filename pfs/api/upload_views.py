@@ -7,7 +7,6 @@ from rest_framework.response import Response
 
 from pfs import shares, uploads
 from pfs.models import UploadSession
-from pfs.paths import PathError
 
 from .serializers import ShareCreateSerializer, ShareSerializer, UploadCreateSerializer, UploadSerializer
 from .views import ERROR, ERRORS, OffsetRawParser, PfsView, RawParser, _upload_response
@@ -15,7 +14,7 @@ from .views import ERROR, ERRORS, OffsetRawParser, PfsView, RawParser, _upload_r
 PROTOCOL = """
 **Resumable upload protocol** (what `paddlectl cp` and the file browser use):
 
-1. `POST /api/v2/uploads/` with JSON `{"path": "/pfs/<dc>/home/<you>/data/big.bin", "size": <bytes>,
+1. `POST /api/v2/uploads/` with JSON `{"path": "/pfs/<dc>/home/<you>/data/big.bin", "size": <bytes, at most 2^50>,
    "sha256": "<hex, optional>", "overwrite": true}` → **201** with the upload (`id`, `offset`: 0, ...)
    and a `Location` header. The whole size is checked against your storage quota now: **413**
    `quota exceeded: used X of Y` refuses it before any byte is sent. A 0-byte file is complete at once.
@@ -83,7 +82,8 @@ class UploadDetailView(PfsView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("Upload-Offset", OpenApiTypes.INT, OpenApiParameter.HEADER, required=True,
+            OpenApiParameter("Upload-Offset", {"type": "integer", "minimum": 0, "maximum": uploads.MAX_FILE_SIZE},
+                             OpenApiParameter.HEADER, required=True,
                              description="Where this chunk starts: the upload's current offset."),
             OpenApiParameter("Upload-Checksum", OpenApiTypes.STR, OpenApiParameter.HEADER,
                              description="`sha256 <base64 digest of this chunk>` (or md5, sha1)."),
@@ -96,10 +96,7 @@ class UploadDetailView(PfsView):
     def patch(self, request, upload_id):
         """Send the next chunk of an upload."""
         session = uploads.get(request.user, upload_id)
-        try:
-            offset = int(request.headers["Upload-Offset"])
-        except (KeyError, ValueError):
-            raise PathError("the Upload-Offset header (a byte offset) is required") from None
+        offset = uploads.parse_offset(request.headers.get("Upload-Offset"))
         length = self.content_length()
         checksum = uploads.parse_checksum(request.headers.get("Upload-Checksum"))
         stream = request.stream
