@@ -24,11 +24,11 @@ MAX_CHUNK = 32 << 20
 MAX_TOUCH = 1 << 40
 
 
-def _check_chunk(offset: int, chunksize: int) -> None:
+def _check_chunk(offset: int, chunksize: int, least: int = MIN_CHUNK) -> None:
     if not isinstance(offset, int) or offset < 0:
         raise PathError("offset must be 0 or more")
-    if not isinstance(chunksize, int) or not MIN_CHUNK <= chunksize <= MAX_CHUNK:
-        raise PathError(f"chunksize must be between {MIN_CHUNK} and {MAX_CHUNK} bytes")
+    if not isinstance(chunksize, int) or not least <= chunksize <= MAX_CHUNK:
+        raise PathError(f"chunksize must be between {least} and {MAX_CHUNK} bytes")
 
 
 class ChunkMeta(TypedDict):
@@ -53,6 +53,10 @@ def touch(user: User, path: str, size: int) -> PfsPath:
     Its apparent size counts against the quota, reserved before the file is made."""
     if not isinstance(size, int) or not 0 <= size <= MAX_TOUCH:
         raise PathError(f"filesize must be between 0 and {MAX_TOUCH} bytes")
+    if path.endswith("/"):
+        # `cp f /pfs/.../newdir/`: the original server could not make a file named like a
+        # directory, and the client then said so; it must not become a file `newdir`.
+        raise PathError(f"{path}: not a file's path (it ends in '/'); make the directory first", 400)
     p = resolve(user, path, write=True)
     _refuse_root(p, "replaced")
     if p.area == "home":
@@ -110,7 +114,8 @@ def write_range(user: User, path: str, offset: int, read: Callable[[int], bytes]
 
 
 def read_range(user: User, path: str, offset: int, chunksize: int) -> Iterable[bytes]:
-    """The bytes of one chunk of a file (fewer at its end)."""
-    _check_chunk(offset, chunksize)
+    """The bytes of one chunk of a file (fewer at its end). Any chunksize from 1 byte: the
+    client asks for a file's last chunk by the bytes that remain."""
+    _check_chunk(offset, chunksize, least=1)
     fd, st = open_file(resolve(user, path))
     return FileSpan(fd, offset, max(0, min(chunksize, st.st_size - offset)))
