@@ -1,6 +1,7 @@
 """Every seed-004 paddlectl command, replayed as the compiled client sends it (recorded.py),
 against the real server: submit of a local package, get jobs|workers|quota|registry, logs,
-kill [-rm], registry, delete registry, file, cp both ways (chunked, md5), ls, mkdir, rm."""
+kill [-rm], registry, delete registry, file, cp both ways (chunked, md5), ls, mkdir, rm.
+The v1 chunk upload's own cases (streamed, odd bodies) are in test_chunk_upload.py."""
 
 import hashlib
 import os
@@ -276,3 +277,17 @@ def test_cp_into_a_missing_directory_makes_no_file_named_like_it(old_client, ali
     assert "ends in '/'" in c.replay(rec.TOUCH_REFUSED, size=5, path=f"{A}/d/newdir/").json()["err"]
     assert list((settings.PFS_ROOT / "local/home/alice/d").iterdir()) == []
 
+
+def test_a_new_files_chunks_read_as_zeros_until_written(old_client, alice):
+    """GetChunkMeta of a file `touch` just made (all hole) is the md5 of zeros, the last chunk's
+    of its own length; once written, of its bytes."""
+    c = old_client(alice)
+    dest = f"{A}/holes.bin"
+    c.replay(rec.TOUCH, size=CHUNK + 100, path=dest)
+    metas = [c.replay(rec.CHUNK_META, path=dest, offset=o, chunksize=CHUNK).json()["results"] for o in (0, CHUNK)]
+    assert [(m["len"], m["checksum"]) for m in metas] == [
+        (CHUNK, hashlib.md5(bytes(CHUNK)).hexdigest()), (100, hashlib.md5(bytes(100)).hexdigest())]
+    piece = os.urandom(100)
+    assert c.upload_chunk(dest, CHUNK, piece, 100).json()["err"] == ""
+    meta = c.replay(rec.CHUNK_META, path=dest, offset=CHUNK, chunksize=CHUNK).json()["results"]
+    assert meta["checksum"] == hashlib.md5(piece).hexdigest()
