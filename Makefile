@@ -59,6 +59,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/fit_a_line_overhead.py
 	$(BIN)/python bench/pfs_transfer.py
 	$(BIN)/python bench/pfs_download.py
+	$(BIN)/python bench/legacy_upload.py
 	$(BIN)/python bench/recordio.py
 	BENCH_WINDOW=$${BENCH_WINDOW:-20} $(BIN)/python bench/k8s_status_sync.py
 

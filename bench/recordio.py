@@ -7,9 +7,10 @@ pure-Python fallback measured in the same run. Goal: under 5 s each way for 100 
 The records are what a training set holds: half pickled float vectors (compressible), half
 random bytes (like encoded images, incompressible), `--record-kib` each. Writing is
 `recordio.Writer(path).write(record)` for every record and close(); reading iterates
-`recordio.Reader(path)`; the file is in the page cache. The fallback is slow (~1-10 MB/s), so it
-runs on `--fallback-mb` of the same records and the ratio is of throughputs (MB/s); best of
-`--repeat` for each.
+`recordio.Reader(path)`; the file is in the page cache. The fallback is slow, so it runs on
+`--fallback-mb` of the same records; the ratio is of throughputs (MB/s), and the fallback's
+time for `--mb` is what its throughput gives. Each figure is the median of `--repeat` runs;
+the load average is printed beside them (the machine may be shared).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import os
 import pickle
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -56,19 +58,19 @@ def read(path: Path) -> int:
         return sum(1 for _ in r)
 
 
-def best(fn, *args, repeat: int) -> float:
+def median(fn, *args, repeat: int) -> float:
     times = []
     for _ in range(repeat):
         t = time.perf_counter()
         fn(*args)
         times.append(time.perf_counter() - t)
-    return min(times)
+    return statistics.median(times)
 
 
 def measure(codec: snappy.Backend, records: list[bytes], path: Path, repeat: int) -> tuple[float, float]:
     snappy.backend = codec
-    w = best(write, path, records, repeat=repeat)
-    r = best(read, path, repeat=repeat)
+    w = median(write, path, records, repeat=repeat)
+    r = median(read, path, repeat=repeat)
     if read(path) != len(records):
         raise SystemExit("read back a different number of records")
     return w, r
@@ -96,18 +98,20 @@ def main() -> None:
         path = Path(tmp) / "bench.recordio"
         fast_w, fast_r = measure(compiled, records, path, args.repeat)
         stored = path.stat().st_size
-        slow_w, slow_r = measure(snappy.PURE, few, path, 1)
+        slow_w, slow_r = measure(snappy.PURE, few, path, args.repeat)
     snappy.backend = compiled
 
     def rate(seconds: float, n: int) -> float:
         return n / seconds / MB
 
     print(f"{len(records)} records of {args.record_kib} KiB, {size / MB:.0f} MB "
-          f"({stored / MB:.0f} MB stored, snappy); best of {args.repeat}")
+          f"({stored / MB:.0f} MB stored, snappy); medians of {args.repeat}")
     for what, fast, slow in (("write", fast_w, slow_w), ("read", fast_r, slow_r)):
         print(f"{what:5}  {compiled.name}: {fast:6.2f} s {rate(fast, size):7.1f} MB/s (goal < 5 s)   "
-              f"pure Python on {small / MB:.0f} MB: {slow:6.2f} s {rate(slow, small):6.1f} MB/s   "
+              f"pure Python on {small / MB:.0f} MB: {slow:6.2f} s {rate(slow, small):6.1f} MB/s, so "
+              f"{size / rate(slow, small) / MB:.0f} s for {size / MB:.0f} MB   "
               f"ratio {rate(fast, size) / rate(slow, small):.0f}x")
+    print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f} on {} CPUs".format(*os.getloadavg(), os.cpu_count()))
 
 
 if __name__ == "__main__":

@@ -120,12 +120,12 @@ def own_job(user: User, name: object) -> Job:
 
 
 def kill(user: User, name: object, *, remove: bool) -> None:
-    """`paddlectl kill J` stops the job; with `-rm` it is also removed from history."""
+    """`paddlectl kill J` stops the job; a kill of a job that has ended removes it from
+    history, freeing its name, as `-rm` does (the compiled client never sends `-rm`, and the
+    original server deleted a job whatever its state)."""
     job = own_job(user, name)
-    if remove:
+    if remove or not jobs.kill_job(job):
         jobs.delete_job(job)
-    elif not jobs.kill_job(job):
-        raise LegacyError(f"job '{job.name}' has already ended ({job.state})", 409)
 
 
 def pod_name(replica: Replica, job: Job) -> str:
@@ -214,6 +214,17 @@ def ls(user: User, args: list[str], *, recursive: bool) -> list[Entry]:
                 if len(out) > MAX_LISTED:
                     raise PathError(f"more than {MAX_LISTED} entries: list a smaller directory", 413)
     return out
+
+
+def rm(user: User, args: list[str], *, recursive: bool) -> list[str]:
+    """`paddlectl rm`: each argument globbed as `ls` does (the original server ran Go's
+    filepath.Glob on each), then every match removed; the paths removed."""
+    removed = []
+    for arg in args:
+        for path in expand(user, arg):
+            pfs.remove(user, path, recursive=recursive)
+            removed.append(path)
+    return removed
 
 
 def chunk_target(filename: str | None) -> tuple[str, int, int]:

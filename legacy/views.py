@@ -129,7 +129,11 @@ def pservers(request, user):
 
 @endpoint("GET")
 def workers(request, user):
-    job = services.own_job(user, request.GET.get("jobname"))
+    """An unknown job (or another user's) has no workers: an empty list, which the client prints."""
+    try:
+        job = services.own_job(user, request.GET.get("jobname"))
+    except services.LegacyError:
+        job = None
     return JsonResponse(shapes.pod_list(job, services.pod_name))
 
 
@@ -233,9 +237,8 @@ def pfs_files(request, user):
     if request.method == "POST" and method == "mkdir":
         return _ok([shapes.pfs_entry(pfs.mkdir(user, p)) for p in paths])
     if request.method == "DELETE" and method == "rm":
-        for p in paths:
-            pfs.remove(user, p, recursive=body.get("r") is True)
-        return _ok([{"Path": p} for p in paths])
+        removed = services.rm(user, paths, recursive=body.get("r") is True)
+        return _ok([{"Path": p} for p in removed])
     raise services.LegacyError(f"unknown method '{method}'", 400)
 
 

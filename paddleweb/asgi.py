@@ -12,19 +12,22 @@ from accounts.asgi import TokenOrSessionAuth, credentials_valid  # noqa: E402
 from core.body_limits import BodyLimit  # noqa: E402
 from core.startup import freeze_startup_heap  # noqa: E402
 from jobs.routing import websocket_urlpatterns  # noqa: E402
+from legacy.asgi import LegacyChunks  # noqa: E402
 from pfs.asgi_fast import PfsASGI, streams_body  # noqa: E402
 from pfs.asgi_responses import LargeChunkASGIHandler, ZeroCopyResponses  # noqa: E402
 
 # HTTP: every body bounded (anonymous ones refused) from the head alone (core/body_limits.py); then
 # Django (file bodies by zero-copy send, others in large messages: pfs/asgi_responses.py), with
-# upload chunks sent with a token streamed straight to disk in front of it (pfs/asgi_fast.py).
+# upload chunks sent with a token streamed straight to disk in front of it (pfs/asgi_fast.py; the
+# legacy client's chunks: legacy/asgi.py).
 django_asgi_app = ZeroCopyResponses(LargeChunkASGIHandler())
 
 freeze_startup_heap()
 
 application = ProtocolTypeRouter(
     {
-        "http": BodyLimit(PfsASGI(django_asgi_app), authenticated=credentials_valid, streamed=streams_body),
+        "http": BodyLimit(LegacyChunks(PfsASGI(django_asgi_app)), authenticated=credentials_valid,
+                          streamed=streams_body),
         "websocket": TokenOrSessionAuth(URLRouter(websocket_urlpatterns)),
     }
 )

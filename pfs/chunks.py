@@ -4,6 +4,8 @@ existing file. The legacy adapter calls these; they use the same path checks and
 
 from __future__ import annotations
 
+import errno
+import functools
 import hashlib
 import os
 import stat
@@ -24,11 +26,11 @@ MAX_CHUNK = 32 << 20
 MAX_TOUCH = 1 << 40
 
 
-def _check_chunk(offset: int, chunksize: int) -> None:
+def _check_chunk(offset: int, chunksize: int, least: int = MIN_CHUNK) -> None:
     if not isinstance(offset, int) or offset < 0:
         raise PathError("offset must be 0 or more")
-    if not isinstance(chunksize, int) or not MIN_CHUNK <= chunksize <= MAX_CHUNK:
-        raise PathError(f"chunksize must be between {MIN_CHUNK} and {MAX_CHUNK} bytes")
+    if not isinstance(chunksize, int) or not least <= chunksize <= MAX_CHUNK:
+        raise PathError(f"chunksize must be between {least} and {MAX_CHUNK} bytes")
 
 
 class ChunkMeta(TypedDict):
@@ -38,14 +40,34 @@ class ChunkMeta(TypedDict):
 
 
 def chunk_meta(user: User, path: str, offset: int, chunksize: int) -> ChunkMeta:
-    """{"offset", "checksum" (md5 hex of the bytes there), "len"} for one chunk of a file."""
+    """{"offset", "checksum" (md5 hex of the bytes there), "len"} for one chunk of a file. A
+    chunk that is all hole (a file `touch` just made, before its chunks arrive: what every
+    upload asks about first) is known to be zeros without reading it."""
     _check_chunk(offset, chunksize)
     fd, st = open_file(resolve(user, path))
+    length = max(0, min(chunksize, st.st_size - offset))
+    if length and _all_hole(fd, offset, length):
+        os.close(fd)
+        return {"offset": offset, "checksum": _zeros_md5(length), "len": length}
     h, n = hashlib.md5(usedforsecurity=False), 0
-    for block in FileSpan(fd, offset, max(0, min(chunksize, st.st_size - offset))):
+    for block in FileSpan(fd, offset, length):
         h.update(block)
         n += len(block)
     return {"offset": offset, "checksum": h.hexdigest(), "len": n}
+
+
+def _all_hole(fd: int, offset: int, length: int) -> bool:
+    """Whether [offset, offset+length) of the file holds no data (reads as zeros). False where
+    the filesystem cannot say (no SEEK_DATA)."""
+    try:
+        return os.lseek(fd, offset, os.SEEK_DATA) >= offset + length
+    except OSError as e:
+        return e.errno == errno.ENXIO  # no data at or after offset
+
+
+@functools.lru_cache(maxsize=8)
+def _zeros_md5(length: int) -> str:
+    return hashlib.md5(bytes(length), usedforsecurity=False).hexdigest()
 
 
 def touch(user: User, path: str, size: int) -> PfsPath:
@@ -53,6 +75,10 @@ def touch(user: User, path: str, size: int) -> PfsPath:
     Its apparent size counts against the quota, reserved before the file is made."""
     if not isinstance(size, int) or not 0 <= size <= MAX_TOUCH:
         raise PathError(f"filesize must be between 0 and {MAX_TOUCH} bytes")
+    if path.endswith("/"):
+        # `cp f /pfs/.../newdir/`: the original server could not make a file named like a
+        # directory, and the client then said so; it must not become a file `newdir`.
+        raise PathError(f"{path}: not a file's path (it ends in '/'); make the directory first", 400)
     p = resolve(user, path, write=True)
     _refuse_root(p, "replaced")
     if p.area == "home":
@@ -81,36 +107,77 @@ def touch(user: User, path: str, size: int) -> PfsPath:
     return p
 
 
-def write_range(user: User, path: str, offset: int, read: Callable[[int], bytes], length: int) -> int:
-    """Write `length` bytes from `read` at `offset` into the existing file `path` (in place, as
-    the legacy protocol works); returns the bytes written. Growing the file counts on quota:
-    the growth is reserved before any byte is written."""
-    _check_chunk(offset, max(length, MIN_CHUNK))
-    p = resolve(user, path, write=True)
-    fd, st = open_file(p, write=True)
-    written = 0
-    try:
+class RangeWriter:
+    """One chunk written in place at `offset` into the existing file `path` (as the legacy
+    protocol works): opened first (path checked, room for up to `length` bytes of growth
+    reserved against the quota before any byte is written), then fed blocks in order (`write`,
+    from any thread), then `finish`ed, which counts what the file really grew by. Bytes written
+    stay written, even by a chunk cut off mid-way: the client compares md5s and sends it again.
+
+    A chunk inside the file (the client `touch`es it to its full size first) needs no room, so
+    it takes no reservation: its writes then cost no database write either."""
+
+    def __init__(self, user: User, path: str, offset: int, length: int):
+        _check_chunk(offset, max(length, MIN_CHUNK))
+        self.target = resolve(user, path, write=True)
+        self.fd, st = open_file(self.target, write=True)
         grow = max(0, offset + length - st.st_size)
-        with usage.reserve(p, grow) as held:
-            try:
-                while written < length:
-                    block = read(min(1 << 20, length - written))
-                    if not block:
-                        raise PathError(f"the chunk ended {length - written} bytes early", 400)
-                    view = memoryview(block)
-                    while view:
-                        n = os.pwrite(fd, view, offset + written)
-                        written += n
-                        view = view[n:]
-            finally:
-                held.settle(max(0, os.fstat(fd).st_size - st.st_size))
+        try:
+            self.held = usage.reserve(self.target, grow) if grow else None
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.size_before, self.start, self.pos, self.length = st.st_size, offset, offset, length
+
+    def write(self, blocks: Iterable[bytes | memoryview]) -> None:
+        """Write `blocks` contiguously at the current position (short writes resumed)."""
+        for block in blocks:
+            view = memoryview(block)
+            if self.pos + len(view) > self.start + self.length:
+                raise PathError(f"the chunk has more than its {self.length} bytes")
+            while view:
+                n = os.pwrite(self.fd, view, self.pos)
+                self.pos += n
+                view = view[n:]
+
+    @property
+    def written(self) -> int:
+        return self.pos - self.start
+
+    def finish(self) -> int:
+        """Count the file's growth on the quota, close it; the bytes written."""
+        if self.fd < 0:
+            return self.written
+        try:
+            grown = max(0, os.fstat(self.fd).st_size - self.size_before)
+            if self.held is not None:
+                self.held.settle(grown)
+            elif grown:  # someone shrank the file meanwhile: what this write regrew still counts
+                usage.adjust(self.target, grown)
+        finally:
+            os.close(self.fd)
+            self.fd = -1
+        return self.written
+
+
+def write_range(user: User, path: str, offset: int, read: Callable[[int], bytes], length: int) -> int:
+    """Write `length` bytes from `read` at `offset` into the existing file `path`; returns the
+    bytes written (RangeWriter)."""
+    writer = RangeWriter(user, path, offset, length)
+    try:
+        while writer.written < length:
+            block = read(min(1 << 20, length - writer.written))
+            if not block:
+                raise PathError(f"the chunk ended {length - writer.written} bytes early", 400)
+            writer.write([block])
     finally:
-        os.close(fd)
-    return written
+        writer.finish()
+    return writer.written
 
 
 def read_range(user: User, path: str, offset: int, chunksize: int) -> Iterable[bytes]:
-    """The bytes of one chunk of a file (fewer at its end)."""
-    _check_chunk(offset, chunksize)
+    """The bytes of one chunk of a file (fewer at its end). Any chunksize from 1 byte: the
+    client asks for a file's last chunk by the bytes that remain."""
+    _check_chunk(offset, chunksize, least=1)
     fd, st = open_file(resolve(user, path))
     return FileSpan(fd, offset, max(0, min(chunksize, st.st_size - offset)))

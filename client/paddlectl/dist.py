@@ -45,6 +45,6 @@ def train(job_name: str, package_path: str = ".", entry_point: str = "python tra
     with client:
         for var, path in (("PADDLE_INPUT_DIR", input), ("PADDLE_OUTPUT_DIR", output)):
             if path:
-                job.env[var] = in_home(client.home(), path)
+                job.env[var] = client.pfs_path(in_home(client.home(), path))
         created = client.submit(job)
         return client.wait(job_name, timeout=timeout) if wait else created

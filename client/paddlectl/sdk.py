@@ -28,6 +28,7 @@ from .errors import APIError, ConfigError, NotFound, PaddlectlError
 from .job import PaddleJob, check_job_name
 from .live import JobEvents
 from .logs import TERMINAL_STATES, LogLine, LogReader
+from .pfs_paths import home_form
 
 ACTIVE_STATES = ("Queued", "Building", "Starting", "Running", "Suspended")
 JobDict = dict[str, Any]
@@ -50,6 +51,7 @@ class Client:
         self._explicit_dc = datacenter
         self._dc_hint: str | None = None  # the config entry's own name, used if the server knows it
         self._datacenter: str | None = None
+        self._dc_names: list[str] = []  # the server's datacenters, once asked
         self.config_name: str | None = None  # the config entry used, for messages
         self._storage: Any = None
 
@@ -96,7 +98,7 @@ class Client:
         """The server's name of the datacenter this client works in: the one given, else the
         config entry's name when the server has it, else the server's only datacenter."""
         if self._datacenter is None:
-            names = [d["name"] for d in self.datacenters()]
+            names = self._dc_names = [d["name"] for d in self.datacenters()]
             if self._explicit_dc:
                 if self._explicit_dc not in names:
                     raise ConfigError(f"the server has no datacenter named '{self._explicit_dc}' (it has: "
@@ -116,6 +118,18 @@ class Client:
         if not self.username:
             raise ConfigError("the configuration has no username, which storage paths need")
         return f"/pfs/{self.datacenter}/home/{self.username}"
+
+    def pfs_path(self, path: str) -> str:
+        """A PFS path as the server names it. A config entry stands for its server's datacenter,
+        so `/pfs/<entry name>/...` (seed 003 writes `/pfs/datacenter1/home/...` with its entry
+        named datacenter1) is that datacenter's, unless the server has one of that name; and
+        seed 004's `/pfs/<dc>/user/<you>` is your home."""
+        path = home_form(path)
+        parts = path.split("/", 3)
+        if len(parts) >= 3 and parts[1] == "pfs" and self._dc_hint and parts[2] == self._dc_hint \
+                and self.datacenter != self._dc_hint and self._dc_hint not in self._dc_names:
+            parts[2] = self.datacenter
+        return "/".join(parts)
 
     def quota(self, datacenter: str | None = None) -> dict[str, Any]:
         return self.api.get("quota/", datacenter=datacenter or self.datacenter)
@@ -192,7 +206,7 @@ class Client:
             raise ValueError("a package is required: a local directory or a /pfs/... path")
         source = str(source)
         if source.startswith("/pfs/"):
-            return self.api.post("jobs/", job.to_request(source.rstrip("/")))
+            return self.api.post("jobs/", job.to_request(self.pfs_path(source).rstrip("/")))
         local = Path(source).expanduser()
         if not local.is_dir():
             raise PaddlectlError(f"{source}: not a directory (give a local package directory or a /pfs/... path)")

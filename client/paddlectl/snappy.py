@@ -7,12 +7,15 @@ Specifications: github.com/google/snappy format_description.txt and framing_form
 
 The framing is ours; the block codec and CRC-32C come from compiled libraries when they are
 importable (`pip install paddlectl[fast]`: cramjam and google-crc32c), else from the pure-Python
-code below, which needs nothing but is 30-60x slower (bench/recordio.py). `backend` is the one in use.
+code below, which needs nothing but is tens of times slower (bench/recordio.py prints both).
+`backend` is the one in use.
 """
 
 from __future__ import annotations
 
+import functools
 import struct
+import zlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,37 +27,67 @@ class SnappyError(ValueError):
     pass
 
 
-# --- CRC-32C (Castagnoli), table driven, 8 bytes per step -----------------------------------
-def _tables() -> list[list[int]]:
-    poly = 0x82F63B78
-    first = []
-    for i in range(256):
-        crc = i
-        for _ in range(8):
-            crc = (crc >> 1) ^ poly if crc & 1 else crc >> 1
-        first.append(crc)
-    tables = [first]
-    for _ in range(7):
-        prev = tables[-1]
-        tables.append([(prev[i] >> 8) ^ first[prev[i] & 0xFF] for i in range(256)])
-    return tables
+# --- CRC-32C (Castagnoli), by folding with Python's big integers -----------------------------
+# CRC-32C is the remainder of dividing the message, as a polynomial over GF(2), by POLY (with
+# the bits of each byte taken lowest first, the register preset to ones and the result
+# complemented). Byte-at-a-time tables cost a few Python operations per byte; here the whole
+# block becomes one integer, and the remainder is found by folding its top half onto its lower
+# half (top * x^k = top * (x^k mod POLY), a carry-less product done as ~16 shifts and XORs of
+# big integers, in C) until 128 bits are left: a few hundred Python operations per block
+# instead of a few per byte.
+POLY = 0x11EDC6F41
+_REVERSED = bytes(int(f"{i:08b}"[::-1], 2) for i in range(256))  # each byte's bits reversed
 
 
-_T = _tables()
+def _times(a: int, b: int) -> int:
+    """a * b mod POLY, both of degree < 32."""
+    out = 0
+    while b:
+        if b & 1:
+            out ^= a
+        b >>= 1
+        a <<= 1
+        if a >> 32:
+            a ^= POLY
+    return out
 
 
-def crc32c(data: bytes, crc: int = 0) -> int:
-    t0, t1, t2, t3, t4, t5, t6, t7 = _T
-    crc ^= 0xFFFFFFFF
-    n = len(data) - len(data) % 8
-    view = memoryview(data)
-    for (lo, hi) in struct.iter_unpack("<II", view[:n]):
-        lo ^= crc
-        crc = (t7[lo & 0xFF] ^ t6[(lo >> 8) & 0xFF] ^ t5[(lo >> 16) & 0xFF] ^ t4[lo >> 24]
-               ^ t3[hi & 0xFF] ^ t2[(hi >> 8) & 0xFF] ^ t1[(hi >> 16) & 0xFF] ^ t0[hi >> 24])
-    for b in view[n:]:
-        crc = t0[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
+@functools.lru_cache(maxsize=256)
+def _shifts(k: int) -> tuple[int, ...]:
+    """The powers of x whose sum is x^k mod POLY (the bits set in it)."""
+    power, base, n = 1, 2, k
+    while n:
+        if n & 1:
+            power = _times(power, base)
+        base = _times(base, base)
+        n >>= 1
+    return tuple(j for j in range(32) if power >> j & 1)
+
+
+def _remainder(a: int, bits: int) -> int:
+    """a mod POLY, where a has at most `bits` bits."""
+    while bits > 128:
+        k = bits // 2
+        top, a = a >> k, a & ((1 << k) - 1)
+        for j in _shifts(k):
+            a ^= top << j
+        bits = max(k, bits - k + 32)
+    for i in range(bits - 1, 31, -1):
+        if a >> i & 1:
+            a ^= POLY << (i - 32)
+    return a
+
+
+def _reflect32(v: int) -> int:
+    return int(f"{v:032b}"[::-1], 2)
+
+
+def crc32c(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
+    """CRC-32C of `data`, continuing from `crc` (the CRC of what came before)."""
+    n = len(data) * 8
+    message = int.from_bytes(bytes(data).translate(_REVERSED), "big")
+    preset = _reflect32(crc ^ 0xFFFFFFFF)
+    return _reflect32(_remainder((message << 32) ^ (preset << n), n + 32)) ^ 0xFFFFFFFF
 
 
 # --- raw block format --------------------------------------------------------------------
@@ -202,9 +235,10 @@ class Backend:
     compress_block: Callable[[bytes], bytes]
     decompress_block: Callable[[bytes], bytes]
     crc32c: Callable[[bytes], int]
+    python_codec: bool = False  # the block codec is the pure-Python one above (compress spares it work)
 
 
-PURE = Backend("python", compress_block, decompress_block, crc32c)
+PURE = Backend("python", compress_block, decompress_block, crc32c, python_codec=True)
 
 
 def find_backend() -> Backend:
@@ -236,7 +270,7 @@ def find_backend() -> Backend:
             crc = google_crc32c.value
     if not name:
         return PURE
-    return Backend("+".join(name), compress, decompress, crc)
+    return Backend("+".join(name), compress, decompress, crc, python_codec=compress is compress_block)
 
 
 backend = find_backend()
@@ -263,15 +297,27 @@ def _frame(kind: int, body: bytes) -> bytes:
     return bytes((kind,)) + len(body).to_bytes(3, "little") + body
 
 
+def _incompressible(block: bytes) -> bool:
+    """Whether deflate at its fastest (zlib, compiled, in every Python) saves under 1/8 of the
+    block: snappy, which has no entropy coding, would save less, so the pure-Python compressor
+    (tens of times slower than zlib) need not try. Random bytes, JPEGs, anything compressed
+    already."""
+    return len(zlib.compress(block, 1)) >= len(block) - len(block) // 8
+
+
 def compress(data: bytes | memoryview, codec: Backend | None = None) -> bytes:
-    """The framing format, one chunk per 64 KiB; stored uncompressed when that is smaller."""
+    """The framing format, one chunk per 64 KiB; stored uncompressed when that is smaller (the
+    pure-Python compressor skips what deflate cannot shrink either)."""
     codec = codec or backend
     view = memoryview(data)
     parts = [STREAM_IDENTIFIER]
     for start in range(0, len(view), MAX_BLOCK):
         block = bytes(view[start:start + MAX_BLOCK])
         crc = struct.pack("<I", masked(codec.crc32c(block)))
-        packed = codec.compress_block(block)
+        if codec.python_codec and _incompressible(block):
+            packed = block
+        else:
+            packed = codec.compress_block(block)
         if len(packed) < len(block) - len(block) // 8:
             parts.append(_frame(0x00, crc + packed))
         else:

@@ -4,6 +4,7 @@ the compiled one (cramjam + google-crc32c, `paddlectl[fast]`) and the pure-Pytho
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import struct
@@ -187,3 +188,51 @@ def test_each_compiled_library_is_used_without_the_other(monkeypatch):
     only_crc = snappy.find_backend()
     assert only_crc.name == "google-crc32c" and only_crc.compress_block is snappy.compress_block
     assert snappy.decompress(snappy.compress(data, only_crc), codec=snappy.PURE) == data
+
+
+def test_the_pure_python_crc_32c_agrees_with_the_compiled_one_at_every_length():
+    google_crc32c = pytest.importorskip("google_crc32c")
+    for size in [*range(300), 65535, 65536, 65537, MiB + 3]:
+        data = os.urandom(size)
+        assert snappy.crc32c(data) == google_crc32c.value(data), size
+    first, second = os.urandom(1000), os.urandom(4097)
+    assert snappy.crc32c(second, snappy.crc32c(first)) == google_crc32c.value(first + second)
+
+
+def test_the_pure_python_crc_32c_takes_no_python_step_per_byte():
+    """The CRC of a block is folded with big-integer arithmetic: the lines of Python it runs do
+    not grow with the block (a table costs one loop turn per 8 bytes: 8192 for 64 KiB). The
+    first block of each size works out its powers of x once."""
+    def lines_run(data: bytes) -> int:
+        snappy.crc32c(data)
+        count = 0
+
+        def trace(frame, event, arg):  # noqa: ANN001, ANN202 (sys.settrace's signature)
+            nonlocal count
+            if event == "line":
+                count += 1
+            return trace
+        sys.settrace(trace)
+        try:
+            snappy.crc32c(data)
+        finally:
+            sys.settrace(None)
+        return count
+    small, large = lines_run(os.urandom(64)), lines_run(os.urandom(65536))
+    assert large < 2000 and large < small * 10, (small, large)
+
+
+def test_the_pure_python_writer_stores_what_deflate_cannot_shrink_without_trying(monkeypatch):
+    """Random bytes (images, compressed data) go into the file as snappy's uncompressed chunks
+    without the pure-Python compressor's pass over them; compressible blocks are compressed."""
+    calls: list[int] = []
+
+    def counted(block: bytes) -> bytes:
+        calls.append(len(block))
+        return snappy.compress_block(block)
+    pure = dataclasses.replace(snappy.PURE, compress_block=counted)
+    noise, words = os.urandom(200_000), b"recordio " * 20_000
+    framed = snappy.compress(noise + words, pure)
+    assert sum(calls) < len(words) + 65536  # the blocks of noise were not tried
+    assert snappy.decompress(framed, codec=snappy.PURE) == noise + words
+    assert len(framed) < len(noise) + len(words) // 4

@@ -151,7 +151,37 @@ def test_upload_then_download_round_trip(seed001_config, alice, tmp_path, settin
     assert res.code == 0, res.err
     assert (back / "data" / "train" / "train.txt-00000").read_bytes() == stored.read_bytes()
     assert paddle("upload", str(data)).code == 2
-    assert paddle("download", "./relative", str(back)).code == 2
+    assert paddle("download", str(back)).code == 2
+
+
+def test_upload_and_download_take_a_directory_in_the_home_as_input_does(seed001_config, alice, tmp_path, settings):
+    """`paddle upload a.csv /quickstart/input`: a destination outside /pfs is inside your home, as
+    seed 001 writes --input; downloads read paths the same way."""
+    (tmp_path / "a.csv").write_text("1,2\n")
+    res = paddle("upload", str(tmp_path / "a.csv"), "/quickstart/input")
+    assert res.code == 0, res.err
+    home = settings.PFS_ROOT / "local" / "home" / "alice"
+    assert (home / "quickstart" / "input" / "a.csv").read_text() == "1,2\n"
+    res = paddle("download", "/quickstart/input/a.csv", str(tmp_path / "back"))
+    assert res.code == 0, res.err
+    assert (tmp_path / "back" / "a.csv").read_text() == "1,2\n"
+    res = paddle("upload", str(tmp_path / "a.csv"), "../bob/input")
+    assert res.code == 2 and "'..' is not allowed" in res.err
+
+
+def test_a_flag_written_with_a_space_after_its_equals_sign_takes_the_next_word(seed001_config, roomy, tmp_path,
+                                                                              monkeypatch):
+    from jobs.models import Job
+
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "train.py").write_text("print(1)\n")
+    monkeypatch.chdir(tmp_path)
+    res = paddle("k8s", "job", "spaced", "--package-path=", "./demo", "--module=", "demo.train",
+                 "--trainer-count=", "2", "--input=", "/quickstart/input")
+    assert res.code == 0, res.err
+    job = Job.objects.get(name="spaced")
+    assert (job.entry, job.trainers, job.env["PADDLE_INPUT_DIR"]) == (
+        "python -m demo.train", 2, "/pfs/local/home/alice/quickstart/input")
 
 
 def test_mpi_answers_that_jobs_run_through_the_datacenters(seed001_config):
@@ -242,7 +272,8 @@ def test_k8s_job_runs_the_module_with_its_input_and_output(system, seed001_confi
     (demo / "train.py").write_text(DEMO_TRAIN)
     (demo / "helper.py").write_text("def shout(text):\n    return text.upper()\n")
     monkeypatch.chdir(tmp_path)
-    res = paddle("k8s", "job", "demo-job", "--package-path=./demo", "--module=demo.train", "--pserver-count=2",
+    # as seed 000 writes it: a space after `--package-path=`
+    res = paddle("k8s", "job", "demo-job", "--package-path=", "./demo", "--module=demo.train", "--pserver-count=2",
                  "--trainer-count=4", "--output=/pfs/local/home/alice/demo-output",
                  "--input=/pfs/local/home/alice/demo-input")
     assert res.code == 0, res.err

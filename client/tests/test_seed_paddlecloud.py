@@ -65,11 +65,14 @@ def test_seed_003_example_session_as_written(system, map_config, roomy, tmp_path
     (job_dir / "data" / "test" / "test.txt-00000").write_text("x\n")
     monkeypatch.chdir(tmp_path)
 
-    # upload training data to cloud (like cp -r, a new destination receives data's contents)
-    res = paddlecloud("pfs", "cp", "-r", "./job_word_emb/data", "/pfs/local/home/alice/job_word_emb")
+    # upload training data to cloud (like cp -r, a new destination receives data's contents); the
+    # paths name the config entry, datacenter1, which stands for the server's datacenter (local)
+    res = paddlecloud("pfs", "cp", "-r", "./job_word_emb/data", "/pfs/datacenter1/home/alice/job_word_emb")
     assert res.code == 0, res.err
     home = settings.PFS_ROOT / "local" / "home" / "alice"
     assert (home / "job_word_emb" / "train" / "train.txt-00000").read_text() == "b a c a\n"
+    res = paddlecloud("pfs", "ls", "-r", "/pfs/datacenter1/home/alice/job_word_emb", "-o", "name")
+    assert res.code == 0 and res.lines == ["test", "test/test.txt-00000", "train", "train/train.txt-00000"], res
     # submit a v1 paddle training job
     res = paddlecloud("submit", "./job_word_emb", "-p", "4", "-c", "2", "-m", "10Gi", "-t", "modules/train.py")
     assert res.code == 0, res.err
@@ -86,9 +89,25 @@ def test_seed_003_example_session_as_written(system, map_config, roomy, tmp_path
     assert res.code == 0, res.err
     assert {f"[trainer-{i}] trainer {i} read 4 words" for i in range(4)} <= set(res.lines)
     # download the output: a directory, without -r as the seed writes it
-    res = paddlecloud("pfs", "cp", "/pfs/local/home/alice/job_word_emb/output", "./output")
+    res = paddlecloud("pfs", "cp", "/pfs/datacenter1/home/alice/job_word_emb/output", "./output")
     assert res.code == 0, res.err
     assert (tmp_path / "output" / "model.txt").read_text() == "a b c"
+
+
+def test_pfs_paths_name_the_config_entry_or_the_servers_datacenter(map_config, alice, tmp_path, settings):
+    (tmp_path / "w.txt").write_text("w")
+    for dest in ("/pfs/datacenter1/home/alice/a.txt", "/pfs/local/home/alice/b.txt",
+                 "/pfs/datacenter1/user/alice/c.txt"):
+        res = paddlecloud("pfs", "cp", str(tmp_path / "w.txt"), dest)
+        assert res.code == 0, res.err
+    res = paddlecloud("pfs", "ls", "/pfs/datacenter1/home/alice", "-o", "name")
+    assert res.lines == ["a.txt", "b.txt", "c.txt"], res
+    assert paddlecloud("pfs", "rm", "/pfs/datacenter1/home/alice/a.txt").code == 0
+    assert sorted(p.name for p in (settings.PFS_ROOT / "local/home/alice").glob("*.txt")) == ["b.txt", "c.txt"]
+    # an entry whose `datacenter:` names the server's datacenter: its name maps the same way
+    write_config(map_config, map_config.read_text().replace("datacenter1:", "mine:") + "  datacenter: local\n")
+    res = paddlecloud("pfs", "ls", "/pfs/mine/home/alice", "-o", "name")
+    assert res.code == 0 and res.lines == ["b.txt", "c.txt"], res.err
 
 
 def test_jobs_lists_running_ones_unless_all_and_logs_needs_a_job(map_config, alice):

@@ -80,10 +80,13 @@ def pserver_list(jobs: list[Job]) -> dict:
     return {"api_version": "apps/v1", "kind": "ReplicaSetList", "items": items, "metadata": {}}
 
 
-def _container_state(r: Replica) -> dict:
+def _container_state(r: Replica, job: Job) -> dict:
     none = {"running": None, "terminated": None, "waiting": None}
     if r.state == ReplicaState.PENDING:
-        return {**none, "waiting": {"reason": r.reason or "Pending", "message": r.message or None}}
+        # A worker waits on its job (Queued, Building, Starting) or, in a running job, to start
+        # again; Kubernetes calls the latter ContainerCreating.
+        why = r.reason or (job.state if job.state != JobState.RUNNING else "ContainerCreating")
+        return {**none, "waiting": {"reason": why, "message": r.message or job.message or None}}
     if r.state == ReplicaState.RUNNING:
         return {**none, "running": {"started_at": timestamp(r.started)}}
     return {**none, "terminated": {"exit_code": r.exit_code if r.exit_code is not None else -1,
@@ -91,12 +94,13 @@ def _container_state(r: Replica) -> dict:
                                    "started_at": timestamp(r.started), "finished_at": timestamp(r.finished)}}
 
 
-def pod_list(job: Job, pod_name) -> dict:
-    """A v1 PodList of the job's workers; `container_statuses` is always a list."""
+def pod_list(job: Job | None, pod_name) -> dict:
+    """A v1 PodList of the job's workers (none for no job). The client reads
+    `container_statuses[0]` of every pod, so each has one: a worker that has not started yet
+    (its job queued, building or starting) is waiting, with the reason."""
     items = []
-    for r in job.replicas.all():
+    for r in job.replicas.all() if job is not None else ():
         phase = _PHASE.get(r.state) or ("Succeeded" if r.exit_code == 0 else "Failed")
-        started = r.state != ReplicaState.PENDING or r.started is not None
         items.append({
             "api_version": "v1", "kind": "Pod",
             "metadata": {"name": pod_name(r, job), "labels": {"paddle-job": job.name, "paddle-role": r.role}},
@@ -105,7 +109,7 @@ def pod_list(job: Job, pod_name) -> dict:
                        "container_statuses": [{
                            "name": r.role, "ready": r.state == ReplicaState.RUNNING,
                            "restart_count": r.restarts, "image": job.image or None,
-                           "state": _container_state(r)}] if started else []},
+                           "state": _container_state(r, job)}]},
         })
     return {"api_version": "v1", "kind": "PodList", "items": items, "metadata": {}}
 

@@ -64,7 +64,7 @@ class OldClient:
     def download_chunk(self, path: str, offset: int, chunksize: int) -> tuple[str, bytes]:
         """(the part's filename, its bytes) of one chunk, parsed as the client parses it."""
         r = self.send("GET", "/api/v1/pfs/storage/chunks",
-                      params={"path": path, "offset": offset, "chunksize": chunksize})
+                      params={"chunksize": chunksize, "offset": offset, "path": path})
         assert r.status_code == 200, r.text
         assert r.headers["content-type"] == f"multipart/form-data; boundary={BOUNDARY}"
         head, rest = r.content.split(b"\r\n\r\n", 1)

@@ -1,7 +1,8 @@
 """Recorded request/response pairs of the compiled paddlectl client (protocol-v1.md), as data:
 what it sends (method, path, body) and what it needs back (status line and JSON shape). In a
 shape, a type matches any value of that type, `NULLABLE(t)` also None, `NONEMPTY` a non-empty
-string, a one-element list every element of a list, and a dict the keys it names."""
+string, a one-element list every element of a list (`AT_LEAST_ONE(x)`: and there is one), and a
+dict the keys it names."""
 
 from __future__ import annotations
 
@@ -14,12 +15,22 @@ class NULLABLE:
     type: Any
 
 
+@dataclass(frozen=True)
+class AT_LEAST_ONE:
+    """A list with at least one element, each matching `item`."""
+
+    item: Any
+
+
 NONEMPTY = object()
 
 
 def check_shape(value, shape, where: str = "") -> None:
     if shape is NONEMPTY:
         assert isinstance(value, str) and value, f"{where}: expected a non-empty string, got {value!r}"
+    elif isinstance(shape, AT_LEAST_ONE):
+        assert isinstance(value, list) and value, f"{where}: expected a non-empty list, got {value!r}"
+        check_shape(value, [shape.item], where)
     elif isinstance(shape, NULLABLE):
         if value is not None:
             check_shape(value, shape.type, where)
@@ -103,20 +114,23 @@ GET_JOBS = Exchange("GET", "/api/v1/jobs/", {"items": [{
     "metadata": {"name": str}, "spec": {"parallelism": int},
     "status": {"succeeded": NULLABLE(int), "failed": NULLABLE(int), "active": NULLABLE(int),
                "start_time": TIME, "completion_time": TIME}}], "terminating": [str]})
-# `paddlectl get workers {job}`
+# `paddlectl get workers {job}`: the client reads container_statuses[0] of every pod, and
+# `items` of every answer (an unknown job has none)
+CONTAINER_STATE = {"waiting": NULLABLE({"reason": str}), "running": NULLABLE(dict),
+                   "terminated": NULLABLE({"exit_code": int, "message": NULLABLE(str)})}
 GET_WORKERS = Exchange("GET", "/api/v1/workers/", {"items": [{
-    "metadata": {"name": str}, "status": {"phase": str, "start_time": TIME, "container_statuses": list}}]},
+    "metadata": {"name": str}, "status": {"phase": str, "start_time": TIME,
+                                          "container_statuses": AT_LEAST_ONE({"state": CONTAINER_STATE})}}]},
     params={"jobname": "{job}"})
-GET_WORKERS_REFUSED = Exchange("GET", "/api/v1/workers/", REFUSED, params={"jobname": "{job}"})
+GET_WORKERS_NONE = Exchange("GET", "/api/v1/workers/", {"kind": "PodList", "items": []}, params={"jobname": "{job}"})
 # `paddlectl get quota`
 QUOTA_VALUES = {"requests.cpu": str, "requests.memory": str, "alpha.kubernetes.io/nvidia-gpu": str, "pods": str}
 GET_QUOTA = Exchange("GET", "/api/v1/quota/", {"items": [{"status": {"hard": QUOTA_VALUES, "used": QUOTA_VALUES}}]})
 # `paddlectl logs {job}`: no trailing slash
 LOGS = Exchange("GET", "/api/v1/logs", {"code": 200, "msg": NONEMPTY}, params={"jobname": "{job}", "n": "10", "w": ""})
 LOGS_REFUSED = Exchange("GET", "/api/v1/logs", REFUSED, params={"jobname": "{job}", "n": "10", "w": ""})
-# `paddlectl kill [-rm] {job}`
+# `paddlectl kill [-rm] {job}`: the client sends only the name, with or without -rm
 KILL = Exchange("DELETE", "/api/v1/jobs/", OK, json={"jobname": "{job}"})
-KILL_RM = Exchange("DELETE", "/api/v1/jobs/", OK, json={"jobname": "{job}", "rm": True})
 KILL_REFUSED = Exchange("DELETE", "/api/v1/jobs/", REFUSED, json={"jobname": "{job}"})
 
 # `paddlectl registry -name {reg} ...`, `get registry`, `delete registry`
@@ -142,6 +156,10 @@ MKDIR = Exchange("POST", "/api/v1/pfs/files", {"err": "", "results": [ENTRY]},
                  json={"method": "mkdir", "path": ["{path}"]})
 RM = Exchange("DELETE", "/api/v1/pfs/files", {"err": "", "results": list},
               json={"method": "rm", "r": True, "path": ["{path}"]})
+RM_FILES = Exchange("DELETE", "/api/v1/pfs/files", {"err": "", "results": [{"Path": str}]},
+                    json={"method": "rm", "r": False, "path": ["{path}"]})
+TOUCH_REFUSED = Exchange("POST", "/api/v1/pfs/files", PFS_REFUSED,
+                         json={"method": "touch", "filesize": "{size}", "path": "{path}"})
 CHUNK_META = Exchange("GET", "/api/v1/pfs/chunks",
                       {"err": "", "results": {"offset": int, "checksum": str, "len": int}},
                       params={"method": "GetChunkMeta", "path": "{path}", "offset": "{offset}",

@@ -40,3 +40,11 @@ def test_a_submitted_job_runs_and_its_workers_and_logs_read_back(system, old_cli
     for tid in (0, 1):
         assert f"====fit-trainer-{tid}====\n" + "".join(f"trainer {tid} pass {i}\n" for i in range(3)) in text
     assert job.state == JobState.SUCCEEDED
+
+    # the client's `kill` of the ended job removes it (it never sends -rm), and frees its name
+    c.replay(rec.KILL, job="fit")
+    assert c.replay(rec.GET_JOBS).json()["items"] == []
+    wait_for(lambda: not Job.objects.filter(name="fit").exists(), 60, what="the killed job's removal")
+    c.send("POST", "/api/v1/file/", params={"path": f"{A}/jobs/fit/train.py"}, files={"file": ("train.py", TRAIN)})
+    c.replay(rec.SUBMIT, job="fit", package="./fit", dc="local")
+    assert Job.objects.get(name="fit").pk != job.pk  # a new job under the old name

@@ -1,9 +1,13 @@
 """Every seed-004 paddlectl command, replayed as the compiled client sends it (recorded.py),
 against the real server: submit of a local package, get jobs|workers|quota|registry, logs,
-kill [-rm], registry, delete registry, file, cp both ways (chunked, md5), ls, mkdir, rm."""
+kill [-rm], registry, delete registry, file, cp both ways (chunked, md5), ls, mkdir, rm.
+The v1 chunk upload's own cases (streamed, odd bodies) are in test_chunk_upload.py."""
 
 import hashlib
 import os
+from urllib.parse import quote
+
+import pytest
 
 from accounts.models import Registry
 from jobs.live import logstore
@@ -44,7 +48,6 @@ def test_submit_of_a_local_package_then_get_logs_and_kill(old_client, alice):
     workers = c.replay(rec.GET_WORKERS, job="my-job").json()["items"]
     assert sorted(w["metadata"]["name"] for w in workers) == [
         "my-job-pserver-0", "my-job-trainer-0", "my-job-trainer-1"]
-    assert all(w["status"]["container_statuses"] == [] for w in workers)  # never null
 
     trainer = job.replicas.get(role="trainer", index=0)
     logstore.append(trainer, b"".join(b"line %d\n" % i for i in range(30)))
@@ -57,10 +60,44 @@ def test_submit_of_a_local_package_then_get_logs_and_kill(old_client, alice):
 
     c.replay(rec.KILL, job="my-job")
     assert Job.objects.get(pk=job.pk).state == JobState.KILLED
-    c.replay(rec.KILL_REFUSED, job="my-job")  # already ended: said so
-    c.replay(rec.KILL_RM, job="my-job")
+    assert [i["metadata"]["name"] for i in c.replay(rec.GET_JOBS).json()["items"]] == ["my-job-trainer"]
+
+
+def test_workers_of_a_job_not_started_yet_each_carry_a_waiting_container(old_client, alice):
+    """The client reads container_statuses[0] of every pod: while the job is queued, building or
+    starting, each worker has one, waiting, with the job's state as the reason."""
+    c = old_client(alice)
+    c.send("POST", "/api/v1/file/", params={"path": f"{A}/jobs/waits/train.py"}, files={"file": ("t", b"")})
+    c.replay(rec.SUBMIT, job="waits", package="./waits", dc="local")
+    for state in (JobState.QUEUED, JobState.BUILDING, JobState.STARTING):
+        Job.objects.filter(name="waits").update(state=state)
+        workers = c.replay(rec.GET_WORKERS, job="waits").json()["items"]
+        assert len(workers) == 3
+        for w in workers:
+            status = w["status"]
+            assert status["phase"] == "Pending" and status["start_time"] is None
+            assert status["container_statuses"][0]["state"]["waiting"]["reason"] == state
+            assert status["container_statuses"][0]["state"]["terminated"] is None
+
+
+def test_workers_of_an_unknown_job_are_an_empty_pod_list(old_client, alice):
+    c = old_client(alice)
+    for name in ("no-such-job", "", "bad\x00name"):
+        assert c.replay(rec.GET_WORKERS_NONE, job=name).json()["items"] == []
+
+
+def test_kill_of_an_ended_job_removes_it_from_get_jobs(old_client, alice):
+    """The client never sends -rm: a kill of a job that has ended removes it, as the original
+    server did."""
+    c = old_client(alice)
+    c.send("POST", "/api/v1/file/", params={"path": f"{A}/jobs/done/train.py"}, files={"file": ("t", b"")})
+    c.replay(rec.SUBMIT, job="done", package="./done", dc="local")
+    Job.objects.filter(name="done").update(state=JobState.SUCCEEDED)
+    c.replay(rec.KILL, job="done")
     assert c.replay(rec.GET_JOBS).json()["items"] == []
-    c.replay(rec.GET_WORKERS_REFUSED, job="my-job")
+    assert c.replay(rec.GET_WORKERS_NONE, job="done").json()["items"] == []
+    assert Job.objects.get(name="done").deleting  # its files and logs go in the background
+    assert "no job named" in c.replay(rec.KILL_REFUSED, job="done").json()["msg"]
 
 
 def test_seed003_spelling_and_a_package_already_in_pfs(old_client, alice):
@@ -194,3 +231,68 @@ def test_ls_mkdir_rm(old_client, alice):
     missing = c.replay(rec.Exchange("GET", "/api/v1/pfs/files", rec.PFS_REFUSED,
                                     params={"method": "ls", "r": "false", "arg": f"{A}/nothing*"}))
     assert "no such file or directory" in missing.json()["err"]
+
+
+def cp_down(c, src: str) -> bytes:
+    """The client's download: stat the source, then for each chunk its GetChunkMeta and a GET of
+    `len` bytes (what remains, for the last one), parameters in the client's order."""
+    size = c.replay(rec.STAT, path=src).json()["results"]["Size"]
+    got = bytearray(size)  # the client pre-sizes the local file
+    for offset in range(0, size, CHUNK):
+        meta = c.replay(rec.CHUNK_META, path=src, offset=offset, chunksize=CHUNK).json()["results"]
+        filename, piece = c.download_chunk(src, offset, meta["len"])
+        assert filename == f"chunksize={meta['len']}&offset={offset}&path={quote(src, safe='')}"
+        assert hashlib.md5(piece).hexdigest() == meta["checksum"]
+        got[offset:offset + len(piece)] = piece
+    return bytes(got)
+
+
+@pytest.mark.parametrize("size", [1, 2, 4095, CHUNK + 3])
+def test_cp_down_of_a_short_last_chunk(old_client, alice, size):
+    c = old_client(alice)
+    data = os.urandom(size)
+    dest = f"{A}/short/a.txt"
+    c.replay(rec.TOUCH, size=size, path=dest)
+    assert cp_up(c, data, dest) == -(-size // CHUNK)
+    assert cp_down(c, dest) == data
+
+
+def test_rm_globs_each_path_as_ls_does(old_client, alice, settings):
+    c = old_client(alice)
+    for name in ("a.txt", "b.txt", "keep.csv"):
+        c.send("POST", "/api/v1/file/", params={"path": f"{A}/ft2/{name}"}, files={"file": (name, b"x")})
+    removed = c.replay(rec.RM_FILES, path=f"{A}/ft2/*.txt").json()["results"]
+    assert sorted(r["Path"] for r in removed) == [f"{A}/ft2/a.txt", f"{A}/ft2/b.txt"]
+    assert sorted(p.name for p in (settings.PFS_ROOT / "local/home/alice/ft2").iterdir()) == ["keep.csv"]
+    missing = c.replay(rec.Exchange("DELETE", "/api/v1/pfs/files", rec.PFS_REFUSED,
+                                    json={"method": "rm", "r": False, "path": [f"{A}/ft2/*.txt"]}))
+    assert "no such file or directory" in missing.json()["err"]
+
+
+def test_cp_into_a_missing_directory_makes_no_file_named_like_it(old_client, alice, settings):
+    """`cp f /pfs/.../newdir/`: the client stats the destination (missing), then touches it."""
+    c = old_client(alice)
+    c.replay(rec.MKDIR, path=f"{A}/d")
+    c.replay(rec.STAT_MISSING, path=f"{A}/d/newdir/")
+    assert "ends in '/'" in c.replay(rec.TOUCH_REFUSED, size=5, path=f"{A}/d/newdir/").json()["err"]
+    assert list((settings.PFS_ROOT / "local/home/alice/d").iterdir()) == []
+
+
+def test_a_new_files_chunks_read_as_zeros_until_written(old_client, alice, monkeypatch):
+    """GetChunkMeta of a file `touch` just made (all hole) is the md5 of zeros, the last chunk's
+    of its own length, found without reading the file; once written, of its bytes."""
+    from pfs import chunks
+
+    c = old_client(alice)
+    dest = f"{A}/holes.bin"
+    c.replay(rec.TOUCH, size=CHUNK + 100, path=dest)
+    with monkeypatch.context() as m:  # the server runs in this process
+        m.setattr(chunks, "FileSpan", None)
+        metas = [c.replay(rec.CHUNK_META, path=dest, offset=o, chunksize=CHUNK).json()["results"]
+                 for o in (0, CHUNK)]
+    assert [(m["len"], m["checksum"]) for m in metas] == [
+        (CHUNK, hashlib.md5(bytes(CHUNK)).hexdigest()), (100, hashlib.md5(bytes(100)).hexdigest())]
+    piece = os.urandom(100)
+    assert c.upload_chunk(dest, CHUNK, piece, 100).json()["err"] == ""
+    meta = c.replay(rec.CHUNK_META, path=dest, offset=CHUNK, chunksize=CHUNK).json()["results"]
+    assert meta["checksum"] == hashlib.md5(piece).hexdigest()

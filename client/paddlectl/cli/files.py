@@ -10,7 +10,6 @@ from typing import Any
 
 from ..errors import PaddlectlError
 from ..pfs import is_remote, join
-from ..pfs_paths import home_form
 from . import output
 from .base import Context, UsageError, command
 from .progress import transfer_progress
@@ -76,6 +75,8 @@ def cp(ctx: Context, args: argparse.Namespace) -> int:
     storage = ctx.client.storage if any(is_remote(p) for p in args.paths) else None
     if storage is None:
         raise UsageError("one side must be a PFS path (/pfs/<datacenter>/home/<you>/...)")
+    sources = [_remote(ctx, p) if is_remote(p) else p for p in sources]
+    dest = _remote(ctx, dest) if is_remote(dest) else dest
     if is_remote(dest):
         dest_is_dir = dest.endswith("/") or storage.is_dir(dest) or len(sources) > 1
         if len(sources) > 1 and not storage.exists(dest):
@@ -100,23 +101,37 @@ def cp(ctx: Context, args: argparse.Namespace) -> int:
 # --- ls / mkdir / rm / mv -------------------------------------------------------------------
 def _ls_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", metavar="<remote dir>", help="default: your home")
+    p.add_argument("-r", "-R", "--recursive", dest="recursive", action="store_true",
+                   help="also what is below each directory (NAME is the path inside the one listed)")
 
 
-@command("ls", "List files on PaddlePaddle Cloud", group="pfs", setup=_ls_setup, usage="paddlectl ls [<remote dir>]")
+@command("ls", "List files on PaddlePaddle Cloud", group="pfs", setup=_ls_setup,
+         usage="paddlectl ls [-r] [<remote dir>]")
 def ls(ctx: Context, args: argparse.Namespace) -> int:
     storage = ctx.client.storage
-    paths = args.paths or [ctx.client.home()]
+    paths = [_remote(ctx, p) for p in args.paths] or [ctx.client.home()]
     entries: list[dict[str, Any]] = []
     for path in paths:
-        _require_remote(path)
-        entries.extend(storage.ls(path))
+        entries.extend(_tree(storage, path, "") if args.recursive else storage.ls(path))
     output.emit(entries, ctx.output, LS_COLUMNS, LS_WIDE)
     return 0
 
 
-def _require_remote(path: str) -> None:
+def _tree(storage: Any, path: str, prefix: str) -> list[dict[str, Any]]:
+    """Every entry below directory `path`, depth first, named by its path inside the one listed."""
+    out = []
+    for entry in storage.ls(path):
+        out.append({**entry, "name": prefix + entry["name"]})
+        if entry.get("type") == "dir":
+            out.extend(_tree(storage, entry["path"], f"{prefix}{entry['name']}/"))
+    return out
+
+
+def _remote(ctx: Context, path: str) -> str:
+    """A PFS path the user typed, as the server names it (Client.pfs_path)."""
     if not is_remote(path):
         raise UsageError(f"{path}: not a PFS path (it must start with /pfs/<datacenter>/...)")
+    return str(ctx.client.pfs_path(path))
 
 
 def _mkdir_setup(p: argparse.ArgumentParser) -> None:
@@ -128,8 +143,7 @@ def _mkdir_setup(p: argparse.ArgumentParser) -> None:
          usage="paddlectl mkdir <remote dir> ...")
 def mkdir(ctx: Context, args: argparse.Namespace) -> int:
     for path in args.paths:
-        _require_remote(path)
-        entry = ctx.client.storage.mkdir(path)
+        entry = ctx.client.storage.mkdir(_remote(ctx, path))
         print(f"created {entry['path']}")
     return 0
 
@@ -142,8 +156,7 @@ def _rm_setup(p: argparse.ArgumentParser) -> None:
 @command("rm", "rm files on PaddlePaddle Cloud", group="pfs", setup=_rm_setup, usage="paddlectl rm [-r] <remote> ...")
 def rm(ctx: Context, args: argparse.Namespace) -> int:
     for path in args.paths:
-        _require_remote(path)
-        ctx.client.storage.rm(path, recursive=args.recursive)
+        ctx.client.storage.rm(_remote(ctx, path), recursive=args.recursive)
         print(f"removed {path}")
     return 0
 
@@ -157,9 +170,7 @@ def _mv_setup(p: argparse.ArgumentParser) -> None:
 @command("mv", "move or rename files on PaddlePaddle Cloud", group="pfs", setup=_mv_setup,
          usage="paddlectl mv [-f] <remote src> <remote dest>")
 def mv(ctx: Context, args: argparse.Namespace) -> int:
-    _require_remote(args.src)
-    _require_remote(args.dest)
-    entry = ctx.client.storage.mv(args.src, args.dest, overwrite=args.force)
+    entry = ctx.client.storage.mv(_remote(ctx, args.src), _remote(ctx, args.dest), overwrite=args.force)
     print(f"{args.src} -> {entry['path']}")
     return 0
 
@@ -191,7 +202,7 @@ def file(ctx: Context, args: argparse.Namespace) -> int:
     """`src/` uploads what is inside src into dest; `src` uploads the directory src into dest."""
     path = check_file_src(args.src)
     home = ctx.client.home()
-    dest = home_form(args.dest.rstrip("/"))
+    dest = ctx.client.pfs_path(args.dest.rstrip("/"))
     if dest != home and not dest.startswith(home + "/"):
         raise UsageError(f"{args.dest}: dest must be in your home, {home}/...")
     storage = ctx.client.storage

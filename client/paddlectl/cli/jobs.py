@@ -141,8 +141,9 @@ def io_env(client: Any, input_dir: str | None, output_dir: str | None) -> dict[s
 
 
 def home_path(client: Any, path: str) -> str:
+    """A PFS directory as seeds 000/001 give one: a /pfs path, or a path inside your home."""
     try:
-        return in_home(client.home(), path)
+        return str(client.pfs_path(in_home(client.home(), path)))
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -219,7 +220,7 @@ def _submit_from(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
     if args.package:
         if not args.package.startswith("/pfs/"):
             raise UsageError("with -from the package is a /pfs/... path already in your storage")
-        changes["package"] = args.package.rstrip("/")
+        changes["package"] = ctx.client.pfs_path(args.package).rstrip("/")
     env = {**io_env(ctx.client, args.input, args.output_dir), **env_pairs(args.env)}
     if args.topology:
         env.setdefault("TOPOLOGY", args.topology)

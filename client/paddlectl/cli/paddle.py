@@ -28,7 +28,7 @@ from ..errors import NotFound, PaddlectlError
 from ..job import PaddleJob, suggest_job_name
 from . import output
 from .base import EXIT_ERROR, EXIT_USAGE, FORMAT_CHOICES, Context, Parser, UsageError
-from .jobs import JOB_COLUMNS, JOB_WIDE, WORKER_COLUMNS, WORKER_WIDE, env_pairs, get_job, io_env
+from .jobs import JOB_COLUMNS, JOB_WIDE, WORKER_COLUMNS, WORKER_WIDE, env_pairs, get_job, home_path, io_env
 from .main import main as paddlectl_main
 from .progress import transfer_progress
 
@@ -132,9 +132,10 @@ COMMANDS: dict[str, tuple[str, Any, str]] = {
     "status": ("status of a job and its processes", _status_setup, "paddle status <job-name>"),
     "version": ("client, server and PaddlePaddle versions", lambda p: None, "paddle version"),
     "upload": ("upload training data into a PFS directory", _transfer_setup("<local>", "<pfs dir>"),
-               "paddle upload <local file or dir> ... /pfs/<dc>/home/<you>/<dir>"),
+               "paddle upload <local file or dir> ... <pfs dir>   (/pfs/<dc>/home/<you>/<dir>, or <dir> in your home)"),
     "download": ("download data from PFS into a local directory", _transfer_setup("<pfs path>", "<local dir>"),
-                 "paddle download /pfs/<dc>/home/<you>/<path> ... <local dir>"),
+                 "paddle download <pfs path> ... <local dir>   (/pfs/<dc>/home/<you>/<path>, or <path> in your "
+                 "home)"),
 }
 
 
@@ -192,17 +193,25 @@ def _command_word(argv: list[str]) -> str | None:
     return None
 
 
-def _colon_flags(argv: list[str]) -> list[str]:
-    """Seed 001 writes `--base-image:<paddle-image>`: read `--flag:value` as `--flag=value`."""
-    out = []
+def _seed_spellings(argv: list[str]) -> list[str]:
+    """The seeds' flag spellings as argparse reads them: seed 001's `--base-image:<paddle-image>`
+    is `--base-image=<paddle-image>`, and seed 000's `--package-path= ./demo` (a space after
+    the `=`) gives the next word as the value."""
+    out: list[str] = []
     for arg in argv:
         head, sep, _ = arg.partition(":")
-        out.append(arg.replace(":", "=", 1) if sep and head.startswith("--") and "=" not in head else arg)
+        if sep and head.startswith("--") and "=" not in head:
+            arg = arg.replace(":", "=", 1)
+        if out and out[-1].startswith("--") and out[-1].endswith("=") and out[-1].count("=") == 1 \
+                and not arg.startswith("-"):
+            out[-1] += arg
+        else:
+            out.append(arg)
     return out
 
 
 def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
-    argv = _colon_flags(list(sys.argv[1:] if argv is None else argv))
+    argv = _seed_spellings(list(sys.argv[1:] if argv is None else argv))
     word = _command_word(argv)
     if word == "mpi":
         print(MPI_MESSAGE, file=sys.stderr)
@@ -353,27 +362,30 @@ def version(ctx: Context, args: argparse.Namespace) -> int:
     return 0 if info["server"] else EXIT_ERROR
 
 
-def _transfer(ctx: Context, args: argparse.Namespace, sep: str) -> int:
+def _transfer(ctx: Context, sources: list[str], dest: str, sep: str) -> int:
     """`cp -r` into the destination as a directory, made if missing."""
     from .files import cp
 
-    *sources, dest = args.paths
     return cp(ctx, argparse.Namespace(paths=[*sources, dest.rstrip(sep) + sep], recursive=True))
 
 
 def upload(ctx: Context, args: argparse.Namespace) -> int:
-    *_, dest = args.paths
-    if len(args.paths) < 2 or not dest.startswith("/pfs/"):
-        raise UsageError("paddle upload <local file or dir> ... /pfs/<datacenter>/home/<you>/<dir>")
-    return _transfer(ctx, args, "/")
+    """The destination is a PFS directory as --input takes one: a /pfs path, or a path inside
+    your home (`paddle upload a.csv /quickstart/input`)."""
+    *sources, dest = args.paths
+    if not sources:
+        raise UsageError("paddle upload <local file or dir> ... <pfs dir: /pfs/... or inside your home>")
+    return _transfer(ctx, sources, home_path(ctx.client, dest), "/")
 
 
 def download(ctx: Context, args: argparse.Namespace) -> int:
-    *sources, _ = args.paths
-    if len(args.paths) < 2 or not all(s.startswith("/pfs/") for s in sources):
-        raise UsageError("paddle download /pfs/<datacenter>/home/<you>/<path> ... <local dir>")
+    """Each source is a PFS path, /pfs/... or inside your home, as upload takes them."""
+    *sources, dest = args.paths
+    if not sources:
+        raise UsageError("paddle download <pfs path: /pfs/... or inside your home> ... <local dir>")
+    remote = [home_path(ctx.client, s) for s in sources]
     try:
-        return _transfer(ctx, args, os.sep)
+        return _transfer(ctx, remote, dest, os.sep)
     except NotFound as e:
         raise NotFound(404, None, f"{' '.join(sources)}: not found ({e})") from None
 
