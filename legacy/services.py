@@ -119,13 +119,11 @@ def own_job(user: User, name: object) -> Job:
     return job
 
 
-def kill(user: User, name: object, *, remove: bool) -> None:
-    """`paddlectl kill J` stops the job; a kill of a job that has ended removes it from
-    history, freeing its name, as `-rm` does (the compiled client never sends `-rm`, and the
-    original server deleted a job whatever its state)."""
-    job = own_job(user, name)
-    if remove or not jobs.kill_job(job):
-        jobs.delete_job(job)
+def kill(user: User, name: object) -> None:
+    """`paddlectl kill J` removes the job whatever its state, as the original server did (it
+    deleted the job's objects): a running one is stopped first, and its name is free at once.
+    The compiled client never sends `-rm`; with or without it the answer is the same."""
+    jobs.delete_job(own_job(user, name))
 
 
 def pod_name(replica: Replica, job: Job) -> str:

@@ -118,7 +118,7 @@ def jobs_view(request, user):
     if request.method == "POST":
         jobs.submit_job(user, services.submission(user, body))
     else:
-        services.kill(user, body.get("jobname"), remove=bool(body.get("rm")))
+        services.kill(user, body.get("jobname"))
     return _msg(200, "")
 
 
