@@ -107,11 +107,17 @@ def copy(base, token, i):
     return r.status_code, r.text
 
 
+_one_login_at_a_time = threading.Lock()
+
+
 def logged_in(base) -> requests.Session:
+    """A session of alice's. The logins go one after another (the login gate answers a burst of
+    one account's password checks with 429: accounts/login_gate.py); the writes race."""
     s = requests.Session()
     s.get(f"{base}/login/", timeout=60)
-    r = s.post(f"{base}/login/", data={"username": "alice", "password": "password",
-                                       "csrfmiddlewaretoken": s.cookies["csrftoken"]}, timeout=60)
+    with _one_login_at_a_time:
+        r = s.post(f"{base}/login/", data={"username": "alice", "password": "password",
+                                           "csrfmiddlewaretoken": s.cookies["csrftoken"]}, timeout=60)
     assert r.status_code == 200 and r.url.endswith("/jobs/"), r.url
     return s
 
