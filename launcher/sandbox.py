@@ -20,6 +20,7 @@ the keeper to bwrap (each passes them on), so the options can name them.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -168,8 +169,10 @@ def local_paths(values: list[str]) -> list[str]:
     return found
 
 
+@functools.cache
 def probe(rootless: bool) -> str | None:
-    """None when the sandbox works on this machine, else why not and the fix."""
+    """None when the sandbox works on this machine, else why not and the fix (tried once per
+    launcher: every launch asks, and a start of bwrap costs tens of milliseconds)."""
     missing = [tool for tool in ("bwrap", "nsenter", "ip", "unshare") if not shutil.which(tool)]
     if not rootless and not os.access(SETPRIV, os.X_OK):
         missing.append("setpriv")
