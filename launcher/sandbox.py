@@ -190,5 +190,8 @@ def probe(rootless: bool) -> str | None:
         os.close(args)
         os.close(filt)
     if done.returncode:
-        return f"bwrap does not work here: {done.stderr.strip()[-500:]}; check `bwrap --version` and {INSTALL_HINT}"
+        hint = ("run as a normal user, jobs need unprivileged user namespaces: allow them (sysctl "
+                "kernel.unprivileged_userns_clone=1, or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0) or "
+                "start the service as root" if rootless else f"check `bwrap --version` and {INSTALL_HINT}")
+        return f"bwrap does not work here: {done.stderr.strip()[-500:]}; {hint}"
     return None
