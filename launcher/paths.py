@@ -12,7 +12,7 @@ class Refused(Exception):
     """A request the launcher will not carry out; the message goes back to the caller."""
 
 
-NAME = re.compile(r"[A-Za-z0-9._@+-]{1,255}")
+NAME = re.compile(r"[\w.@+-]{1,150}")  # a Django username: letters, digits and @.+-_ (never : or a newline)
 
 
 def parts_below(root: str, path: object) -> tuple[str, ...]:

@@ -150,3 +150,12 @@ def test_a_range_holding_a_host_account_or_held_by_another_instance_does_not_sta
         first.stop()
     again = Launcher(tmp_path / "again", "--job-uids", "300500-301999").wait_ready()  # the range is free again
     again.stop()
+
+
+def test_a_username_is_what_django_allows_and_nothing_that_could_break_the_sandboxs_passwd(launcher):
+    from launcher.paths import NAME
+
+    for name in ("alice", "alice_b", "a.b+c@d-e", "josé"):
+        assert NAME.fullmatch(name), name
+    for name in ("root:x:0:0", "alice\nroot", "", "a" * 151, "a/b"):
+        assert not NAME.fullmatch(name), name
