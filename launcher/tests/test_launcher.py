@@ -152,7 +152,7 @@ def test_a_range_holding_a_host_account_or_held_by_another_instance_does_not_sta
     again.stop()
 
 
-def test_a_username_is_what_django_allows_and_nothing_that_could_break_the_sandboxs_passwd(launcher):
+def test_a_username_is_what_django_allows_and_nothing_that_could_break_the_sandboxs_passwd():
     from launcher.paths import NAME
 
     for name in ("alice", "alice_b", "a.b+c@d-e", "josé"):
