@@ -16,7 +16,7 @@ from django.utils.http import content_disposition_header
 
 from pfs.transfer import FileSpan, SpanResponse
 
-from . import services
+from . import logs, services
 from .live import logstore, metrics
 from .models import JobState, ReplicaState
 
@@ -126,11 +126,14 @@ def compare_with(user: User, job: Job, names: list[str]) -> tuple[list[Job], str
     return [found[n] for n in wanted], ""
 
 
-def default_log_replica(replicas: Iterable[Replica]) -> Replica | None:
-    """The log tab to open first: trainer-0, whose output is the training's, else the first replica."""
+def default_log(job: Job, replicas: Iterable[Replica]) -> str:
+    """The log tab to open first: the build's while the job builds (or waits to), else
+    trainer-0, whose output is the training's, else the first replica."""
     replicas = list(replicas)
+    if job.state in (JobState.QUEUED, JobState.BUILDING) or not replicas:
+        return logs.BUILD
     trainers = [r for r in replicas if r.role == "trainer"]
-    return min(trainers, key=lambda r: r.index) if trainers else (replicas[0] if replicas else None)
+    return (min(trainers, key=lambda r: r.index) if trainers else replicas[0]).name
 
 
 def duration(value: timedelta | None) -> str:
@@ -147,7 +150,7 @@ def duration(value: timedelta | None) -> str:
     return f"{seconds}s"
 
 
-def log_download(replica: Replica, filename: str) -> HttpResponseBase:
+def log_download(replica: logstore.LogSource, filename: str) -> HttpResponseBase:
     """The replica's whole log as it is now, streamed (zero-copy where the server offers it)."""
     try:
         fd = os.open(logstore.path(replica), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)

@@ -3,7 +3,6 @@ these; none of them holds job logic of its own."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,8 +18,7 @@ from pfs import packages
 from pfs.paths import PathError, home
 from quotas.services import lock_admissions
 
-from . import spec
-from .lifecycle import retention
+from . import logs, spec
 from .live import logstore
 from .models import ACTIVE_STATES, ADMITTED_STATES, REPLICA_DONE, Job, JobEvent, JobState, Replica, ReplicaState
 from .state.attempts import new_attempt
@@ -216,11 +214,4 @@ def resume_job(job: Job) -> None:
 def replica_log(replica: Replica, *, offset: int | None = None, lines: int | None = None) -> logstore.LogChunk:
     """From a byte offset (to resume a follow), or the last `lines` lines (default 100). Raises
     ValidationError for an offset or a line count out of range."""
-    try:
-        if offset is not None:
-            chunk = logstore.read(replica, offset)
-        else:
-            chunk = logstore.tail(replica, 100 if lines is None else lines)
-    except ValueError as e:
-        raise ValidationError({"offset" if offset is not None else "lines": [str(e)]}) from None
-    return dataclasses.replace(chunk, notice=retention.notice(replica.job) or logstore.notice(replica))
+    return logs.read(replica.job, replica, offset=offset, lines=lines)

@@ -10,13 +10,13 @@ from django.views.decorators.http import require_POST
 from accounts.models import Datacenter
 from core.pagination import cursor_page
 
-from . import job_page, services
+from . import job_page, logs, services
 from .filtersets import JobFilterSet
 from .forms import JobForm, LogLinesForm
 from .lifecycle import retention
 from .live import usage
 from .live.metrics import parse_metrics
-from .models import ADMITTED_STATES, JobState, ReplicaState
+from .models import ADMITTED_STATES, JobState, Replica, ReplicaState
 
 
 @login_required
@@ -70,41 +70,43 @@ def job_detail(request, name):
     context = {"job": job, "replicas": replicas, "events": job.events.select_related("replica"), "live": live,
                "waiting": services.waiting_reason(job), "timing": job_page.timing(job, now),
                "progress": job_page.progress(job, [r for r in replicas if r.role == "trainer"], now),
-               "log_replica": job_page.default_log_replica(replicas),
+               "log_names": [logs.BUILD, *(r.name for r in replicas)],
+               "log_replica": job_page.default_log(job, replicas),
                "can_suspend": job.state in (JobState.QUEUED, *ADMITTED_STATES), "purged_notice": retention.notice(job)}
     if request.htmx and request.GET.get("part") == "status":
         return render(request, "jobs/_job_status.html", context)
     return render(request, "jobs/job_detail.html", context)
 
 
-def _replica(request, name, replica):
+def _log_source(request, name, replica):
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
-    return job, next((r for r in job.replicas.all() if r.name == replica), None)
+    return job, logs.find(job, replica)
 
 
 @login_required
 def replica_log(request, name, replica):
-    job, rep = _replica(request, name, replica)
-    if rep is None:
+    """A log panel: the last lines of a replica's log, or of the job's build log (`build`)."""
+    job, source = _log_source(request, name, replica)
+    if source is None:
         return render(request, "jobs/_log.html", {"error": f"no replica {replica}"}, status=404)
     query = LogLinesForm(request.GET)
     if not query.is_valid():
         return render(request, "jobs/_log.html", {"error": f"lines: {query.errors['lines'][0]}"}, status=400)
-    chunk = services.replica_log(rep, lines=query.cleaned_data["lines"] or 300)
+    chunk = logs.read(job, source, lines=query.cleaned_data["lines"] or 300)
     text, trace = chunk.text, ""
-    if job_page.stopped_after_success(job, rep):
+    if isinstance(source, Replica) and job_page.stopped_after_success(job, source):
         text, trace = job_page.split_stop_trace(chunk.text)
-    return render(request, "jobs/_log.html", {"job": job, "replica": rep, "chunk": chunk, "text": text,
-                                              "trace": trace})
+    return render(request, "jobs/_log.html", {"job": job, "source": source, "state": logs.state(job, source),
+                                              "chunk": chunk, "text": text, "trace": trace})
 
 
 @login_required
 def replica_log_download(request, name, replica):
-    """The replica's whole log as a file (the page shows only its last lines)."""
-    job, rep = _replica(request, name, replica)
-    if rep is None:
+    """The whole log as a file (the page shows only its last lines)."""
+    job, source = _log_source(request, name, replica)
+    if source is None:
         raise Http404(f"no replica {replica}")
-    return job_page.log_download(rep, f"{job.name}-{rep.name}.log")
+    return job_page.log_download(source, f"{job.name}-{source.name}.log")
 
 
 @login_required

@@ -81,7 +81,7 @@ class JobDetailSerializer(JobSerializer):
 
 class LogQuerySerializer(serializers.Serializer):
     replica = serializers.CharField(required=False, max_length=64,
-                                    help_text="e.g. trainer-0; all replicas when omitted")
+                                    help_text="e.g. trainer-0, or build (the runtime build's log); all when omitted")
     offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_LOG_OFFSET,
                                       help_text="Read on from this byte offset (a next_offset seen before)")
     lines = serializers.IntegerField(required=False, default=100, min_value=0, max_value=MAX_LOG_LINES,

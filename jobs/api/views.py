@@ -7,7 +7,7 @@ from rest_framework.response import Response
 
 from core.api import OwnedViewSet, field_errors
 from core.pagination import NewestFirstCursorPagination
-from jobs import services
+from jobs import logs, services
 from jobs.filtersets import JobFilterSet
 from jobs.live import usage
 from jobs.models import Job, JobEvent, Replica
@@ -110,20 +110,23 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
     )
     @action(detail=True, methods=["get"], pagination_class=None, filterset_class=None)
     def logs(self, request, name=None):
+        """The job's logs: the runtime build's (`build`, once it has output) and each replica's."""
         query = LogQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         job = self.get_object()
-        replicas = list(job.replicas.all())
         wanted = query.validated_data.get("replica")
         if wanted:
-            replicas = [r for r in replicas if r.name == wanted]
-            if not replicas:
+            source = logs.find(job, wanted)
+            if source is None:
                 raise serializers.ValidationError({"replica": [f"job {job.name} has no replica '{wanted}'"]})
+            found = [source]
+        else:
+            found = logs.sources(job)
         out = []
-        for r in replicas:
+        for source in found:
             with field_errors():
-                chunk = services.replica_log(r, offset=query.validated_data.get("offset"),
-                                             lines=query.validated_data["lines"])
-            out.append({"replica": r.name, "text": chunk.text, "offset": chunk.offset,
-                        "next_offset": chunk.next_offset, "state": r.state, "notice": chunk.notice})
+                chunk = logs.read(job, source, offset=query.validated_data.get("offset"),
+                                  lines=query.validated_data["lines"])
+            out.append({"replica": source.name, "text": chunk.text, "offset": chunk.offset,
+                        "next_offset": chunk.next_offset, "state": logs.state(job, source), "notice": chunk.notice})
         return Response(LogSerializer(out, many=True).data)

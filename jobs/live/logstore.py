@@ -1,9 +1,12 @@
-"""Durable per-replica logs: one append-only file per replica, addressed by byte offset.
+"""Durable job logs: one append-only file per replica, and one for the job's runtime build,
+addressed by byte offset.
 
 Offsets only grow, so a viewer that remembers the last offset it saw resumes without losing or
 repeating a line. The local backend's process keeper appends to these files directly; the
-Kubernetes backend's collector appends what it reads from pods. Logs outlive the processes and
-pods, until the job is deleted.
+Kubernetes backend's collector appends what it reads from pods. The `build` log holds the runtime
+build's output (pip, the image build): backends append to `build_log_path(job)` and it is read,
+followed and kept exactly like a replica's. Logs outlive the processes and pods, until the job is
+deleted.
 """
 
 from __future__ import annotations
@@ -12,12 +15,12 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from django.conf import settings
 
 if TYPE_CHECKING:
-    from ..models import Replica
+    from ..models import Job
 
 MAX_READ = 1 << 20
 # Bounds of what a reader may ask for: a byte offset any file can have, and a tail length.
@@ -33,22 +36,65 @@ class LogChunk:
     notice: str = ""  # why lines may be missing (the collector cannot read the pod's log), if so
 
 
+# The job-level log of the runtime build: a name no replica can have (replicas are <role>-<index>).
+BUILD = "build"
+
+
+class LogSource(Protocol):
+    """One log of a job: a Replica, or the job's BuildLog."""
+
+    @property
+    def job_id(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class BuildLog:
+    job_id: int
+    name: str = BUILD
+
+
 def job_dir(job_id: int) -> Path:
     return settings.LOGS_ROOT / str(job_id)
 
 
-def path(replica: Replica) -> Path:
-    return job_dir(replica.job_id) / f"{replica.role}-{replica.index}.log"
+def path(replica: LogSource) -> Path:
+    return job_dir(replica.job_id) / f"{replica.name}.log"
 
 
-def size(replica: Replica) -> int:
+def build_log(job: Job | int) -> BuildLog:
+    """The job's build log, readable with read/tail/size like a replica's."""
+    return BuildLog(job if isinstance(job, int) else job.pk)
+
+
+def build_log_path(job: Job | int) -> Path:
+    """Where a backend appends the runtime build's output (raw bytes, never rewritten)."""
+    return path(build_log(job))
+
+
+def open_build_log(job: Job | int) -> BinaryIO:
+    """The build log opened for appending (its directory made): a file whose descriptor can be
+    handed to the process that runs the build."""
+    p = build_log_path(job)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    return open(p, "ab")
+
+
+def append_build(job: Job | int, data: bytes) -> int:
+    """Append to the job's build log; returns the new end offset."""
+    return append(build_log(job), data)
+
+
+def size(replica: LogSource) -> int:
     try:
         return path(replica).stat().st_size
     except FileNotFoundError:
         return 0
 
 
-def append(replica: Replica, data: bytes) -> int:
+def append(replica: LogSource, data: bytes) -> int:
     """Append raw bytes (from a log collector); returns the new end offset."""
     p = path(replica)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -57,7 +103,7 @@ def append(replica: Replica, data: bytes) -> int:
         return f.tell()
 
 
-def read(replica: Replica, offset: int = 0, limit: int = MAX_READ) -> LogChunk:
+def read(replica: LogSource, offset: int = 0, limit: int = MAX_READ) -> LogChunk:
     """Bytes from `offset`, ending on a line boundary unless one line alone exceeds `limit`."""
     if not 0 <= offset <= MAX_LOG_OFFSET:
         raise ValueError(f"offset must be between 0 and {MAX_LOG_OFFSET}")
@@ -72,7 +118,7 @@ def read(replica: Replica, offset: int = 0, limit: int = MAX_READ) -> LogChunk:
     return LogChunk(data.decode("utf-8", "replace"), offset, offset + len(data))
 
 
-def recent_line_start(replica: Replica, window: int) -> int:
+def recent_line_start(replica: LogSource, window: int) -> int:
     """Where the first whole line within the log's last `window` bytes begins (0 if the log is no
     longer than that; its end if no line starts there)."""
     try:
@@ -88,7 +134,7 @@ def recent_line_start(replica: Replica, window: int) -> int:
     return end if cut < 0 else end - window + cut
 
 
-def tail(replica: Replica, lines: int) -> LogChunk:
+def tail(replica: LogSource, lines: int) -> LogChunk:
     """The last `lines` complete lines (plus a trailing partial one), read backwards in blocks."""
     if not 0 <= lines <= MAX_LOG_LINES:
         raise ValueError(f"lines must be between 0 and {MAX_LOG_LINES}")
@@ -112,11 +158,11 @@ def tail(replica: Replica, lines: int) -> LogChunk:
     return LogChunk(raw.decode("utf-8", "replace"), end - len(raw), end)
 
 
-def _notice_path(replica: Replica) -> Path:
+def _notice_path(replica: LogSource) -> Path:
     return path(replica).with_suffix(".notice")
 
 
-def notice(replica: Replica) -> str:
+def notice(replica: LogSource) -> str:
     """Why the replica's log may be missing lines right now (its collector cannot read it), or ""."""
     try:
         return _notice_path(replica).read_text()
@@ -124,7 +170,7 @@ def notice(replica: Replica) -> str:
         return ""
 
 
-def set_notice(replica: Replica, text: str) -> None:
+def set_notice(replica: LogSource, text: str) -> None:
     """Say (or with "", stop saying) why the log may be incomplete; viewers show it beside the log."""
     p = _notice_path(replica)
     if not text:

@@ -107,6 +107,8 @@ def test_state_and_reason_are_not_repeated(web, job):
 
 
 def test_the_first_log_tab_is_trainer_0_not_pserver_0(web, job):
+    assert 'hx-get="/jobs/fit/logs/build/" hx-trigger="load"' in web.get("/jobs/fit/").content.decode()  # queued
+    Job.objects.filter(pk=job.pk).update(state="Running")
     page = web.get("/jobs/fit/").content.decode()
     assert re.search(r'<a [^>]*class="current"[^>]*>trainer-0</a>', page)
     assert 'hx-get="/jobs/fit/logs/trainer-0/" hx-trigger="load"' in page

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import NotFound, PaddlectlError
 from ..job import PaddleJob, suggest_job_name
-from ..logs import replica_name
+from ..logs import BUILD, replica_name
 from ..pfs_paths import in_home
 from . import output
 from .base import Context, UsageError, command
@@ -326,7 +326,7 @@ def _logs_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "-follow", "--follow", action="store_true",
                    help="keep printing new lines until the job has ended")
     p.add_argument("-w", "-worker", "--worker", default=None, metavar="WORKER",
-                   help="only this worker, e.g. trainer-0 or pserver-1")
+                   help="only this worker, e.g. trainer-0 or pserver-1, or build: the runtime build (pip's output)")
     p.add_argument("-prefix", "--prefix", action=argparse.BooleanOptionalAction, default=None,
                    help="prefix lines with [worker] (default: when showing several workers)")
 
@@ -338,8 +338,8 @@ def logs(ctx: Context, args: argparse.Namespace) -> int:
     job = get_job(ctx, args.job)
     replicas = [r["name"] for r in job.get("replicas", [])]
     worker = replica_name(args.job, args.worker) if args.worker else None
-    if worker and worker not in replicas:
-        raise UsageError(f"job {args.job} has no worker '{args.worker}'; it has: {', '.join(replicas)}")
+    if worker and worker not in (BUILD, *replicas):
+        raise UsageError(f"job {args.job} has no worker '{args.worker}'; it has: {', '.join([BUILD, *replicas])}")
     prefix = args.prefix if args.prefix is not None else (worker is None and len(replicas) > 1)
     lines = args.lines if args.lines is not None else (None if args.follow else 10)
     err = output.console(stderr=True)
