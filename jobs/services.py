@@ -18,7 +18,7 @@ from pfs import packages
 from pfs.paths import PathError, home
 from quotas.services import lock_admissions
 
-from . import logs, spec
+from . import checkpoints, logs, spec
 from .live import logstore
 from .models import ACTIVE_STATES, ADMITTED_STATES, REPLICA_DONE, Job, JobEvent, JobState, Replica, ReplicaState
 from .state.attempts import new_attempt
@@ -89,8 +89,10 @@ def _create(user: User, cleaned: dict[str, Any]) -> Job:
                 [Replica(job=job, role=Replica.Role.PSERVER, index=i) for i in range(job.pservers)]
                 + [Replica(job=job, role=Replica.Role.TRAINER, index=i) for i in range(job.trainers)]
             )
-            JobEvent.objects.create(job=job, state=JobState.QUEUED, reason="Submitted",
-                                    message=f"{job.pservers} pservers, {job.trainers} trainers")
+            JobEvent.objects.create(job=job, state=JobState.QUEUED, reason="Submitted", message=replica_counts(job))
+            if checkpoints.found(job):
+                JobEvent.objects.create(job=job, state=JobState.QUEUED, reason=checkpoints.FOUND,
+                                        message=checkpoints.found_message(job))
             if job.fail_fast:
                 from .tasks import admit_and_launch
 
@@ -124,15 +126,22 @@ def kill_job(job: Job) -> bool:
     return killed
 
 
-def delete_job(job: Job) -> None:
+def delete_job(job: Job, *, checkpoints: bool = False) -> None:
     """Kill if needed, hide the job at once, and remove its processes, files and logs in the
-    background (history goes with it, like `paddlectl kill -rm`)."""
+    background (history goes with it, like `paddlectl kill -rm`). Its checkpoint directory stays
+    (a job submitted again under the name resumes from it) unless `checkpoints`."""
     from .tasks import delete_job_task
 
     if job.state in ACTIVE_STATES:
         transition(job, JobState.KILLED, "Killed", "killed by the user (deleted)")
     Job.objects.filter(pk=job.pk).update(deleting=True)
-    transaction.on_commit(lambda: delete_job_task.delay(job.pk))
+    transaction.on_commit(lambda: delete_job_task.delay(job.pk, checkpoints=checkpoints))
+
+
+def replica_counts(job: Job) -> str:
+    """"1 pserver, 2 trainers", "4 trainers"."""
+    counts = [(job.pservers, "pserver"), (job.trainers, "trainer")]
+    return ", ".join(f"{n} {what}{'' if n == 1 else 's'}" for n, what in counts if n or what == "trainer")
 
 
 def source_spec(job: Job) -> dict[str, Any]:

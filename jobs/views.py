@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 from accounts.models import Datacenter
 from core.pagination import cursor_page
 
-from . import job_page, logs, services
+from . import checkpoints, job_page, logs, services
 from .filtersets import JobFilterSet
 from .forms import JobForm, LogLinesForm
 from .lifecycle import retention
@@ -67,14 +67,18 @@ def job_detail(request, name):
     # Keep refreshing until every replica has settled: pservers stop just after a job succeeds.
     live = job.is_active or any(r.state in (ReplicaState.PENDING, ReplicaState.RUNNING) for r in replicas)
     now = timezone.now()
-    context = {"job": job, "replicas": replicas, "events": job.events.select_related("replica"), "live": live,
-               "waiting": services.waiting_reason(job), "timing": job_page.timing(job, now),
-               "progress": job_page.progress(job, [r for r in replicas if r.role == "trainer"], now),
+    timing = job_page.timing(job, now, job_page.state_times(job))
+    events = list(job.events.select_related("replica"))
+    context = {"job": job, "replicas": replicas, "events": events, "live": live,
+               "checkpoints_found": next((e.message for e in events if e.reason == checkpoints.FOUND), ""),
+               "waiting": services.waiting_reason(job), "timing": timing,
+               "progress": job_page.progress(job, [r for r in replicas if r.role == "trainer"], now, timing.elapsed),
                "log_names": [logs.BUILD, *(r.name for r in replicas)],
                "log_replica": job_page.default_log(job, replicas),
                "can_suspend": job.state in (JobState.QUEUED, *ADMITTED_STATES), "purged_notice": retention.notice(job)}
     if request.htmx and request.GET.get("part") == "status":
         return render(request, "jobs/_job_status.html", context)
+    context["checkpoints_dir"] = checkpoints.where(job) if checkpoints.found(job) else ""
     return render(request, "jobs/job_detail.html", context)
 
 
@@ -192,6 +196,9 @@ def _errors(e: ValidationError) -> str:
 @require_POST
 def job_delete(request, name):
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
-    services.delete_job(job)
-    messages.success(request, f"Job {job.name} deleted with its history and logs.")
+    with_checkpoints = request.POST.get("checkpoints") == "1"
+    services.delete_job(job, checkpoints=with_checkpoints)
+    what = "history, logs and checkpoints" if with_checkpoints else "history and logs"
+    kept = "" if with_checkpoints else " Its checkpoints stay, for a job of that name to resume from."
+    messages.success(request, f"Job {job.name} deleted with its {what}.{kept}")
     return redirect("jobs:list")

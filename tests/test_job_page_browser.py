@@ -1,6 +1,8 @@
 """The job page in a real browser (Debian's Chromium driven by Playwright): the first log tab,
 searching the log, the layout on a 390 px phone, and the banner while the live connection is down."""
 
+import itertools
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -9,6 +11,7 @@ from playwright.sync_api import expect
 from jobs import services
 from jobs.live import logstore, notify
 from jobs.models import Job, Replica, ReplicaState
+from tests.screens import screenshot
 from tests.support import LiveASGI, logged_in_browser, make_package, needs_chromium
 
 pytestmark = [pytest.mark.timeout(180), needs_chromium]
@@ -18,6 +21,7 @@ def submit(alice):
     pkg = make_package(alice, "fit", {"train.py": ""})
     job = services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py", "pservers": 2,
                                       "trainers": 2})
+    Job.objects.filter(pk=job.pk).update(state="Running")  # built: the log panel opens on the training
     logstore.append(job.replicas.get(role="pserver", index=0), b"pserver output\n")
     logstore.append(job.replicas.get(role="trainer", index=0),
                     b"".join(b"trainer pass %d loss 0.5\n" % i for i in range(40)) + b"x" * 3000 + b"\n")
@@ -66,10 +70,58 @@ def test_the_page_says_when_the_live_connection_is_lost_and_when_it_is_back(tran
         expect(page.locator("#live-lost")).to_be_hidden()
         routes[-1].close()
         expect(page.locator("#live-lost")).to_be_visible()
-        expect(page.locator("#live-lost")).to_have_text("Live connection lost — reconnecting…")
+        expect(page.locator("#live-lost")).to_contain_text("Live connection lost — reconnecting in")
+        screenshot(page, "job-page-live-lost", full_page=False)
         page.wait_for_function("document.body.dataset.live === 'open'")  # the page reconnected by itself
         expect(page.locator("#live-lost")).to_be_hidden()
         assert len(routes) == 2
+
+
+def test_reconnecting_waits_a_few_seconds_at_most_and_retry_now_connects_at_once(transactional_db, alice,
+                                                                                 monkeypatch):
+    """The server is down for a while: attempts back off, but never to more than 4 s apart (once
+    43 s), so the page is live again seconds after the server; "Retry now" does not wait at all."""
+    job = submit(alice)
+    attempts: list[float] = []
+    routes = []
+    down = [False]
+
+    def route(ws):
+        attempts.append(time.monotonic())
+        if down[0]:
+            ws.close()  # refused, as by a server that is not back yet
+        else:
+            ws.connect_to_server()
+            routes.append(ws)
+
+    with LiveASGI() as server, logged_in_browser(server.url, monkeypatch) as page:
+        page.route_web_socket("**/ws/jobs/**", route)
+        page.goto(f"{server.url}/jobs/{job.name}/")
+        page.wait_for_function("document.body.dataset.live === 'open'")
+        down[0] = True
+        routes[-1].close()
+        page.wait_for_function("document.body.dataset.live === 'closed'")
+        pump_until(page, lambda: len(attempts) >= 8, 60)
+        gaps = [b - a for a, b in itertools.pairwise(attempts[1:])]
+        assert max(gaps) < 6, gaps  # capped at 4 s (and slack for a busy machine)
+        page.wait_for_timeout(300)
+        before = len(attempts)
+        clicked = time.monotonic()
+        page.click("#live-retry")
+        pump_until(page, lambda: len(attempts) > before, 10)
+        assert attempts[before] - clicked < 2.5
+        down[0] = False
+        page.click("#live-retry")
+        page.wait_for_function("document.body.dataset.live === 'open'")
+        expect(page.locator("#live-lost")).to_be_hidden()
+
+
+def pump_until(page, predicate, timeout: float) -> None:
+    """Wait in Playwright's own loop (its route handlers run only while it runs) until `predicate`."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        page.wait_for_timeout(50)
 
 
 def push(job, replica, offset: int, text: str, next_offset: int) -> None:
@@ -157,3 +209,24 @@ def test_the_submit_form_shows_only_the_fields_the_chosen_datacenter_uses(page, 
     page.select_option("select[name=datacenter]", "cluster")
     for name in ("image", "registry", "gpu"):
         expect(page.locator(f"#field-{name}")).to_be_visible()
+
+
+def test_the_delete_dialog_says_the_checkpoints_stay_and_offers_to_delete_them(page, live_server, alice):
+    from jobs import checkpoints
+    from pfs import services as pfs
+
+    job = submit(alice)
+    pfs.mkdir(alice, f"{checkpoints.where(job)}/pass-80")
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    page.click("button[data-open=delete-dialog]")
+    dialog = page.locator("#delete-dialog")
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text("Its checkpoints in /pfs/local/home/alice/jobs/fit/checkpoints stay")
+    screenshot(page, "job-page-delete-dialog", full_page=False)
+    dialog.locator("[data-close]").click()
+    expect(dialog).to_be_hidden()
+    page.click("button[data-open=delete-dialog]")
+    dialog.locator("input[name=checkpoints]").check()
+    dialog.locator("button.danger").click()
+    page.wait_for_url(f"{live_server.url}/jobs/")
+    expect(page.locator(".flash.success")).to_contain_text("Job fit deleted with its history, logs and checkpoints.")

@@ -1,5 +1,5 @@
 from django.db.models import Prefetch
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -46,10 +46,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
             job = services.submit_job(request.user, request.data)
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={204: None})
+    @extend_schema(responses={204: None}, parameters=[OpenApiParameter(
+        "checkpoints", bool, description="Also delete its checkpoint directory (kept by default: a job submitted "
+                                         "again under the name resumes from it).")])
     def destroy(self, request, name=None):
-        """Delete the job: kill it if running, then remove its history and logs."""
-        services.delete_job(self.get_object())
+        """Delete the job: kill it if running, then remove its history and logs (and, if asked, its checkpoints)."""
+        services.delete_job(self.get_object(), checkpoints=request.query_params.get("checkpoints") in ("1", "true"))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=None, responses={200: JobDetailSerializer})

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from jobs import job_page, services
 from jobs.live import logstore
-from jobs.models import Job
+from jobs.models import Job, JobEvent
 from tests.support import make_package
 
 pytestmark = pytest.mark.django_db
@@ -40,12 +40,37 @@ def job(alice):
                                        "trainers": 2, "passes": 10})
 
 
-def set_times(job, *, queued, ran=None, state="Running"):
+@pytest.fixture
+def frozen_now(monkeypatch):
+    """The clock stands still: a page rendered a moment after the test set its times shows them exactly."""
     now = timezone.now()
-    created = now - queued - (ran or timedelta(0))
-    started = created + queued if ran is not None else None
-    Job.objects.filter(pk=job.pk).update(created=created, started=started, state=state,
-                                         finished=now if state in ("Succeeded", "Failed", "Killed") else None)
+    monkeypatch.setattr(timezone, "now", lambda: now)
+    return now
+
+
+def set_times(job, *, queued, ran=None, state="Running"):
+    """A job that waited `queued` (one second of it building) and then ran for `ran`, as its
+    job-level events record it."""
+    build = timedelta(seconds=1) if ran is not None else timedelta(0)
+    phases = [("Queued", queued - build)] + ([("Building", build), ("Running", ran)] if ran is not None else [])
+    ended = state in ("Succeeded", "Failed", "Killed")
+    timeline(job, *phases, *([(state, timedelta(0))] if ended else []))
+
+
+def timeline(job, *phases):
+    """Replace the job's events with `phases` ((state, how long), oldest first) ending now."""
+    now = timezone.now()
+    at = now - sum((d for _, d in phases), timedelta(0))
+    JobEvent.objects.filter(job=job).delete()
+    started = None
+    for state, spent in phases:
+        JobEvent.objects.filter(pk=JobEvent.objects.create(job=job, state=state, reason=state).pk).update(created=at)
+        started = at if state == "Running" else started
+        at += spent
+    last = phases[-1][0]
+    Job.objects.filter(pk=job.pk).update(created=now - sum((d for _, d in phases), timedelta(0)), state=last,
+                                         started=started,
+                                         finished=now if last in ("Succeeded", "Failed", "Killed") else None)
     job.refresh_from_db()
 
 
@@ -58,17 +83,17 @@ def text(html):
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
 
 
-def test_a_running_job_shows_queue_time_elapsed_time_progress_and_eta(web, job):
+def test_a_running_job_shows_queue_time_elapsed_time_progress_and_eta(web, job, frozen_now):
     set_times(job, queued=timedelta(seconds=65), ran=timedelta(minutes=4))
     metric_lines(job.replicas.get(role="trainer", index=0), 5)
     metric_lines(job.replicas.get(role="trainer", index=1), 4)  # the slowest trainer sets the pace
     page = text(web.get("/jobs/fit/?part=status", headers={"HX-Request": "true"}).content.decode())
-    assert "Queued 1m 05s" in page
+    assert "Queued 1m 04s" in page and "Build 1s" in page  # the wait and the build apart
     assert "Elapsed 4m 00s" in page
     assert "pass 4 of 10 · ETA 6m 00s" in page  # 1 minute a pass so far, 6 passes to go
 
 
-def test_a_finished_job_shows_its_duration_and_no_eta(web, job):
+def test_a_finished_job_shows_its_duration_and_no_eta(web, job, frozen_now):
     set_times(job, queued=timedelta(seconds=3), ran=timedelta(hours=1, seconds=2), state="Succeeded")
     for replica in job.replicas.filter(role="trainer"):
         metric_lines(replica, 10)
@@ -77,7 +102,39 @@ def test_a_finished_job_shows_its_duration_and_no_eta(web, job):
     assert "pass 10 of 10" in page and "ETA" not in page
 
 
-def test_a_queued_job_counts_its_waiting_time_and_shows_no_progress(web, job):
+def test_the_queue_wait_and_the_build_time_are_shown_apart(web, job, frozen_now):
+    timeline(job, ("Queued", timedelta(seconds=0.5)), ("Building", timedelta(seconds=115)),
+             ("Running", timedelta(seconds=30)))
+    page = text(web.get("/jobs/fit/").content.decode())
+    assert "Queued 0s Build 1m 55s Elapsed 30s" in page
+
+
+def test_suspended_and_restarted_attempts_add_up_and_the_eta_counts_them_all(web, job, frozen_now):
+    """Ran 60 s, suspended an hour, resumed: 30 s more. 6 passes in 90 s of running: 15 s a pass."""
+    timeline(job, ("Queued", timedelta(seconds=1)), ("Building", timedelta(seconds=1)),
+             ("Starting", timedelta(seconds=0)), ("Running", timedelta(seconds=60)),
+             ("Suspended", timedelta(hours=1)), ("Queued", timedelta(seconds=2)), ("Building", timedelta(seconds=1)),
+             ("Running", timedelta(seconds=30)))
+    for replica in job.replicas.filter(role="trainer"):
+        metric_lines(replica, 6)
+    page = text(web.get("/jobs/fit/").content.decode())
+    assert "Queued 3s Build 2s Elapsed 1m 30s" in page
+    assert "pass 6 of 10 · ETA 1m 00s" in page  # 4 passes to go at 15 s each
+    timeline(job, ("Queued", timedelta(seconds=1)), ("Running", timedelta(seconds=60)),
+             ("Suspended", timedelta(hours=1)), ("Running", timedelta(seconds=30)), ("Succeeded", timedelta(0)))
+    assert "Duration 1m 30s" in text(web.get("/jobs/fit/").content.decode())
+
+
+def test_a_job_that_resumed_an_earlier_jobs_checkpoint_says_so_and_paces_its_own_passes(web, job, frozen_now):
+    timeline(job, ("Queued", timedelta(seconds=1)), ("Running", timedelta(seconds=20)))
+    for replica in job.replicas.filter(role="trainer"):
+        logstore.append(replica, b"trainer resumes after pass 8\n")
+        logstore.append(replica, b'PADDLECLOUD_METRIC {"step": 9, "loss": 1.5}\n')
+    page = text(web.get("/jobs/fit/").content.decode())
+    assert "pass 9 of 10 · ETA 20s · resumed from checkpoint (pass 8)" in page  # 20 s for its one pass
+
+
+def test_a_queued_job_counts_its_waiting_time_and_shows_no_progress(web, job, frozen_now):
     set_times(job, queued=timedelta(seconds=7), state="Queued")
     page = text(web.get("/jobs/fit/").content.decode())
     assert "Queued 7s" in page and "Elapsed" not in page and "pass " not in page

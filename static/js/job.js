@@ -177,27 +177,61 @@
   });
 
   // ---- Live updates pushed by the watcher: new log output is appended as it is written, a
-  // state change refreshes the status panel. Polling stays as the fallback. While the
-  // connection is down the page says so, and reconnects with backoff.
+  // state change refreshes the status panel and the log panel's header. Polling stays as the
+  // fallback. While the connection is down the page says so and reconnects with a backoff
+  // capped at MAX_RETRY (a restarted server is back within seconds), or at once on "Retry now".
   const lost = document.getElementById("live-lost");
-  function connect(delay) {
+  const retryIn = document.getElementById("live-retry-in");
+  const retryNow = document.getElementById("live-retry");
+  const FIRST_RETRY = 500, MAX_RETRY = 4000;
+  let retryDelay = FIRST_RETRY, retryTimer = null, countdown = null, socket = null, wasLost = false;
+
+  function refreshPanels() {
+    const status = document.getElementById("status");
+    if (status && window.htmx) htmx.trigger(status, "jobchanged");
+    const tab = logs && logs.querySelector(".tabs a.current");
+    if (tab && window.htmx) htmx.ajax("GET", tab.getAttribute("hx-get"), { target: "#log" });
+  }
+
+  function stopWaiting() {
+    clearTimeout(retryTimer);
+    clearInterval(countdown);
+    retryTimer = countdown = null;
+  }
+
+  function scheduleRetry() {
+    stopWaiting();
+    const at = Date.now() + retryDelay;
+    const tick = () => { if (retryIn) retryIn.textContent = `in ${Math.max(0, Math.ceil((at - Date.now()) / 1000))} s`; };
+    tick();
+    countdown = setInterval(tick, 250);
+    retryTimer = setTimeout(connect, retryDelay);
+    retryDelay = Math.min(retryDelay * 2, MAX_RETRY);
+  }
+
+  function connect() {
+    stopWaiting();
+    if (socket) { const old = socket; socket = null; old.close(); }
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const ws = new WebSocket(`${scheme}://${location.host}${logs.dataset.ws}`);
+    const ws = socket = new WebSocket(`${scheme}://${location.host}${logs.dataset.ws}`);
     ws.onopen = () => {
       document.body.dataset.live = "open";
       if (lost) lost.hidden = true;
-      delay = 1000;
+      retryDelay = FIRST_RETRY;
+      if (wasLost) refreshPanels();  // what changed while we were away was not pushed
+      wasLost = false;
     };
     ws.onclose = () => {
+      if (ws !== socket) return;  // replaced by "Retry now"
       document.body.dataset.live = "closed";
       if (lost) lost.hidden = false;
-      setTimeout(() => connect(Math.min(delay * 2, 30000)), delay);
+      wasLost = true;
+      scheduleRetry();
     };
     ws.onmessage = (event) => {
       const msg = JSON.parse(event.data);
       if (msg.type === "job") {
-        const status = document.getElementById("status");
-        if (status && window.htmx) htmx.trigger(status, "jobchanged");
+        refreshPanels();
       } else if (msg.type === "log_notice") {
         const notice = document.querySelector(`p.log-notice[data-replica="${msg.replica}"]`);
         if (notice) {
@@ -216,6 +250,7 @@
       }
     };
   }
+  if (retryNow) retryNow.addEventListener("click", () => { retryDelay = FIRST_RETRY; connect(); });
   // The part of a pushed log chunk that continues where the panel ends, or null. A chunk may
   // start before that end (a starting job's first lines are sent to everyone watching); offsets
   // count bytes, so the overlap is cut from the encoded text, when it encodes back to as many
@@ -227,5 +262,5 @@
     if (bytes.length !== msg.next_offset - msg.offset) return null;
     return new TextDecoder().decode(bytes.subarray(next - msg.offset));
   }
-  if (logs && logs.dataset.ws) connect(1000);
+  if (logs && logs.dataset.ws) connect();
 })();

@@ -169,8 +169,9 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
         created = _submit_new(ctx, args)
     if ctx.output in ("table", "wide"):
         copy = f" (a copy of {created['cloned_from']})" if created.get("cloned_from") else ""
-        print(f"job {created['name']} submitted ({created['state']}){copy}: {created['pservers']} pservers, "
-              f"{created['trainers']} trainers, package {created['package']}")
+        print(f"job {created['name']} submitted ({created['state']}){copy}: "
+              f"{output.count(created['pservers'], 'pserver')}, {output.count(created['trainers'], 'trainer')}, "
+              f"package {created['package']}")
         if queue_text(created):
             print(f"queued {queue_text(created)}")
     else:

@@ -53,6 +53,11 @@ def age(value: str | None, now: datetime | None = None) -> str:
     return f"{seconds}s"
 
 
+def count(n: int, noun: str) -> str:
+    """1 trainer, 2 trainers."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def human_bytes(n: int | None) -> str:
     if n is None:
         return "-"
