@@ -24,11 +24,13 @@ def job_list(request):
     # The API's FilterSet: the page's filters are the API's, with the same names and values.
     filters = JobFilterSet(request.GET, queryset=services.visible_jobs(request.user))
     page = cursor_page(filters.qs, request, page_size=25)
+    # Whether an empty page means no jobs at all, or none that match (the order is no filter).
+    filtered = any(v for k, v in request.GET.items() if k in filters.filters and k != "sort")
     if request.htmx:  # the rows' refresh every 3 s: no filter form to fill
-        return render(request, "jobs/_job_rows.html", {"page": page})
+        return render(request, "jobs/_job_rows.html", {"page": page, "filtered": filtered})
     datacenters = Datacenter.objects.order_by("name").values_list("name", flat=True)
     return render(request, "jobs/job_list.html", {"page": page, "filters": filters, "states": JobState.values,
-                                                  "datacenters": list(datacenters)})
+                                                  "datacenters": list(datacenters), "filtered": filtered})
 
 
 @login_required

@@ -230,3 +230,28 @@ def test_the_delete_dialog_says_the_checkpoints_stay_and_offers_to_delete_them(p
     dialog.locator("button.danger").click()
     page.wait_for_url(f"{live_server.url}/jobs/")
     expect(page.locator(".flash.success")).to_contain_text("Job fit deleted with its history, logs and checkpoints.")
+
+
+def test_the_usage_chart_of_a_single_sample_spans_minutes_not_years(page, live_server, alice):
+    from jobs.live import usage
+
+    job = submit(alice)
+    usage.record(job, {("trainer", 0): usage.Usage(memory_bytes=300 * 2**20, cpu_percent=80.0)})
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    page.locator("#usage-chart canvas").first.wait_for()
+    span = page.evaluate("() => { const x = document.getElementById('usage-chart').plots[0].scales.x;"
+                         " return x.max - x.min; }")
+    assert 0 < span <= 600  # seconds; it once ran from 2027 to 2029
+
+
+def test_the_log_header_follows_its_replicas_state(transactional_db, alice, monkeypatch):
+    job = submit(alice)
+    job.replicas.update(state=ReplicaState.RUNNING)
+    with LiveASGI() as server, logged_in_browser(server.url, monkeypatch) as page:
+        page.goto(f"{server.url}/jobs/{job.name}/")
+        page.wait_for_function("document.body.dataset.live === 'open'")
+        expect(page.locator("#log p.muted").first).to_contain_text("trainer-0 · Running")
+        job.replicas.filter(role="trainer", index=0).update(state=ReplicaState.SUCCEEDED, exit_code=0)
+        with ThreadPoolExecutor(1) as pool:  # as the watcher says so when it syncs the change
+            pool.submit(notify.job_changed, job.pk).result()
+        expect(page.locator("#log p.muted").first).to_contain_text("trainer-0 · Succeeded")

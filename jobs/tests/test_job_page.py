@@ -203,12 +203,14 @@ def test_a_pserver_stopped_after_success_is_shown_as_normal_with_its_trace_folde
     job.replicas.filter(pk=pserver.pk).update(state="Terminated", reason="Terminated", message="stopped by PaddleCloud")
     logstore.append(pserver, b"pserver listening\n" + STOP_TRACE.encode())
     status = web.get("/jobs/fit/").content.decode()
-    assert '<span class="state stopped"' in status and "Terminated" not in status
+    # The state's word as in the events, the API and the CLI, shown as the normal end it is.
+    assert '<span class="state stopped" title="stopped by PaddleCloud after the trainers succeeded: the normal end">' \
+           'Terminated</span>' in status
     log = web.get("/jobs/fit/logs/pserver-0/").content.decode()
     shown, folded = log.split('<details class="stop-trace">')
     assert "pserver listening" in shown and "FatalError" not in shown and "C++ Traceback" not in shown
     assert "C++ Traceback" in folded and "Termination signal" in folded
-    assert "pserver-0 · Stopped ·" in shown
+    assert "pserver-0 · Terminated ·" in shown
 
 
 def test_a_pserver_terminated_when_the_job_failed_keeps_its_state_and_trace(web, job):
