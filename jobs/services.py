@@ -116,12 +116,12 @@ def enqueue(job: Job) -> None:
     transaction.on_commit(lambda: admit_queue.delay(job.datacenter_id))
 
 
-def kill_job(job: Job) -> bool:
+def kill_job(job: Job, *, by: str = "") -> bool:
     """Stop a job: its replicas get SIGTERM, then SIGKILL after the grace period. False if the
-    job had already ended."""
+    job had already ended. `by`: the staff member who killed another user's job."""
     from .tasks import stop_job
 
-    killed = transition(job, JobState.KILLED, "Killed", "killed by the user")
+    killed = transition(job, JobState.KILLED, "Killed", f"killed by {by} (staff)" if by else "killed by the user")
     transaction.on_commit(lambda: stop_job.delay(job.pk))
     return killed
 

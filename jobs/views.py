@@ -1,5 +1,5 @@
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.decorators import login_required, user_passes_test
 from django.core.exceptions import ValidationError
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -10,13 +10,13 @@ from django.views.decorators.http import require_POST
 from accounts.models import Datacenter
 from core.pagination import cursor_page
 
-from . import checkpoints, job_page, logs, services
+from . import checkpoints, cluster, job_page, logs, services
 from .filtersets import JobFilterSet
 from .forms import JobForm, LogLinesForm
 from .lifecycle import retention
 from .live import usage
 from .live.metrics import parse_metrics
-from .models import ADMITTED_STATES, JobState, Replica, ReplicaState
+from .models import ACTIVE_STATES, ADMITTED_STATES, Job, JobState, Replica, ReplicaState
 
 
 @login_required
@@ -204,3 +204,23 @@ def job_delete(request, name):
     kept = "" if with_checkpoints else " Its checkpoints stay, for a job of that name to resume from."
     messages.success(request, f"Job {job.name} deleted with its {what}.{kept}")
     return redirect("jobs:list")
+
+
+@login_required
+def cluster_page(request):
+    """Every datacenter's capacity and use, its running jobs and its queue (others' jobs: owner and
+    resources only); refreshed in place every few seconds."""
+    context = {"datacenters": cluster.overview(request.user)}
+    if request.htmx:
+        return render(request, "jobs/_cluster.html", context)
+    return render(request, "jobs/cluster.html", context)
+
+
+@user_passes_test(lambda u: u.is_active and u.is_staff)
+@require_POST
+def cluster_kill(request, pk):
+    """Staff stop any user's job from the cluster page (the owner sees who: the event says staff)."""
+    job = get_object_or_404(Job.objects.filter(deleting=False, state__in=ACTIVE_STATES), pk=pk)
+    if services.kill_job(job, by=request.user.get_username()):
+        messages.success(request, f"Job {job.name} of {job.user.get_username()} is being killed.")
+    return redirect("cluster")

@@ -3,6 +3,9 @@ from datetime import timedelta
 from django import template
 from django.utils import timezone
 
+from quotas.services import Resources
+from quotas.units import format_bytes, format_cpu
+
 from .. import job_page
 from ..models import Job
 
@@ -18,3 +21,23 @@ def run_time(job: Job) -> str:
 @register.filter
 def duration(value: timedelta | None) -> str:
     return job_page.duration(value)
+
+
+@register.filter
+def resources(value: Resources) -> str:
+    """4 CPU · 8.0 GiB · 1 GPU (no GPU part without GPUs)."""
+    parts = [f"{format_cpu(value.cpu_millicores)} CPU", format_bytes(value.memory_bytes)]
+    return " · ".join(parts + ([f"{value.gpus} GPU"] if value.gpus else []))
+
+
+@register.simple_tag
+def amount(resource: str, n: int | None) -> str:
+    """A cluster page figure: CPU in cores, memory in binary units, GPUs as a count; None: no limit."""
+    if n is None:
+        return "no limit"
+    return {"cpu": format_cpu, "memory": format_bytes}.get(resource, str)(n)
+
+
+@register.simple_tag
+def percent(used: int, cap: int | None) -> int:
+    return min(100, round(100 * used / cap)) if cap else 0

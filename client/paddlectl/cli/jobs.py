@@ -13,20 +13,25 @@ from ..logs import BUILD, replica_name
 from ..pfs_paths import in_home
 from . import output
 from .base import Context, UsageError, command
+from .cluster import print_cluster
 from .progress import transfer_progress
 
+DEFAULT_ENTRY = "python train.py"  # seed 002's PaddleJob default, the examples' entry
 JOB_COLUMNS: list[output.Column] = [
     ("NAME", lambda j: j["name"]),
     ("STATE", lambda j: j["state"]),
     ("MODE", lambda j: j.get("mode")),
     ("PSERVERS", lambda j: j.get("pservers")),
     ("TRAINERS", lambda j: j.get("trainers")),
-    ("START", lambda j: output.timestamp(j.get("started"))),
-    ("COMP", lambda j: output.timestamp(j.get("finished"))),
+    # Ages as kubectl shows them (how long ago); -o wide adds the times themselves.
+    ("START", lambda j: output.age(j.get("started"))),
+    ("COMP", lambda j: output.age(j.get("finished"))),
     ("AGE", lambda j: output.age(j.get("created"))),
     ("QUEUE", lambda j: queue_text(j)),
 ]
 JOB_WIDE: list[output.Column] = [
+    ("STARTED", lambda j: output.timestamp(j.get("started"))),
+    ("COMPLETED", lambda j: output.timestamp(j.get("finished"))),
     ("DATACENTER", lambda j: j.get("datacenter")),
     ("CPU", lambda j: j.get("cpu")),
     ("MEMORY", lambda j: j.get("memory")),
@@ -106,7 +111,7 @@ def _submit_setup(p: argparse.ArgumentParser) -> None:
       help="number of parameter servers (default: same as -parallelism in ps mode)")
     a("-pscpu", "--pscpu", help="CPU per parameter server (default 1)")
     a("-psmemory", "--psmemory", help="memory per parameter server (default 1Gi)")
-    a("-entry", "--entry", default=None, help="command that starts each process (default: python train.py)")
+    a("-entry", "--entry", default=None, help=f"command that starts each process (default: {DEFAULT_ENTRY})")
     a("-topology", "--topology", "-t", default=None, help="deprecated (PaddlePaddle v1 config file): passed as "
       "$TOPOLOGY; the default entry becomes `python <file>`")
     a("-passes", "--passes", type=int, help="number of passes, given to the job as "
@@ -196,8 +201,14 @@ def _submit_new(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
         print("warning: -topology is deprecated (PaddlePaddle v1)", file=sys.stderr)
         env.setdefault("TOPOLOGY", args.topology)
         entry = entry or f"python {args.topology}"
+    if not entry:
+        entry = DEFAULT_ENTRY
+        # A local package is at hand: a default that cannot start fails now, not as a job minutes later.
+        if not package.startswith("/pfs/") and Path(package).is_dir() and not (Path(package) / "train.py").is_file():
+            raise UsageError(f"no -entry given, and {package} has no train.py to run by default: say how the job "
+                             "starts, e.g. -entry \"python main.py\"")
     pservers = args.pservers if args.pservers is not None else (args.parallelism if args.mode == "ps" else 0)
-    job = PaddleJob(job_name=name, entry_point=entry or "python train.py", trainer_package_path=package,
+    job = PaddleJob(job_name=name, entry_point=entry, trainer_package_path=package,
                     trainers=args.parallelism, pservers=pservers, cpu_nums=args.cpu, gpu_nums=args.gpu,
                     memory=args.memory, pscpu=args.pscpu, psmemory=args.psmemory, passes=args.passes,
                     runtime_image=args.image, registry=args.registry or None, mode=args.mode, env=env,
@@ -235,25 +246,25 @@ def _submit_from(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
 RESOURCES = {
     "jobs": "jobs", "job": "jobs", "workers": "workers", "worker": "workers", "quota": "quota",
     "registry": "registry", "registries": "registry", "datacenters": "datacenters", "datacenter": "datacenters",
-    "events": "events", "event": "events",
+    "events": "events", "event": "events", "cluster": "cluster",
 }
 
 
 def _get_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("resource", metavar="<resource>", help="jobs | workers <job> | quota | registry | datacenters | "
-                   "events <job>")
+                   "events <job> | cluster")
     p.add_argument("name", nargs="?", help="a job name (workers, events; optional for jobs)")
     p.add_argument("-a", "-all", "--all", action="store_true", help="list all jobs, also those that have ended")
 
 
 @command("get", "Print resources", setup=_get_setup,
          usage="paddlectl get [options] jobs [-a] [<job>] | workers <job> | quota | registry | datacenters | "
-         "events <job>")
+         "events <job> | cluster")
 def get(ctx: Context, args: argparse.Namespace) -> int:
     kind = RESOURCES.get(args.resource)
     if kind is None:
-        raise UsageError(f"unknown resource '{args.resource}'; use jobs, workers, quota, registry, datacenters or "
-                         "events")
+        raise UsageError(f"unknown resource '{args.resource}'; use jobs, workers, quota, registry, datacenters, "
+                         "events or cluster")
     c, fmt = ctx.client, ctx.output
     if kind == "jobs":
         data = [get_job(ctx, args.name)] if args.name else c.list(all=args.all)
@@ -275,6 +286,8 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
         except PaddlectlError:  # storage accounting is optional for the quota view
             pass
         _print_quota(quota, fmt)
+    elif kind == "cluster":
+        print_cluster(c.cluster(), fmt)
     elif kind == "registry":
         output.emit(c.registries(), fmt, [("NAME", lambda r: r["name"]), ("SERVER", lambda r: r.get("server")),
                                           ("USERNAME", lambda r: r.get("username"))],
@@ -295,17 +308,14 @@ def jobs(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cores(millis: int | None) -> str:
-    return "-" if millis is None else (f"{millis // 1000}" if millis % 1000 == 0 else f"{millis / 1000:g}")
-
-
 def _print_quota(q: dict[str, Any], fmt: str) -> None:
     if fmt in ("json", "yaml", "name"):
         output.emit(q, "json" if fmt == "name" else fmt)
         return
     limits, used = q.get("limits", {}), q.get("used", {})
     rows = [
-        {"resource": "cpu", "used": _cores(used.get("cpu_millicores")), "limit": _cores(limits.get("cpu_millicores"))},
+        {"resource": "cpu", "used": output.cores(used.get("cpu_millicores")),
+         "limit": output.cores(limits.get("cpu_millicores"))},
         {"resource": "memory", "used": output.human_bytes(used.get("memory_bytes")),
          "limit": output.human_bytes(limits.get("memory_bytes"))},
         {"resource": "gpu", "used": used.get("gpus"), "limit": limits.get("gpus")},
