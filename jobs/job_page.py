@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from django.db.models import prefetch_related_objects
 from django.http import HttpResponse, HttpResponseBase
 from django.utils.http import content_disposition_header
 
@@ -114,6 +115,25 @@ def progress(job: Job, trainers: Iterable[Replica], now: datetime, elapsed: time
     if job.state == JobState.RUNNING and elapsed and resumed_from < done < job.passes:
         eta = elapsed / (done - resumed_from) * (job.passes - done)
     return Progress(done=done, total=job.passes, eta=eta, resumed_from=resumed_from)
+
+
+@dataclass(frozen=True)
+class ListRow:
+    job: Job
+    progress: Progress | None
+
+
+def list_rows(jobs: Iterable[Job], now: datetime) -> list[ListRow]:
+    """The job list's rows: each job with its progress while it runs (read from its trainers' log
+    tails; ended and waiting jobs need no read)."""
+    jobs = list(jobs)
+    prefetch_related_objects([j for j in jobs if j.state == JobState.RUNNING], "replicas")
+    rows = []
+    for job in jobs:
+        running = job.state == JobState.RUNNING
+        trainers = [r for r in job.replicas.all() if r.role == "trainer"] if running else []
+        rows.append(ListRow(job, progress(job, trainers, now) if running else None))
+    return rows
 
 
 def stopped_after_success(job: Job, replica: Replica) -> bool:

@@ -6,6 +6,7 @@ app_name = "jobs"
 urlpatterns = [
     path("", views.job_list, name="list"),
     path("new/", views.job_submit, name="submit"),
+    path("-/bulk/", views.job_bulk, name="bulk"),  # "-": no job name starts so
     path("<jobname:name>/", views.job_detail, name="detail"),
     path("<jobname:name>/logs/<slug:replica>/", views.replica_log, name="log"),
     path("<jobname:name>/logs/<slug:replica>/download/", views.replica_log_download, name="log_download"),

@@ -22,15 +22,42 @@ from .models import ACTIVE_STATES, ADMITTED_STATES, Job, JobState, Replica, Repl
 @login_required
 def job_list(request):
     # The API's FilterSet: the page's filters are the API's, with the same names and values.
-    filters = JobFilterSet(request.GET, queryset=services.visible_jobs(request.user))
+    everyone = request.user.is_staff and request.GET.get("owner") == "all"
+    jobs = services.visible_jobs(request.user) if not everyone else Job.objects.filter(deleting=False)
+    filters = JobFilterSet(request.GET, queryset=jobs.select_related("datacenter", "user"))
     page = cursor_page(filters.qs, request, page_size=25)
+    rows = job_page.list_rows(page.items, timezone.now())
     # Whether an empty page means no jobs at all, or none that match (the order is no filter).
     filtered = any(v for k, v in request.GET.items() if k in filters.filters and k != "sort")
+    context = {"page": page, "rows": rows, "filtered": filtered, "everyone": everyone}
     if request.htmx:  # the rows' refresh every 3 s: no filter form to fill
-        return render(request, "jobs/_job_rows.html", {"page": page, "filtered": filtered})
+        return render(request, "jobs/_job_rows.html", context)
     datacenters = Datacenter.objects.order_by("name").values_list("name", flat=True)
-    return render(request, "jobs/job_list.html", {"page": page, "filters": filters, "states": JobState.values,
-                                                  "datacenters": list(datacenters), "filtered": filtered})
+    return render(request, "jobs/job_list.html", {**context, "filters": filters, "states": JobState.values,
+                                                  "datacenters": list(datacenters)})
+
+
+@login_required
+@require_POST
+def job_bulk(request):
+    """Kill or delete the jobs ticked in the list: one's own, or any job for staff."""
+    action = request.POST.get("action")
+    ids = [int(i) for i in request.POST.getlist("job") if i.isdigit()][:100]
+    jobs = Job.objects.filter(deleting=False) if request.user.is_staff else services.visible_jobs(request.user)
+    chosen = list(jobs.filter(pk__in=ids).select_related("datacenter", "user").order_by("name"))
+    if action not in ("kill", "delete") or not chosen:
+        messages.error(request, "Tick the jobs to kill or delete first.")
+        return redirect(request.POST.get("next") or "jobs:list")
+    by = lambda job: request.user.get_username() if job.user_id != request.user.pk else ""  # noqa: E731
+    if action == "kill":
+        killed = [job.name for job in chosen if services.kill_job(job, by=by(job))]
+        messages.success(request, f"Killing {', '.join(killed)}." if killed else "Those jobs had already ended.")
+    else:
+        for job in chosen:
+            services.delete_job(job)
+        messages.success(request, f"Deleted {', '.join(j.name for j in chosen)} with their history and logs "
+                                  "(checkpoints stay).")
+    return redirect(request.POST.get("next") or "jobs:list")
 
 
 @login_required
