@@ -1,10 +1,12 @@
 """A job's logs as every surface reads them (the page, /api/v2, paddlectl): the runtime build's
 log (`build`) and one per replica, each with the state a follower watches, read with the notice
-of why lines may be missing."""
+of why lines may be missing; searched whole on the server; merged into one view in the order
+they were written."""
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 from django.core.exceptions import ValidationError
 
@@ -13,6 +15,7 @@ from .live import logstore
 from .models import Job, JobEvent, JobState, Replica, ReplicaState
 
 BUILD = logstore.BUILD
+MAX_MATCHES = 1000  # search results per log: enough to read, bounded for a 10 GB log
 
 # The job-level states that mean the build is over, and how it ended.
 _BUILD_ENDED: dict[str, str] = {JobState.STARTING: ReplicaState.SUCCEEDED, JobState.RUNNING: ReplicaState.SUCCEEDED,
@@ -65,3 +68,35 @@ def read(job: Job, source: logstore.LogSource, *, offset: int | None = None,
     except ValueError as e:
         raise ValidationError({"offset" if offset is not None else "lines": [str(e)]}) from None
     return dataclasses.replace(chunk, notice=retention.notice(job) or logstore.notice(source))
+
+
+@dataclass(frozen=True)
+class MergedLine:
+    time: float | None  # Unix seconds when it was written, to about a second (None: unknown)
+    replica: str
+    text: str
+
+
+def merged(job: Job, lines: int = 300) -> list[MergedLine]:
+    """The last `lines` lines of all the job's logs together, in the order they were written
+    (each log's own order kept; lines of unknown time go by their log's last write)."""
+    out: list[tuple[float, int, int, MergedLine]] = []
+    for rank, source in enumerate(sources(job)):
+        chunk = logstore.tail(source, lines)
+        if not chunk.text:
+            continue
+        try:
+            last_write = logstore.path(source).stat().st_mtime
+        except FileNotFoundError:
+            continue
+        for n, (text, at) in enumerate(logstore.timed_lines(source, chunk)):
+            out.append((at if at is not None else last_write, rank, n, MergedLine(at, source.name, text)))
+    out.sort(key=lambda entry: entry[:3])
+    return [line for *_, line in out[-lines:]] if lines else []
+
+
+def search(source: logstore.LogSource, query: str) -> tuple[list[logstore.Match], bool]:
+    """The lines of the whole log holding `query` (any case), with their numbers; and whether
+    more than the first MAX_MATCHES matched."""
+    return logstore.search(source, query, MAX_MATCHES)
+

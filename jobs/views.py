@@ -134,6 +134,28 @@ def replica_log(request, name, replica):
 
 
 @login_required
+def merged_log(request, name):
+    """The "all" tab: the last lines of every log of the job in the order they were written."""
+    job = get_object_or_404(services.visible_jobs(request.user), name=name)
+    lines = logs.merged(job, 500)
+    live = job.is_active or job.replicas.filter(state__in=[ReplicaState.PENDING, ReplicaState.RUNNING]).exists()
+    return render(request, "jobs/_log_merged.html", {"job": job, "lines": lines, "live": live,
+                                                     "notice": retention.notice(job)})
+
+
+@login_required
+def log_search(request, name, replica):
+    """Every line of the whole log (not only the panel's last lines) that holds ?q=, numbered."""
+    job, source = _log_source(request, name, replica)
+    if source is None:
+        raise Http404(f"no replica {replica}")
+    query = request.GET.get("q", "")[:200]
+    matches, truncated = logs.search(source, query) if query else ([], False)
+    return render(request, "jobs/_log_search.html", {"job": job, "source": source, "query": query,
+                                                     "matches": matches, "truncated": truncated})
+
+
+@login_required
 def replica_log_download(request, name, replica):
     """The whole log as a file (the page shows only its last lines)."""
     job, source = _log_source(request, name, replica)

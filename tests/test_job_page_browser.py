@@ -255,3 +255,24 @@ def test_the_log_header_follows_its_replicas_state(transactional_db, alice, monk
         with ThreadPoolExecutor(1) as pool:  # as the watcher says so when it syncs the change
             pool.submit(notify.job_changed, job.pk).result()
         expect(page.locator("#log p.muted").first).to_contain_text("trainer-0 · Succeeded")
+
+
+def test_enter_searches_the_whole_log_and_all_merges_every_log(page, live_server, alice):
+    job = submit(alice)
+    trainer = job.replicas.get(role="trainer", index=0)
+    logstore.append(trainer, b"WARNING: learning rate too high\n")
+    logstore.append(trainer, b"".join(b"trainer step %d\n" % i for i in range(400)))  # pushes it out of the panel
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    expect(page.locator("#log pre.log")).to_contain_text("trainer step 399")
+    page.fill("#log-search", "learning rate")
+    expect(page.locator("#log-matches")).to_have_text("0 matches")  # not among the panel's lines
+    page.press("#log-search", "Enter")
+    results = page.locator("#log-results")
+    expect(results).to_contain_text("1 line of the whole trainer-0 log holds")
+    expect(results.locator("pre")).to_contain_text("WARNING: learning rate too high")
+    screenshot(page, "job-page-log-search", full_page=False)
+    page.click(".tabs a[data-log=all]")
+    merged = page.locator("#log pre.log.merged")
+    expect(merged).to_contain_text("[pserver-0] pserver output")
+    expect(merged).to_contain_text("[trainer-0] trainer step 399")
+    expect(page.locator("#log-search-all")).to_be_hidden()

@@ -1,3 +1,5 @@
+from datetime import UTC, datetime
+
 from django.db.models import Prefetch
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status
@@ -9,7 +11,8 @@ from core.api import OwnedViewSet, field_errors
 from core.pagination import NewestFirstCursorPagination
 from jobs import logs, services
 from jobs.filtersets import JobFilterSet
-from jobs.live import usage
+from jobs.lifecycle import retention
+from jobs.live import logstore, usage
 from jobs.models import Job, JobEvent, Replica
 
 from .serializers import (
@@ -19,8 +22,14 @@ from .serializers import (
     JobSubmitSerializer,
     LogQuerySerializer,
     LogSerializer,
+    MergedLineSerializer,
+    MergedQuerySerializer,
     ReplicaUsageSerializer,
 )
+
+
+def _moment(seconds: float | None) -> datetime | None:
+    return datetime.fromtimestamp(seconds, UTC) if seconds is not None else None
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet):
@@ -126,9 +135,27 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
             found = logs.sources(job)
         out = []
         for source in found:
-            with field_errors():
-                chunk = logs.read(job, source, offset=query.validated_data.get("offset"),
-                                  lines=query.validated_data["lines"])
-            out.append({"replica": source.name, "text": chunk.text, "offset": chunk.offset,
-                        "next_offset": chunk.next_offset, "state": logs.state(job, source), "notice": chunk.notice})
+            entry = {"replica": source.name, "state": logs.state(job, source)}
+            if "q" in query.validated_data:
+                matches, truncated = logs.search(source, query.validated_data["q"])
+                end = logstore.size(source)
+                entry.update(text="", offset=0, next_offset=end, notice=retention.notice(job),
+                             matches=[vars(m) for m in matches], truncated=truncated)
+            else:
+                with field_errors():
+                    chunk = logs.read(job, source, offset=query.validated_data.get("offset"),
+                                      lines=query.validated_data["lines"])
+                entry.update(text=chunk.text, offset=chunk.offset, next_offset=chunk.next_offset, notice=chunk.notice)
+            out.append(entry)
         return Response(LogSerializer(out, many=True).data)
+
+    @extend_schema(parameters=[MergedQuerySerializer], responses={200: MergedLineSerializer(many=True)})
+    @action(detail=True, methods=["get"], url_path="logs/merged", pagination_class=None, filterset_class=None)
+    def merged_logs(self, request, name=None):
+        """The last lines of all the job's logs together (the build's and every replica's), in the order they
+        were written, each with its replica and time."""
+        query = MergedQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        lines = logs.merged(self.get_object(), query.validated_data["lines"])
+        out = [{"time": _moment(line.time), "replica": line.replica, "text": line.text} for line in lines]
+        return Response(MergedLineSerializer(out, many=True).data)

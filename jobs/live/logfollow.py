@@ -37,6 +37,9 @@ MAX_PUSH = 256 * 1024
 BATCH_WINDOW = 0.05
 # How often a wait looks at `stopping`, so the loop ends promptly.
 STOP_CHECK = 0.25
+# At most one record a second of when each log's bytes were seen (logstore.mark_time): the merged
+# view's timestamps, to about a second, for a small file beside the log.
+TIME_MARK_EVERY = 1.0
 
 
 def _open_inotify() -> INotify | None:
@@ -55,6 +58,7 @@ class LogFollower:
 
     def __init__(self) -> None:
         self.offsets: dict[tuple[int, str], int] = {}  # (job id, log name) -> log offset already pushed
+        self.marked: dict[tuple[int, str], float] = {}  # (job id, log name) -> monotonic time of its last mark
         self.jobs: dict[int, dict[str, logstore.LogSource]] = {}  # job id -> log file name -> its log
         self._inotify = _open_inotify()
         self._watches: dict[int, int] = {}  # job id -> inotify watch descriptor
@@ -90,6 +94,7 @@ class LogFollower:
         for job_id in set(self.jobs) - job_ids:
             for source in self.jobs.pop(job_id).values():
                 self.offsets.pop((job_id, source.name), None)
+                self.marked.pop((job_id, source.name), None)
             wd = self._watches.pop(job_id, None)
             if wd is not None and self._inotify is not None:
                 self._wd_jobs.pop(wd, None)
@@ -181,3 +186,6 @@ class LogFollower:
                 notify.log_data(job_id, replica.name, chunk.offset, chunk.text, chunk.next_offset)
                 self.offsets[key] = start = chunk.next_offset
                 self._last_push = time.monotonic()
+                if self._last_push - self.marked.get(key, -TIME_MARK_EVERY) >= TIME_MARK_EVERY:
+                    logstore.mark_time(replica, chunk.next_offset, time.time())
+                    self.marked[key] = self._last_push

@@ -11,6 +11,7 @@ deleted.
 
 from __future__ import annotations
 
+import bisect
 import os
 import shutil
 from dataclasses import dataclass
@@ -184,3 +185,87 @@ def set_notice(replica: LogSource, text: str) -> None:
 
 def delete_job(job_id: int) -> None:
     shutil.rmtree(job_dir(job_id), ignore_errors=True)
+
+
+# --- when lines were written ----------------------------------------------------------------
+# The watch loop's follower (logfollow.py) reads every log as it grows and records, at most once a
+# TIME_MARK_EVERY, "offset seconds": every byte before `offset` had been written by then. A line
+# gets the time of the first mark past its start: when it was seen, to the follower's latency.
+
+
+def _times_path(source: LogSource) -> Path:
+    return path(source).with_suffix(".times")
+
+
+def mark_time(source: LogSource, offset: int, at: float) -> None:
+    p = _times_path(source)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    with open(p, "a") as f:
+        f.write(f"{offset} {at:.3f}\n")
+
+
+def times(source: LogSource) -> tuple[list[int], list[float]]:
+    """The marks, by offset: (offsets, seconds), both ascending."""
+    offsets: list[int] = []
+    seconds: list[float] = []
+    try:
+        with open(_times_path(source)) as f:
+            for row in f:
+                offset, _, at = row.partition(" ")
+                try:
+                    offsets.append(int(offset))
+                    seconds.append(float(at))
+                except ValueError:
+                    continue  # a mark half-written when the watcher stopped
+    except FileNotFoundError:
+        pass
+    return offsets, seconds
+
+
+def timed_lines(source: LogSource, chunk: LogChunk) -> list[tuple[str, float | None]]:
+    """The lines of `chunk` (read again as bytes: offsets count bytes), each with when it was
+    written (None: not seen by the follower yet)."""
+    offsets, seconds = times(source)
+    try:
+        with open(path(source), "rb") as f:
+            f.seek(chunk.offset)
+            raw = f.read(chunk.next_offset - chunk.offset)
+    except FileNotFoundError:
+        raw = b""
+    out: list[tuple[str, float | None]] = []
+    start = chunk.offset
+    for line in raw.split(b"\n"):
+        if not line and start >= chunk.next_offset:
+            break  # after the last newline
+        i = bisect.bisect_right(offsets, start)
+        out.append((line.decode("utf-8", "replace").rstrip("\r"), seconds[i] if i < len(seconds) else None))
+        start += len(line) + 1
+    return out
+
+
+@dataclass(frozen=True)
+class Match:
+    line: int  # 1-based line number in the whole log
+    offset: int  # byte offset where the line starts
+    text: str
+
+
+def search(source: LogSource, query: str, limit: int = 1000) -> tuple[list[Match], bool]:
+    """Every line of the whole log that holds `query` (any case), streamed from disk: the first
+    `limit` of them, and whether there were more."""
+    needle = query.casefold()
+    found: list[Match] = []
+    try:
+        f = open(path(source), "rb")
+    except FileNotFoundError:
+        return [], False
+    with f:
+        offset = 0
+        for number, raw in enumerate(f, 1):
+            text = raw.decode("utf-8", "replace")
+            if needle in text.casefold():
+                if len(found) == limit:
+                    return found, True
+                found.append(Match(number, offset, text.rstrip("\r\n")))
+            offset += len(raw)
+    return found, False

@@ -1,4 +1,4 @@
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from django import template
 from django.utils import timezone
@@ -41,3 +41,11 @@ def amount(resource: str, n: int | None) -> str:
 @register.simple_tag
 def percent(used: int, cap: int | None) -> int:
     return min(100, round(100 * used / cap)) if cap else 0
+
+
+@register.filter
+def clock(seconds: float | None) -> str:
+    """A log line's time of day, in the server's time zone (HH:MM:SS); blank when not known."""
+    if seconds is None:
+        return " " * 8
+    return timezone.localtime(datetime.fromtimestamp(seconds, UTC)).strftime("%H:%M:%S")

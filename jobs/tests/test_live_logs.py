@@ -210,3 +210,14 @@ def test_recent_lines_start_on_a_line_boundary_within_the_window(running, conten
     replica = running.replicas.get()
     logstore.append(replica, content)
     assert logstore.recent_line_start(replica, 8) == start
+
+
+def test_the_follower_records_when_it_saw_each_logs_bytes(alice, running, loop):
+    replica = running.replicas.get()
+    before = time.time()
+    logstore.append(replica, b"step 1 loss 0.5\n")
+    wait_for(lambda: logstore.times(replica)[0], 20, "a time mark")
+    offsets, seconds = logstore.times(replica)
+    assert offsets == [16] and before - 1 <= seconds[0] <= time.time()
+    [(text, at)] = logstore.timed_lines(replica, logstore.read(replica))
+    assert text == "step 1 loss 0.5" and at == seconds[0]

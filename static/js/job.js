@@ -142,6 +142,16 @@
     }
   }
 
+  // The whole log is searched on the server (the panel holds only its last lines): Enter in the
+  // search box, or the button; the numbered matching lines show above the panel.
+  const searchAll = document.getElementById("log-search-all");
+  const results = document.getElementById("log-results");
+  function searchWholeLog() {
+    if (!searchAll || !searchAll.dataset.url || !window.htmx) return;
+    const q = search ? search.value : "";
+    if (!q) { if (results) results.innerHTML = ""; return; }
+    htmx.ajax("GET", `${searchAll.dataset.url}?q=${encodeURIComponent(q)}`, { target: "#log-results" });
+  }
   if (logs) {
     logs.addEventListener("click", (event) => {
       const tab = event.target.closest(".tabs a");
@@ -149,10 +159,15 @@
       event.preventDefault();
       logs.querySelectorAll(".tabs a").forEach((a) => a.classList.remove("current"));
       tab.classList.add("current");
-      if (download) download.href = tab.dataset.download;
+      const merged = tab.dataset.log === "all";  // every log at once: no single file to fetch or search
+      if (download) { download.hidden = merged; if (!merged) download.href = tab.dataset.download; }
+      if (searchAll) { searchAll.hidden = merged; searchAll.dataset.url = tab.dataset.search || ""; }
+      if (results) results.innerHTML = "";
     });
   }
-  if (search) search.addEventListener("input", () => { highlight(); scrollLog(); });
+  if (searchAll) searchAll.addEventListener("click", searchWholeLog);
+  if (search) search.addEventListener("keydown", (event) => { if (event.key === "Enter") searchWholeLog(); });
+  if (search) search.addEventListener("input", () => { highlight(); scrollLog(); if (!search.value && results) results.innerHTML = ""; });
   if (follow) follow.addEventListener("change", scrollLog);
   if (wrap && logs) {
     const apply = () => logs.classList.toggle("nowrap", !wrap.checked);
