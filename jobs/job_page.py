@@ -17,12 +17,11 @@ from django.utils.http import content_disposition_header
 
 from pfs.transfer import FileSpan, SpanResponse
 
-from . import logs, services
+from . import logs
 from .live import logstore, metrics
 from .models import TERMINAL_STATES, JobState, ReplicaState
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import User
 
     from .models import Job, Replica
 
@@ -167,22 +166,6 @@ def split_stop_trace(text: str) -> tuple[str, str]:
     if trace is not None and _last(_SUMMARY_START, text, cut, trace) is None:
         cut = trace
     return text[:cut], text[cut:]
-
-
-MAX_COMPARED = 5  # other jobs on one chart: beyond that the curves cannot be told apart
-
-
-def compare_with(user: User, job: Job, names: list[str]) -> tuple[list[Job], str]:
-    """The user's other jobs named in `names` (blank entries and repeats ignored), in that order,
-    and "" — or no jobs and why the names cannot be compared."""
-    wanted = list(dict.fromkeys(n.strip() for n in names if n.strip() and n.strip() != job.name))
-    if len(wanted) > MAX_COMPARED:
-        return [], f"at most {MAX_COMPARED} jobs can be compared with {job.name}"
-    found = {j.name: j for j in services.visible_jobs(user).filter(name__in=wanted)}
-    missing = [n for n in wanted if n not in found]
-    if missing:
-        return [], "no job named " + ", ".join(missing)
-    return [found[n] for n in wanted], ""
 
 
 def default_log(job: Job, replicas: Iterable[Replica]) -> str:

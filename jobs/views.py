@@ -5,6 +5,7 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from accounts.models import Datacenter
@@ -178,14 +179,11 @@ def job_usage(request, name):
     return JsonResponse({"replicas": usage.chart_series(job)})
 
 
+@login_required
 def job_compare(request, name):
-    """The loss curves of this job and the jobs named in ?with=, overlaid on one chart."""
-    job = get_object_or_404(services.visible_jobs(request.user), name=name)
-    others, error = job_page.compare_with(request.user, job, request.GET.getlist("with"))
-    jobs = [job, *others]
-    series = [[j.name, reverse("jobs:metrics", args=[j.name])] for j in jobs]
-    return render(request, "jobs/job_compare.html", {"job": job, "jobs": jobs, "series": series, "error": error},
-                  status=400 if error else 200)
+    """Old links (/jobs/<name>/compare/?with=...): the runs page's overlay of this job and those."""
+    query = urlencode([("job", name), *(("job", w) for w in request.GET.getlist("with"))])
+    return redirect(f"{reverse('runs:compare')}?{query}")
 
 
 @login_required

@@ -24,6 +24,7 @@ urlpatterns = [
     path("api/v2/", include(("paddleweb.api_urls", "api"))),
     path("", include("legacy.urls")),  # /api/v1/ and /api-token-auth/ (protocol-v1.md)
     path("jobs/", include("jobs.urls")),
+    path("runs/", include("jobs.runs_views")),
     path("cluster/", jobs_views.cluster_page, name="cluster"),
     path("cluster/jobs/<int:pk>/kill/", jobs_views.cluster_kill, name="cluster_kill"),
     path("files/", include("pfs.urls")),

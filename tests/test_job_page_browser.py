@@ -179,7 +179,7 @@ def test_following_keeps_the_newest_lines_in_view_and_unfollowing_keeps_the_plac
     assert page.locator("#log pre.log").evaluate(at_end)
 
 
-def test_the_compare_page_overlays_each_jobs_loss_curve(page, live_server, alice):
+def test_the_compare_form_overlays_each_jobs_curves(page, live_server, alice):
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     for name, scale in [("fit", 10), ("fit.v2", 5)]:
@@ -188,12 +188,12 @@ def test_the_compare_page_overlays_each_jobs_loss_curve(page, live_server, alice
         lines = (b'PADDLECLOUD_METRIC {"step": %d, "loss": %f}\n' % (i, scale / i) for i in range(1, 9))
         logstore.append(job.replicas.get(role="trainer", index=0), b"".join(lines))
     page.goto(f"{live_server.url}/jobs/fit/")
-    page.fill("input[name=with]", "fit.v2")
+    page.fill(".compare-form input[type=text]", "fit.v2")
     page.click(".compare-form button")
-    page.wait_for_url(f"{live_server.url}/jobs/fit/compare/?with=fit.v2")
+    page.wait_for_url(f"{live_server.url}/runs/compare/?job=fit&job=fit.v2")
     page.locator("#chart canvas").first.wait_for()
-    expect(page.locator("#chart .u-legend .u-series")).to_have_count(3)  # step + one line per job
-    expect(page.locator("#chart .u-legend")).to_contain_text("fit.v2 loss")
+    expect(page.locator("#chart .u-legend .u-series")).to_have_count(5)  # x + each run raw and smoothed
+    expect(page.locator("#chart .u-legend")).to_contain_text("fit.v2 (raw)")
     assert errors == []
 
 

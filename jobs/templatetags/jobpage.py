@@ -49,3 +49,31 @@ def clock(seconds: float | None) -> str:
     if seconds is None:
         return " " * 8
     return timezone.localtime(datetime.fromtimestamp(seconds, UTC)).strftime("%H:%M:%S")
+
+
+@register.filter
+def get(mapping: dict, key: str):  # noqa: ANN201 - whatever the mapping holds
+    return mapping.get(key)
+
+
+@register.filter
+def number(value: float | None) -> str:
+    """A metric value in 4 significant digits (573.2, 0.004317, 12); blank when none."""
+    if value is None:
+        return ""
+    return f"{value:.4g}"
+
+
+@register.filter
+def sort_key(metric: str, current: str) -> str:
+    """The runs table's ?order= for a click on `metric`'s header: best first, then the other way."""
+    return f"-{metric}" if current == metric else metric
+
+
+@register.simple_tag
+def query_with(request, **changes) -> str:
+    """The request's query string with `changes` set (so sorting keeps the filters)."""
+    query = request.GET.copy()
+    for key, value in changes.items():
+        query[key] = value
+    return query.urlencode()

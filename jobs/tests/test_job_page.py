@@ -251,22 +251,6 @@ def submit_named(user, name):
     return services.submit_job(user, {"name": name, "package": pkg, "entry": "python train.py", "pservers": 1})
 
 
-def test_the_compare_page_charts_the_named_jobs_beside_this_one(web, job, alice):
-    submit_named(alice, "fit.v2")
-    res = web.get("/jobs/fit/compare/", {"with": ["fit.v2", "", "fit", "fit.v2"]})  # blanks, self, repeats dropped
-    assert res.status_code == 200
-    assert res.context["series"] == [["fit", "/jobs/fit/metrics/"], ["fit.v2", "/jobs/fit.v2/metrics/"]]
-    assert '<script id="compare-series" type="application/json">' in res.content.decode()
-
-
-def test_comparing_with_unknown_or_other_users_jobs_says_which(web, job, bob):
-    submit_named(bob, "bobs")
-    res = web.get("/jobs/fit/compare/", {"with": ["bobs", "nope"]})
-    assert res.status_code == 400
-    assert "no job named bobs, nope" in res.content.decode()
-    assert res.context["series"] == [["fit", "/jobs/fit/metrics/"]]  # nothing of bob's leaks
-
-
-def test_comparing_with_too_many_jobs_is_refused(web, job):
-    res = web.get("/jobs/fit/compare/", {"with": [f"j{i}" for i in range(job_page.MAX_COMPARED + 1)]})
-    assert res.status_code == 400 and f"at most {job_page.MAX_COMPARED} jobs" in res.content.decode()
+def test_the_old_compare_link_opens_the_runs_overlay(web, job):
+    res = web.get("/jobs/fit/compare/", {"with": ["fit.v2", "x"]})
+    assert res.status_code == 302 and res["Location"] == "/runs/compare/?job=fit&job=fit.v2&job=x"
