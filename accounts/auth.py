@@ -10,16 +10,25 @@ from typing import Any
 
 from django.db.models import Q
 from django.utils import timezone
+from drf_spectacular.contrib.knox_auth_token import KnoxTokenScheme
 from knox.auth import TokenAuthentication as KnoxTokenAuthentication
 
 from .models import ApiToken
 
 
 class TokenAuthentication(KnoxTokenAuthentication):
+    """knox's, and `validate_user` (its hook for a valid token) also records the use."""
+
     def validate_user(self, auth_token: Any) -> tuple[Any, Any]:
         found = super().validate_user(auth_token)  # raises for an inactive user: no use recorded
         token_used(auth_token.pk, auth_token.digest)
         return found
+
+
+class TokenScheme(KnoxTokenScheme):
+    """The schema's security scheme, knox's as drf-spectacular describes it (it matches by class)."""
+
+    target_class = "accounts.auth.TokenAuthentication"
 
 
 # A token's use is written at most once a LAST_USED_EVERY per process: not a write per request.

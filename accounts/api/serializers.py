@@ -32,8 +32,17 @@ class TokenRequestSerializer(serializers.Serializer):
                                                        "cannot log in again); revoke it when done.")
 
 
+class StrictCharField(serializers.CharField):
+    """Text only: DRF's CharField would take 0 or true and make it "0" or "True"."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class NewTokenSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=64, help_text="What it is for, e.g. ci-nightly; one not in use.")
+    name = StrictCharField(max_length=64, help_text="What it is for, e.g. ci-nightly; one not in use.")
     never_expires = serializers.BooleanField(required=False, default=False,
                                              help_text="A token that does not expire; revoke it when done.")
 
