@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('accounts', '0004_datacenter_capacity'),
+        ('accounts', '0005_login_gate'),
     ]
 
     operations = [
