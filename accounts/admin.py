@@ -1,5 +1,6 @@
 from django import forms
 from django.contrib import admin
+from knox.models import AuthToken
 
 from . import services
 from .forms import AdminLoginForm
@@ -7,6 +8,8 @@ from .models import ApiToken, Registry
 
 # The admin's login checks passwords through the same brute-force throttle as every login.
 admin.site.login_form = AdminLoginForm
+# Knox's own page lists token hashes; operators see and revoke tokens by name below (ApiTokenAdmin).
+admin.site.unregister(AuthToken)
 
 
 class RegistryForm(forms.ModelForm):

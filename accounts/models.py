@@ -71,6 +71,8 @@ class ApiToken(models.Model):
     auth_token = models.OneToOneField(settings.KNOX_TOKEN_MODEL, on_delete=models.CASCADE, related_name="info")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=64, blank=True)
+    last_used = models.DateTimeField(null=True, blank=True, editable=False,
+                                     help_text="When a request last came with it (to within a minute).")
 
     class Meta:
         ordering = ["-id"]

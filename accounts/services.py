@@ -58,6 +58,17 @@ def tokens_of(user: User) -> QuerySet[ApiToken]:
             .filter(Q(auth_token__expiry__isnull=True) | Q(auth_token__expiry__gte=timezone.now())))
 
 
+def create_named_token(user: User, *, name: str, never_expires: bool = False) -> tuple[ApiToken, str]:
+    """A token made on purpose (the tokens page, POST auth/tokens/): it must have a name, one not in
+    use, so that making it never revokes another (a login from a device does replace that device's)."""
+    name = " ".join(str(name).split())
+    if not name:
+        raise ValidationError({"name": ["give the token a name, e.g. what it is for"]})
+    if tokens_of(user).filter(name=name).exists():
+        raise ValidationError({"name": [f"you already have a token named '{name}': revoke it or pick another name"]})
+    return create_token(user, name=name, never_expires=never_expires)
+
+
 def revoke_token(token: ApiToken) -> None:
     token.auth_token.delete()  # the ApiToken goes with it
 
@@ -78,8 +89,9 @@ class TokenHeader:
 def user_for_token(authorization: str) -> User | None:
     """The user an `Authorization: Token <key>` header stands for (knox's checks: the hashed
     key, expiry, inactive users), or None."""
-    from knox.auth import TokenAuthentication
     from rest_framework.exceptions import AuthenticationFailed
+
+    from .auth import TokenAuthentication
 
     try:
         found = TokenAuthentication().authenticate(TokenHeader(authorization))

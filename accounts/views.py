@@ -1,8 +1,10 @@
-"""The account pages: logging in, and the user's API tokens (list and revoke)."""
+"""The account pages: logging in, and the user's API tokens (make a named one, list with last
+use, revoke)."""
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -24,8 +26,20 @@ class LoginView(auth_views.LoginView):
 
 @login_required
 def tokens(request):
+    """The list; a POST makes a named token and shows its secret on this answer only."""
     services.delete_expired_tokens(request.user)
-    return render(request, "accounts/tokens.html", {"tokens": services.tokens_of(request.user)})
+    context: dict = {"name_error": "", "new_secret": ""}
+    if request.method == "POST":
+        try:
+            info, secret = services.create_named_token(request.user, name=request.POST.get("name", ""),
+                                                       never_expires=request.POST.get("never_expires") == "1")
+        except ValidationError as e:
+            context["name_error"] = " ".join(e.message_dict.get("name", e.messages))
+            context["name"] = request.POST.get("name", "")[:64]
+        else:
+            context.update(new_secret=secret, new_token=info)
+    return render(request, "accounts/tokens.html", {**context, "tokens": services.tokens_of(request.user)},
+                  status=400 if context["name_error"] else 200)
 
 
 @login_required

@@ -74,6 +74,8 @@ class JobForm(SpecForm):
         self.backend_fields = {f.name: list(f.backends) for f in spec.surface("form") if f.backends}
         self.fields["datacenter"].initial = settings.DEFAULT_DATACENTER
         self.fields["entry"].widget.attrs["placeholder"] = "python train.py"
+        # A name over the limit is refused with a message, never cut short as it is typed.
+        self.fields["name"].widget.attrs.pop("maxlength", None)
         self.fields["registry"].choices = [("", "—")] + [
             (r.name, f"{r.name} ({r.server})") for r in Registry.objects.filter(user=user)]
 
@@ -95,14 +97,16 @@ class JobForm(SpecForm):
         return list(sections.items())
 
     def clean_env(self):
-        env = {}
+        env, errors = {}, []
         for n, line in enumerate(self.cleaned_data["env"].splitlines(), 1):
             if not line.strip():
                 continue
             key, sep, value = line.partition("=")
             if not sep:
-                raise forms.ValidationError(f"line {n}: write NAME=value")
+                errors.append(f"line {n}: write NAME=value")
             env[key.strip()] = value.strip()
+        if errors:  # all of them at once
+            raise forms.ValidationError(errors)
         return env
 
     def clean(self):

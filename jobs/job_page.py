@@ -6,30 +6,58 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
+from django.db.models import prefetch_related_objects
 from django.http import HttpResponse, HttpResponseBase
 from django.utils.http import content_disposition_header
 
 from pfs.transfer import FileSpan, SpanResponse
 
-from . import services
+from . import logs
 from .live import logstore, metrics
-from .models import JobState, ReplicaState
+from .models import TERMINAL_STATES, JobState, ReplicaState
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import User
 
     from .models import Job, Replica
 
 
 @dataclass(frozen=True)
 class Timing:
-    queued: timedelta | None  # submission to start (so far, while still waiting)
-    elapsed: timedelta | None  # start to end (so far, while running)
+    queued: timedelta | None  # waiting in the queue (all waits, so far while still waiting)
+    building: timedelta | None  # preparing the runtime (None: it has not built)
+    elapsed: timedelta | None  # starting and running, every attempt together (so far, while running)
+
+
+# What the page counts as the job running: its replicas starting and running.
+_RUN_STATES = (JobState.STARTING, JobState.RUNNING)
+
+
+def timing(job: Job, now: datetime, events: Sequence[tuple[str, datetime]] | None = None) -> Timing:
+    """Time spent per phase from the job-level events (state, when), oldest first: a resumed or
+    restarted job counts each attempt's run time, not only the latest, and never its suspended
+    hours. Without events (the job list), from the job's own times."""
+    if not events:
+        if job.started is None:
+            return Timing(queued=(job.finished or now) - job.created, building=None, elapsed=None)
+        return Timing(queued=job.started - job.created, building=None, elapsed=(job.finished or now) - job.started)
+    spent: dict[str, timedelta] = {}
+    for (state, at), following in zip(events, [*events[1:], None], strict=True):
+        until = following[1] if following else (job.finished or now)
+        if state not in TERMINAL_STATES:
+            key = JobState.RUNNING if state in _RUN_STATES else state
+            spent[key] = spent.get(key, timedelta(0)) + max(until - at, timedelta(0))
+    return Timing(queued=spent.get(JobState.QUEUED, timedelta(0)), building=spent.get(JobState.BUILDING),
+                  elapsed=spent.get(JobState.RUNNING))
+
+
+def state_times(job: Job) -> list[tuple[str, datetime]]:
+    """The job-level events' (state, when), oldest first: what timing() counts."""
+    return list(job.events.filter(replica=None).order_by("created", "id").values_list("state", "created"))
 
 
 @dataclass(frozen=True)
@@ -37,13 +65,7 @@ class Progress:
     done: int  # passes every trainer has completed
     total: int
     eta: timedelta | None  # remaining time at the pace so far, while the job runs
-
-
-def timing(job: Job, now: datetime) -> Timing:
-    if job.started is None:
-        end = job.finished or now
-        return Timing(queued=end - job.created, elapsed=None)
-    return Timing(queued=job.started - job.created, elapsed=(job.finished or now) - job.started)
+    resumed_from: int = 0  # the pass its checkpoint had when the job started (0: started afresh)
 
 
 # How far back from a log's end to look for the latest metric line (the page polls this).
@@ -58,23 +80,59 @@ def last_metrics(replica: Replica) -> dict[str, float] | None:
     return None
 
 
-def progress(job: Job, trainers: Iterable[Replica], now: datetime) -> Progress | None:
+def first_metrics(replica: Replica) -> dict[str, float] | None:
+    """The replica's first metric line, looked for in its log's first MiB."""
+    for line in logstore.read(replica, 0).text.splitlines():
+        if (values := metrics.parse_line(line.encode())) is not None:
+            return values
+    return None
+
+
+def _pass(values: dict[str, float] | None) -> int:
+    return int(values.get("pass", values["step"])) if values else 0
+
+
+def progress(job: Job, trainers: Iterable[Replica], now: datetime, elapsed: timedelta | None = None) -> Progress | None:
     """Pass X of Y from the trainers' latest metric lines: the slowest trainer's. A line's "pass"
     key when the program gives one, otherwise `step` counts passes (as in examples/fit_a_line,
     one line after each pass). None before any line, or when the lines do not count passes
-    (a number past the job's passes)."""
+    (a number past the job's passes). A job whose first line is past pass 1 resumed from a
+    checkpoint (of an earlier job of that name, say): the ETA's pace counts only the passes this
+    job trained, over `elapsed`, its run time in every attempt (default: since it last started)."""
+    trainers = list(trainers)
     latest = [last_metrics(r) for r in trainers]
     if not job.passes or not any(latest):
         return None
-    passes = [int(values.get("pass", values["step"])) if values else 0 for values in latest]
+    passes = [_pass(values) for values in latest]
     if max(passes) > job.passes:
         return None
     done = min(passes)
+    resumed_from = max(0, min(_pass(first_metrics(r)) for r in trainers) - 1)
+    if elapsed is None and job.started:
+        elapsed = now - job.started
     eta = None
-    if job.state == JobState.RUNNING and job.started and 0 < done < job.passes:
-        per_pass = (now - job.started) / done
-        eta = per_pass * (job.passes - done)
-    return Progress(done=done, total=job.passes, eta=eta)
+    if job.state == JobState.RUNNING and elapsed and resumed_from < done < job.passes:
+        eta = elapsed / (done - resumed_from) * (job.passes - done)
+    return Progress(done=done, total=job.passes, eta=eta, resumed_from=resumed_from)
+
+
+@dataclass(frozen=True)
+class ListRow:
+    job: Job
+    progress: Progress | None
+
+
+def list_rows(jobs: Iterable[Job], now: datetime) -> list[ListRow]:
+    """The job list's rows: each job with its progress while it runs (read from its trainers' log
+    tails; ended and waiting jobs need no read)."""
+    jobs = list(jobs)
+    prefetch_related_objects([j for j in jobs if j.state == JobState.RUNNING], "replicas")
+    rows = []
+    for job in jobs:
+        running = job.state == JobState.RUNNING
+        trainers = [r for r in job.replicas.all() if r.role == "trainer"] if running else []
+        rows.append(ListRow(job, progress(job, trainers, now) if running else None))
+    return rows
 
 
 def stopped_after_success(job: Job, replica: Replica) -> bool:
@@ -110,27 +168,14 @@ def split_stop_trace(text: str) -> tuple[str, str]:
     return text[:cut], text[cut:]
 
 
-MAX_COMPARED = 5  # other jobs on one chart: beyond that the curves cannot be told apart
-
-
-def compare_with(user: User, job: Job, names: list[str]) -> tuple[list[Job], str]:
-    """The user's other jobs named in `names` (blank entries and repeats ignored), in that order,
-    and "" — or no jobs and why the names cannot be compared."""
-    wanted = list(dict.fromkeys(n.strip() for n in names if n.strip() and n.strip() != job.name))
-    if len(wanted) > MAX_COMPARED:
-        return [], f"at most {MAX_COMPARED} jobs can be compared with {job.name}"
-    found = {j.name: j for j in services.visible_jobs(user).filter(name__in=wanted)}
-    missing = [n for n in wanted if n not in found]
-    if missing:
-        return [], "no job named " + ", ".join(missing)
-    return [found[n] for n in wanted], ""
-
-
-def default_log_replica(replicas: Iterable[Replica]) -> Replica | None:
-    """The log tab to open first: trainer-0, whose output is the training's, else the first replica."""
+def default_log(job: Job, replicas: Iterable[Replica]) -> str:
+    """The log tab to open first: the build's while the job builds (or waits to), else
+    trainer-0, whose output is the training's, else the first replica."""
     replicas = list(replicas)
+    if job.state in (JobState.QUEUED, JobState.BUILDING) or not replicas:
+        return logs.BUILD
     trainers = [r for r in replicas if r.role == "trainer"]
-    return min(trainers, key=lambda r: r.index) if trainers else (replicas[0] if replicas else None)
+    return (min(trainers, key=lambda r: r.index) if trainers else replicas[0]).name
 
 
 def duration(value: timedelta | None) -> str:
@@ -147,7 +192,7 @@ def duration(value: timedelta | None) -> str:
     return f"{seconds}s"
 
 
-def log_download(replica: Replica, filename: str) -> HttpResponseBase:
+def log_download(replica: logstore.LogSource, filename: str) -> HttpResponseBase:
     """The replica's whole log as it is now, streamed (zero-copy where the server offers it)."""
     try:
         fd = os.open(logstore.path(replica), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)

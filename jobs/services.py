@@ -3,7 +3,6 @@ these; none of them holds job logic of its own."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,8 +18,7 @@ from pfs import packages
 from pfs.paths import PathError, home
 from quotas.services import lock_admissions
 
-from . import spec
-from .lifecycle import retention
+from . import checkpoints, logs, spec
 from .live import logstore
 from .models import ACTIVE_STATES, ADMITTED_STATES, REPLICA_DONE, Job, JobEvent, JobState, Replica, ReplicaState
 from .state.attempts import new_attempt
@@ -91,8 +89,10 @@ def _create(user: User, cleaned: dict[str, Any]) -> Job:
                 [Replica(job=job, role=Replica.Role.PSERVER, index=i) for i in range(job.pservers)]
                 + [Replica(job=job, role=Replica.Role.TRAINER, index=i) for i in range(job.trainers)]
             )
-            JobEvent.objects.create(job=job, state=JobState.QUEUED, reason="Submitted",
-                                    message=f"{job.pservers} pservers, {job.trainers} trainers")
+            JobEvent.objects.create(job=job, state=JobState.QUEUED, reason="Submitted", message=replica_counts(job))
+            if checkpoints.found(job):
+                JobEvent.objects.create(job=job, state=JobState.QUEUED, reason=checkpoints.FOUND,
+                                        message=checkpoints.found_message(job))
             if job.fail_fast:
                 from .tasks import admit_and_launch
 
@@ -116,25 +116,32 @@ def enqueue(job: Job) -> None:
     transaction.on_commit(lambda: admit_queue.delay(job.datacenter_id))
 
 
-def kill_job(job: Job) -> bool:
+def kill_job(job: Job, *, by: str = "") -> bool:
     """Stop a job: its replicas get SIGTERM, then SIGKILL after the grace period. False if the
-    job had already ended."""
+    job had already ended. `by`: the staff member who killed another user's job."""
     from .tasks import stop_job
 
-    killed = transition(job, JobState.KILLED, "Killed", "killed by the user")
+    killed = transition(job, JobState.KILLED, "Killed", f"killed by {by} (staff)" if by else "killed by the user")
     transaction.on_commit(lambda: stop_job.delay(job.pk))
     return killed
 
 
-def delete_job(job: Job) -> None:
+def delete_job(job: Job, *, checkpoints: bool = False) -> None:
     """Kill if needed, hide the job at once, and remove its processes, files and logs in the
-    background (history goes with it, like `paddlectl kill -rm`)."""
+    background (history goes with it, like `paddlectl kill -rm`). Its checkpoint directory stays
+    (a job submitted again under the name resumes from it) unless `checkpoints`."""
     from .tasks import delete_job_task
 
     if job.state in ACTIVE_STATES:
         transition(job, JobState.KILLED, "Killed", "killed by the user (deleted)")
     Job.objects.filter(pk=job.pk).update(deleting=True)
-    transaction.on_commit(lambda: delete_job_task.delay(job.pk))
+    transaction.on_commit(lambda: delete_job_task.delay(job.pk, checkpoints=checkpoints))
+
+
+def replica_counts(job: Job) -> str:
+    """"1 pserver, 2 trainers", "4 trainers"."""
+    counts = [(job.pservers, "pserver"), (job.trainers, "trainer")]
+    return ", ".join(f"{n} {what}{'' if n == 1 else 's'}" for n, what in counts if n or what == "trainer")
 
 
 def source_spec(job: Job) -> dict[str, Any]:
@@ -216,11 +223,4 @@ def resume_job(job: Job) -> None:
 def replica_log(replica: Replica, *, offset: int | None = None, lines: int | None = None) -> logstore.LogChunk:
     """From a byte offset (to resume a follow), or the last `lines` lines (default 100). Raises
     ValidationError for an offset or a line count out of range."""
-    try:
-        if offset is not None:
-            chunk = logstore.read(replica, offset)
-        else:
-            chunk = logstore.tail(replica, 100 if lines is None else lines)
-    except ValueError as e:
-        raise ValidationError({"offset" if offset is not None else "lines": [str(e)]}) from None
-    return dataclasses.replace(chunk, notice=retention.notice(replica.job) or logstore.notice(replica))
+    return logs.read(replica.job, replica, offset=offset, lines=lines)

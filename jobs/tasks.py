@@ -121,12 +121,16 @@ def purge_finished_jobs() -> int:
 
 
 @shared_task(acks_late=True)
-def delete_job_task(job_id: int) -> None:
+def delete_job_task(job_id: int, checkpoints: bool = False) -> None:
     job = Job.objects.filter(pk=job_id, deleting=True).select_related("datacenter", "user").first()
     if job is None:
         return
     get_backend(job.datacenter).delete(job)
     logstore.delete_job(job.pk)
+    if checkpoints:  # after the processes that write them are gone
+        from .checkpoints import remove
+
+        remove(job)
     job.delete()
 
 

@@ -1,34 +1,64 @@
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.decorators import login_required, user_passes_test
 from django.core.exceptions import ValidationError
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from accounts.models import Datacenter
 from core.pagination import cursor_page
 
-from . import job_page, services
+from . import checkpoints, cluster, job_page, logs, services
 from .filtersets import JobFilterSet
 from .forms import JobForm, LogLinesForm
 from .lifecycle import retention
 from .live import usage
 from .live.metrics import parse_metrics
-from .models import ADMITTED_STATES, JobState, ReplicaState
+from .models import ACTIVE_STATES, ADMITTED_STATES, Job, JobState, Replica, ReplicaState
 
 
 @login_required
 def job_list(request):
     # The API's FilterSet: the page's filters are the API's, with the same names and values.
-    filters = JobFilterSet(request.GET, queryset=services.visible_jobs(request.user))
+    everyone = request.user.is_staff and request.GET.get("owner") == "all"
+    jobs = services.visible_jobs(request.user) if not everyone else Job.objects.filter(deleting=False)
+    filters = JobFilterSet(request.GET, queryset=jobs.select_related("datacenter", "user"))
     page = cursor_page(filters.qs, request, page_size=25)
+    rows = job_page.list_rows(page.items, timezone.now())
+    # Whether an empty page means no jobs at all, or none that match (the order is no filter).
+    filtered = any(v for k, v in request.GET.items() if k in filters.filters and k != "sort")
+    context = {"page": page, "rows": rows, "filtered": filtered, "everyone": everyone}
     if request.htmx:  # the rows' refresh every 3 s: no filter form to fill
-        return render(request, "jobs/_job_rows.html", {"page": page})
+        return render(request, "jobs/_job_rows.html", context)
     datacenters = Datacenter.objects.order_by("name").values_list("name", flat=True)
-    return render(request, "jobs/job_list.html", {"page": page, "filters": filters, "states": JobState.values,
+    return render(request, "jobs/job_list.html", {**context, "filters": filters, "states": JobState.values,
                                                   "datacenters": list(datacenters)})
+
+
+@login_required
+@require_POST
+def job_bulk(request):
+    """Kill or delete the jobs ticked in the list: one's own, or any job for staff."""
+    action = request.POST.get("action")
+    ids = [int(i) for i in request.POST.getlist("job") if i.isdigit()][:100]
+    jobs = Job.objects.filter(deleting=False) if request.user.is_staff else services.visible_jobs(request.user)
+    chosen = list(jobs.filter(pk__in=ids).select_related("datacenter", "user").order_by("name"))
+    if action not in ("kill", "delete") or not chosen:
+        messages.error(request, "Tick the jobs to kill or delete first.")
+        return redirect(request.POST.get("next") or "jobs:list")
+    by = lambda job: request.user.get_username() if job.user_id != request.user.pk else ""  # noqa: E731
+    if action == "kill":
+        killed = [job.name for job in chosen if services.kill_job(job, by=by(job))]
+        messages.success(request, f"Killing {', '.join(killed)}." if killed else "Those jobs had already ended.")
+    else:
+        for job in chosen:
+            services.delete_job(job)
+        messages.success(request, f"Deleted {', '.join(j.name for j in chosen)} with their history and logs "
+                                  "(checkpoints stay).")
+    return redirect(request.POST.get("next") or "jobs:list")
 
 
 @login_required
@@ -67,44 +97,72 @@ def job_detail(request, name):
     # Keep refreshing until every replica has settled: pservers stop just after a job succeeds.
     live = job.is_active or any(r.state in (ReplicaState.PENDING, ReplicaState.RUNNING) for r in replicas)
     now = timezone.now()
-    context = {"job": job, "replicas": replicas, "events": job.events.select_related("replica"), "live": live,
-               "waiting": services.waiting_reason(job), "timing": job_page.timing(job, now),
-               "progress": job_page.progress(job, [r for r in replicas if r.role == "trainer"], now),
-               "log_replica": job_page.default_log_replica(replicas),
+    timing = job_page.timing(job, now, job_page.state_times(job))
+    events = list(job.events.select_related("replica"))
+    context = {"job": job, "replicas": replicas, "events": events, "live": live,
+               "checkpoints_found": next((e.message for e in events if e.reason == checkpoints.FOUND), ""),
+               "waiting": services.waiting_reason(job), "timing": timing,
+               "progress": job_page.progress(job, [r for r in replicas if r.role == "trainer"], now, timing.elapsed),
+               "log_names": [logs.BUILD, *(r.name for r in replicas)],
+               "log_replica": job_page.default_log(job, replicas),
                "can_suspend": job.state in (JobState.QUEUED, *ADMITTED_STATES), "purged_notice": retention.notice(job)}
     if request.htmx and request.GET.get("part") == "status":
         return render(request, "jobs/_job_status.html", context)
+    context["checkpoints_dir"] = checkpoints.where(job) if checkpoints.found(job) else ""
     return render(request, "jobs/job_detail.html", context)
 
 
-def _replica(request, name, replica):
+def _log_source(request, name, replica):
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
-    return job, next((r for r in job.replicas.all() if r.name == replica), None)
+    return job, logs.find(job, replica)
 
 
 @login_required
 def replica_log(request, name, replica):
-    job, rep = _replica(request, name, replica)
-    if rep is None:
+    """A log panel: the last lines of a replica's log, or of the job's build log (`build`)."""
+    job, source = _log_source(request, name, replica)
+    if source is None:
         return render(request, "jobs/_log.html", {"error": f"no replica {replica}"}, status=404)
     query = LogLinesForm(request.GET)
     if not query.is_valid():
         return render(request, "jobs/_log.html", {"error": f"lines: {query.errors['lines'][0]}"}, status=400)
-    chunk = services.replica_log(rep, lines=query.cleaned_data["lines"] or 300)
+    chunk = logs.read(job, source, lines=query.cleaned_data["lines"] or 300)
     text, trace = chunk.text, ""
-    if job_page.stopped_after_success(job, rep):
+    if isinstance(source, Replica) and job_page.stopped_after_success(job, source):
         text, trace = job_page.split_stop_trace(chunk.text)
-    return render(request, "jobs/_log.html", {"job": job, "replica": rep, "chunk": chunk, "text": text,
-                                              "trace": trace})
+    return render(request, "jobs/_log.html", {"job": job, "source": source, "state": logs.state(job, source),
+                                              "chunk": chunk, "text": text, "trace": trace})
+
+
+@login_required
+def merged_log(request, name):
+    """The "all" tab: the last lines of every log of the job in the order they were written."""
+    job = get_object_or_404(services.visible_jobs(request.user), name=name)
+    lines = logs.merged(job, 500)
+    live = job.is_active or job.replicas.filter(state__in=[ReplicaState.PENDING, ReplicaState.RUNNING]).exists()
+    return render(request, "jobs/_log_merged.html", {"job": job, "lines": lines, "live": live,
+                                                     "notice": retention.notice(job)})
+
+
+@login_required
+def log_search(request, name, replica):
+    """Every line of the whole log (not only the panel's last lines) that holds ?q=, numbered."""
+    job, source = _log_source(request, name, replica)
+    if source is None:
+        raise Http404(f"no replica {replica}")
+    query = request.GET.get("q", "")[:200]
+    matches, truncated = logs.search(source, query) if query else ([], False)
+    return render(request, "jobs/_log_search.html", {"job": job, "source": source, "query": query,
+                                                     "matches": matches, "truncated": truncated})
 
 
 @login_required
 def replica_log_download(request, name, replica):
-    """The replica's whole log as a file (the page shows only its last lines)."""
-    job, rep = _replica(request, name, replica)
-    if rep is None:
+    """The whole log as a file (the page shows only its last lines)."""
+    job, source = _log_source(request, name, replica)
+    if source is None:
         raise Http404(f"no replica {replica}")
-    return job_page.log_download(rep, f"{job.name}-{rep.name}.log")
+    return job_page.log_download(source, f"{job.name}-{source.name}.log")
 
 
 @login_required
@@ -121,14 +179,11 @@ def job_usage(request, name):
     return JsonResponse({"replicas": usage.chart_series(job)})
 
 
+@login_required
 def job_compare(request, name):
-    """The loss curves of this job and the jobs named in ?with=, overlaid on one chart."""
-    job = get_object_or_404(services.visible_jobs(request.user), name=name)
-    others, error = job_page.compare_with(request.user, job, request.GET.getlist("with"))
-    jobs = [job, *others]
-    series = [[j.name, reverse("jobs:metrics", args=[j.name])] for j in jobs]
-    return render(request, "jobs/job_compare.html", {"job": job, "jobs": jobs, "series": series, "error": error},
-                  status=400 if error else 200)
+    """Old links (/jobs/<name>/compare/?with=...): the runs page's overlay of this job and those."""
+    query = urlencode([("job", name), *(("job", w) for w in request.GET.getlist("with"))])
+    return redirect(f"{reverse('runs:compare')}?{query}")
 
 
 @login_required
@@ -190,6 +245,29 @@ def _errors(e: ValidationError) -> str:
 @require_POST
 def job_delete(request, name):
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
-    services.delete_job(job)
-    messages.success(request, f"Job {job.name} deleted with its history and logs.")
+    with_checkpoints = request.POST.get("checkpoints") == "1"
+    services.delete_job(job, checkpoints=with_checkpoints)
+    what = "history, logs and checkpoints" if with_checkpoints else "history and logs"
+    kept = "" if with_checkpoints else " Its checkpoints stay, for a job of that name to resume from."
+    messages.success(request, f"Job {job.name} deleted with its {what}.{kept}")
     return redirect("jobs:list")
+
+
+@login_required
+def cluster_page(request):
+    """Every datacenter's capacity and use, its running jobs and its queue (others' jobs: owner and
+    resources only); refreshed in place every few seconds."""
+    context = {"datacenters": cluster.overview(request.user)}
+    if request.htmx:
+        return render(request, "jobs/_cluster.html", context)
+    return render(request, "jobs/cluster.html", context)
+
+
+@user_passes_test(lambda u: u.is_active and u.is_staff)
+@require_POST
+def cluster_kill(request, pk):
+    """Staff stop any user's job from the cluster page (the owner sees who: the event says staff)."""
+    job = get_object_or_404(Job.objects.filter(deleting=False, state__in=ACTIVE_STATES), pk=pk)
+    if services.kill_job(job, by=request.user.get_username()):
+        messages.success(request, f"Job {job.name} of {job.user.get_username()} is being killed.")
+    return redirect("cluster")

@@ -1,8 +1,8 @@
 """The watch loop (`manage.py watch_jobs`): runs every registered backend's watcher
 (jobs/backends/registry.py), which observes its datacenters' replicas and has the lifecycle move
-jobs on, and streams new log output to each job's Channels group (one reader per replica, any
-number of viewers): on every pass, and between passes as soon as it is written
-(jobs/live/logfollow.py)."""
+jobs on, and streams new log output (each replica's, and the runtime build's) to each job's
+Channels group (one reader per log, any number of viewers): on every pass, and between passes as
+soon as it is written (jobs/live/logfollow.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from .lifecycle.storage import StorageCheck
 from .lifecycle.sync import sync_job
 from .live import usage
 from .live.logfollow import LogFollower
-from .models import Job
+from .models import Job, JobState
 from .tasks import jobs_to_watch
 
 log = logging.getLogger(__name__)
@@ -68,9 +68,14 @@ class WatchLoop:
                 watcher.tick(self)
             except Exception:
                 log.exception("%s watcher: pass failed", watcher.backend)
+        # A building job has no replicas to observe yet, only its build log to push.
+        building = set()
+        for job in Job.objects.filter(state=JobState.BUILDING, deleting=False):
+            self.logs.follow(job)
+            building.add(job.pk)
         # Watchers may push a job's logs only on some passes (Kubernetes: when it changed), so
         # followed logs are let go once their job is settled, not when a pass skipped them.
-        self.logs.retain(set(self.jobs_to_watch().values_list("pk", flat=True)))
+        self.logs.retain(building | set(self.jobs_to_watch().values_list("pk", flat=True)))
         try:
             self.storage.tick()
         except Exception:

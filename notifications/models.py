@@ -9,6 +9,12 @@ class Event(models.TextChoices):
     SUCCEEDED = "job.succeeded", "Job succeeded"
     FAILED = "job.failed", "Job failed"
     KILLED = "job.killed", "Job killed"
+    TEST = "webhook.test", "Test message"  # sent on request, to check a receiver; never subscribed to
+
+
+# What a webhook may subscribe to: the jobs' events (a test is sent on request only).
+SUBSCRIBABLE = [e for e in Event.values if e != Event.TEST]
+SUBSCRIBABLE_CHOICES = [(value, label) for value, label in Event.choices if value != Event.TEST]
 
 
 class Webhook(models.Model):
@@ -17,7 +23,7 @@ class Webhook(models.Model):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="webhooks")
     url = models.URLField(max_length=500)
-    events = models.JSONField(default=list, help_text="the events sent: " + ", ".join(Event.values))
+    events = models.JSONField(default=list, help_text="the events sent: " + ", ".join(SUBSCRIBABLE))
     # The receiver checks each message's signature with it, so it is a credential: encrypted at rest.
     secret = EncryptedTextField(help_text="Signs every message (HMAC-SHA256); stored encrypted, shown once.")
     active = models.BooleanField(default=True)

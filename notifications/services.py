@@ -18,7 +18,7 @@ from django.urls import reverse
 from jobs.models import Job, JobState
 
 from .addresses import AddressRefused, check_url
-from .models import Delivery, EmailPreference, Event, Webhook
+from .models import SUBSCRIBABLE, Delivery, EmailPreference, Event, Webhook
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -41,12 +41,12 @@ def _clean_url(url: str) -> str:
 
 def _clean_events(events: Iterable[str]) -> list[str]:
     events = list(dict.fromkeys(events))
-    unknown = [e for e in events if e not in Event.values]
+    unknown = [e for e in events if e not in SUBSCRIBABLE]
     if unknown:
         raise ValidationError({"events": [f"unknown event(s) {', '.join(map(str, unknown))}; "
-                                          f"choose from {', '.join(Event.values)}"]})
+                                          f"choose from {', '.join(SUBSCRIBABLE)}"]})
     if not events:
-        raise ValidationError({"events": ["choose at least one of " + ", ".join(Event.values)]})
+        raise ValidationError({"events": ["choose at least one of " + ", ".join(SUBSCRIBABLE)]})
     return events
 
 
@@ -103,6 +103,26 @@ def update_webhook(webhook: Webhook, *, url: str | None = None, events: Iterable
 
 def delete_webhook(webhook: Webhook) -> None:
     webhook.delete()
+
+
+def send_test(webhook: Webhook) -> Delivery:
+    """A test message to the webhook, signed and retried like any (its receiver can tell it by
+    its event, webhook.test); the caller queues it (notifications.tasks.queue)."""
+    return Delivery.objects.create(webhook=webhook, event=Event.TEST, payload={
+        "event": Event.TEST, "webhook": webhook.pk, "job": None,
+        "message": "A test message from PaddleCloud: this webhook is set up."})
+
+
+def redeliver(delivery: Delivery) -> Delivery:
+    """A delivery's message again, as a new delivery (the old one stays in the log as it went);
+    signed anew when it is sent; the caller queues it (notifications.tasks.queue)."""
+    return Delivery.objects.create(webhook=delivery.webhook, event=delivery.event, payload=delivery.payload)
+
+
+def job_name(delivery: Delivery) -> str:
+    """The name of the job a delivery is about ("" for a test)."""
+    job = delivery.payload.get("job") if isinstance(delivery.payload, dict) else None
+    return str(job.get("name", "")) if isinstance(job, dict) else ""
 
 
 def deliveries_of(user: User, webhook: Webhook | None = None) -> QuerySet[Delivery]:

@@ -3,10 +3,17 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
+from django.db import transaction
 
 from jobs.models import Job
 
 from . import delivery, services
+from .models import Delivery
+
+
+def queue(delivery: Delivery) -> None:
+    """Send it once the current transaction commits."""
+    transaction.on_commit(lambda: deliver.delay(delivery.pk))
 
 
 @shared_task(bind=True, max_retries=None)

@@ -239,6 +239,9 @@ if not LOGIN_ACCOUNT_FREE_FAILURES >= 0 or not LOGIN_ACCOUNT_DELAY_MAX >= 1:
     raise ImproperlyConfigured("LOGIN_ACCOUNT_FREE_FAILURES must be 0 or more and LOGIN_ACCOUNT_DELAY_MAX "
                                "at least 1 (seconds)")
 AXES_VERBOSE = False  # no start-up banner on every manage.py command; lockouts are still logged
+# Its attempt and log tables are bookkeeping, not an operator's console: a cool-down ends by itself
+# (and `manage.py axes_reset` ends it at once).
+AXES_ENABLE_ADMIN = False
 # The client's address is REMOTE_ADDR unless the operator says how many proxies of their own
 # stand in front (each appends to X-Forwarded-For); a header the client sends is never trusted.
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", 0)
@@ -248,7 +251,7 @@ LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "knox.auth.TokenAuthentication",
+        "accounts.auth.TokenAuthentication",  # knox's, recording each token's last use
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -5,6 +5,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from accounts import views as account_views
+from jobs import views as jobs_views
 from paddleweb import prometheus
 from pfs import views as pfs_views
 
@@ -23,6 +24,9 @@ urlpatterns = [
     path("api/v2/", include(("paddleweb.api_urls", "api"))),
     path("", include("legacy.urls")),  # /api/v1/ and /api-token-auth/ (protocol-v1.md)
     path("jobs/", include("jobs.urls")),
+    path("runs/", include("jobs.runs_views")),
+    path("cluster/", jobs_views.cluster_page, name="cluster"),
+    path("cluster/jobs/<int:pk>/kill/", jobs_views.cluster_kill, name="cluster_kill"),
     path("files/", include("pfs.urls")),
     path("metrics", prometheus.metrics_view, name="metrics"),
     path("filepub/", pfs_views.filepub, name="filepub"),

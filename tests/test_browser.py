@@ -46,7 +46,7 @@ def test_submit_fit_a_line_from_the_form_and_watch_it_succeed(system, page, live
     rows = page.locator("#status table.grid tbody tr")
     states = {rows.nth(i).locator("td").nth(0).inner_text(): rows.nth(i).locator("td").nth(1).inner_text()
               for i in range(rows.count())}
-    assert states == {"pserver-0": "Stopped", "pserver-1": "Stopped",
+    assert states == {"pserver-0": "Terminated", "pserver-1": "Terminated",
                       "trainer-0": "Succeeded", "trainer-1": "Succeeded"}
     page.click(".tabs a:has-text('trainer-1')")
     page.locator("pre.log", has_text="pass 10 loss").wait_for()

@@ -1,6 +1,8 @@
 """The job page in a real browser (Debian's Chromium driven by Playwright): the first log tab,
 searching the log, the layout on a 390 px phone, and the banner while the live connection is down."""
 
+import itertools
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -9,6 +11,7 @@ from playwright.sync_api import expect
 from jobs import services
 from jobs.live import logstore, notify
 from jobs.models import Job, Replica, ReplicaState
+from tests.screens import screenshot
 from tests.support import LiveASGI, logged_in_browser, make_package, needs_chromium
 
 pytestmark = [pytest.mark.timeout(180), needs_chromium]
@@ -18,6 +21,7 @@ def submit(alice):
     pkg = make_package(alice, "fit", {"train.py": ""})
     job = services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py", "pservers": 2,
                                       "trainers": 2})
+    Job.objects.filter(pk=job.pk).update(state="Running")  # built: the log panel opens on the training
     logstore.append(job.replicas.get(role="pserver", index=0), b"pserver output\n")
     logstore.append(job.replicas.get(role="trainer", index=0),
                     b"".join(b"trainer pass %d loss 0.5\n" % i for i in range(40)) + b"x" * 3000 + b"\n")
@@ -66,10 +70,58 @@ def test_the_page_says_when_the_live_connection_is_lost_and_when_it_is_back(tran
         expect(page.locator("#live-lost")).to_be_hidden()
         routes[-1].close()
         expect(page.locator("#live-lost")).to_be_visible()
-        expect(page.locator("#live-lost")).to_have_text("Live connection lost — reconnecting…")
+        expect(page.locator("#live-lost")).to_contain_text("Live connection lost — reconnecting in")
+        screenshot(page, "job-page-live-lost", full_page=False)
         page.wait_for_function("document.body.dataset.live === 'open'")  # the page reconnected by itself
         expect(page.locator("#live-lost")).to_be_hidden()
         assert len(routes) == 2
+
+
+def test_reconnecting_waits_a_few_seconds_at_most_and_retry_now_connects_at_once(transactional_db, alice,
+                                                                                 monkeypatch):
+    """The server is down for a while: attempts back off, but never to more than 4 s apart (once
+    43 s), so the page is live again seconds after the server; "Retry now" does not wait at all."""
+    job = submit(alice)
+    attempts: list[float] = []
+    routes = []
+    down = [False]
+
+    def route(ws):
+        attempts.append(time.monotonic())
+        if down[0]:
+            ws.close()  # refused, as by a server that is not back yet
+        else:
+            ws.connect_to_server()
+            routes.append(ws)
+
+    with LiveASGI() as server, logged_in_browser(server.url, monkeypatch) as page:
+        page.route_web_socket("**/ws/jobs/**", route)
+        page.goto(f"{server.url}/jobs/{job.name}/")
+        page.wait_for_function("document.body.dataset.live === 'open'")
+        down[0] = True
+        routes[-1].close()
+        page.wait_for_function("document.body.dataset.live === 'closed'")
+        pump_until(page, lambda: len(attempts) >= 8, 60)
+        gaps = [b - a for a, b in itertools.pairwise(attempts[1:])]
+        assert max(gaps) < 6, gaps  # capped at 4 s (and slack for a busy machine)
+        page.wait_for_timeout(300)
+        before = len(attempts)
+        clicked = time.monotonic()
+        page.click("#live-retry")
+        pump_until(page, lambda: len(attempts) > before, 10)
+        assert attempts[before] - clicked < 2.5
+        down[0] = False
+        page.click("#live-retry")
+        page.wait_for_function("document.body.dataset.live === 'open'")
+        expect(page.locator("#live-lost")).to_be_hidden()
+
+
+def pump_until(page, predicate, timeout: float) -> None:
+    """Wait in Playwright's own loop (its route handlers run only while it runs) until `predicate`."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        page.wait_for_timeout(50)
 
 
 def push(job, replica, offset: int, text: str, next_offset: int) -> None:
@@ -127,7 +179,7 @@ def test_following_keeps_the_newest_lines_in_view_and_unfollowing_keeps_the_plac
     assert page.locator("#log pre.log").evaluate(at_end)
 
 
-def test_the_compare_page_overlays_each_jobs_loss_curve(page, live_server, alice):
+def test_the_compare_form_overlays_each_jobs_curves(page, live_server, alice):
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     for name, scale in [("fit", 10), ("fit.v2", 5)]:
@@ -136,12 +188,12 @@ def test_the_compare_page_overlays_each_jobs_loss_curve(page, live_server, alice
         lines = (b'PADDLECLOUD_METRIC {"step": %d, "loss": %f}\n' % (i, scale / i) for i in range(1, 9))
         logstore.append(job.replicas.get(role="trainer", index=0), b"".join(lines))
     page.goto(f"{live_server.url}/jobs/fit/")
-    page.fill("input[name=with]", "fit.v2")
+    page.fill(".compare-form input[type=text]", "fit.v2")
     page.click(".compare-form button")
-    page.wait_for_url(f"{live_server.url}/jobs/fit/compare/?with=fit.v2")
+    page.wait_for_url(f"{live_server.url}/runs/compare/?job=fit&job=fit.v2")
     page.locator("#chart canvas").first.wait_for()
-    expect(page.locator("#chart .u-legend .u-series")).to_have_count(3)  # step + one line per job
-    expect(page.locator("#chart .u-legend")).to_contain_text("fit.v2 loss")
+    expect(page.locator("#chart .u-legend .u-series")).to_have_count(5)  # x + each run raw and smoothed
+    expect(page.locator("#chart .u-legend")).to_contain_text("fit.v2 (raw)")
     assert errors == []
 
 
@@ -157,3 +209,70 @@ def test_the_submit_form_shows_only_the_fields_the_chosen_datacenter_uses(page, 
     page.select_option("select[name=datacenter]", "cluster")
     for name in ("image", "registry", "gpu"):
         expect(page.locator(f"#field-{name}")).to_be_visible()
+
+
+def test_the_delete_dialog_says_the_checkpoints_stay_and_offers_to_delete_them(page, live_server, alice):
+    from jobs import checkpoints
+    from pfs import services as pfs
+
+    job = submit(alice)
+    pfs.mkdir(alice, f"{checkpoints.where(job)}/pass-80")
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    page.click("button[data-open=delete-dialog]")
+    dialog = page.locator("#delete-dialog")
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text("Its checkpoints in /pfs/local/home/alice/jobs/fit/checkpoints stay")
+    screenshot(page, "job-page-delete-dialog", full_page=False)
+    dialog.locator("[data-close]").click()
+    expect(dialog).to_be_hidden()
+    page.click("button[data-open=delete-dialog]")
+    dialog.locator("input[name=checkpoints]").check()
+    dialog.locator("button.danger").click()
+    page.wait_for_url(f"{live_server.url}/jobs/")
+    expect(page.locator(".flash.success")).to_contain_text("Job fit deleted with its history, logs and checkpoints.")
+
+
+def test_the_usage_chart_of_a_single_sample_spans_minutes_not_years(page, live_server, alice):
+    from jobs.live import usage
+
+    job = submit(alice)
+    usage.record(job, {("trainer", 0): usage.Usage(memory_bytes=300 * 2**20, cpu_percent=80.0)})
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    page.locator("#usage-chart canvas").first.wait_for()
+    span = page.evaluate("() => { const x = document.getElementById('usage-chart').plots[0].scales.x;"
+                         " return x.max - x.min; }")
+    assert 0 < span <= 600  # seconds; it once ran from 2027 to 2029
+
+
+def test_the_log_header_follows_its_replicas_state(transactional_db, alice, monkeypatch):
+    job = submit(alice)
+    job.replicas.update(state=ReplicaState.RUNNING)
+    with LiveASGI() as server, logged_in_browser(server.url, monkeypatch) as page:
+        page.goto(f"{server.url}/jobs/{job.name}/")
+        page.wait_for_function("document.body.dataset.live === 'open'")
+        expect(page.locator("#log p.muted").first).to_contain_text("trainer-0 · Running")
+        job.replicas.filter(role="trainer", index=0).update(state=ReplicaState.SUCCEEDED, exit_code=0)
+        with ThreadPoolExecutor(1) as pool:  # as the watcher says so when it syncs the change
+            pool.submit(notify.job_changed, job.pk).result()
+        expect(page.locator("#log p.muted").first).to_contain_text("trainer-0 · Succeeded")
+
+
+def test_enter_searches_the_whole_log_and_all_merges_every_log(page, live_server, alice):
+    job = submit(alice)
+    trainer = job.replicas.get(role="trainer", index=0)
+    logstore.append(trainer, b"WARNING: learning rate too high\n")
+    logstore.append(trainer, b"".join(b"trainer step %d\n" % i for i in range(400)))  # pushes it out of the panel
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    expect(page.locator("#log pre.log")).to_contain_text("trainer step 399")
+    page.fill("#log-search", "learning rate")
+    expect(page.locator("#log-matches")).to_have_text("0 matches")  # not among the panel's lines
+    page.press("#log-search", "Enter")
+    results = page.locator("#log-results")
+    expect(results).to_contain_text("1 line of the whole trainer-0 log holds")
+    expect(results.locator("pre")).to_contain_text("WARNING: learning rate too high")
+    screenshot(page, "job-page-log-search", full_page=False)
+    page.click(".tabs a[data-log=all]")
+    merged = page.locator("#log pre.log.merged")
+    expect(merged).to_contain_text("[pserver-0] pserver output")
+    expect(merged).to_contain_text("[trainer-0] trainer step 399")
+    expect(page.locator("#log-search-all")).to_be_hidden()

@@ -32,6 +32,21 @@ class TokenRequestSerializer(serializers.Serializer):
                                                        "cannot log in again); revoke it when done.")
 
 
+class StrictCharField(serializers.CharField):
+    """Text only: DRF's CharField would take 0 or true and make it "0" or "True"."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class NewTokenSerializer(serializers.Serializer):
+    name = StrictCharField(max_length=64, help_text="What it is for, e.g. ci-nightly; one not in use.")
+    never_expires = serializers.BooleanField(required=False, default=False,
+                                             help_text="A token that does not expire; revoke it when done.")
+
+
 class ApiTokenSerializer(serializers.ModelSerializer):
     """A token as listed: never its secret."""
 
@@ -40,9 +55,12 @@ class ApiTokenSerializer(serializers.ModelSerializer):
                                        help_text="null: never expires")
     current = serializers.SerializerMethodField(help_text="whether this request was made with this token")
 
+    last_used = serializers.DateTimeField(read_only=True, allow_null=True,
+                                          help_text="When a request last came with it, to within a minute; null: never")
+
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "created", "expiry", "current"]
+        fields = ["id", "name", "created", "expiry", "last_used", "current"]
 
     def get_current(self, obj: ApiToken) -> bool:
         request = self.context.get("request")

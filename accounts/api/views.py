@@ -12,6 +12,7 @@ from core.api import OwnedViewSet, field_errors
 from .serializers import (
     ApiTokenSerializer,
     DatacenterSerializer,
+    NewTokenSerializer,
     RegistrySerializer,
     TokenRequestSerializer,
     TokenSerializer,
@@ -66,7 +67,7 @@ def obtain_token(request):
 
 
 class TokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, OwnedViewSet):
-    """Your API tokens: when each was made and expires, never its secret. Deleting one revokes it."""
+    """Your API tokens: when each was made, last used and expires, never its secret. Deleting one revokes it."""
 
     queryset = ApiToken.objects.all()
     serializer_class = ApiTokenSerializer
@@ -77,6 +78,16 @@ class TokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, OwnedViewSet
 
     def perform_destroy(self, instance):
         services.revoke_token(instance)
+
+    @extend_schema(request=NewTokenSerializer, responses={201: TokenSerializer})
+    def create(self, request):
+        """Make a named token (for a script, a CI job): its secret is in this answer and never again."""
+        data = NewTokenSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        with field_errors():
+            info, secret = services.create_named_token(request.user, **data.validated_data)
+        return Response({"token": secret, **ApiTokenSerializer(info, context={"request": request}).data},
+                        status=status.HTTP_201_CREATED)
 
 
 @extend_schema(responses={200: {"type": "object", "properties": {"version": {"type": "string"}}}})

@@ -85,7 +85,7 @@ def test_tokens_are_listed_without_their_secret_and_revoked_by_id(client, alice)
     assert listing.status_code == 200
     assert laptop["token"] not in listing.content.decode() and ci["token"] not in listing.content.decode()
     rows = {t["name"]: t for t in listing.json()["results"]}
-    assert set(rows["laptop"]) == {"id", "name", "created", "expiry", "current"}
+    assert set(rows["laptop"]) == {"id", "name", "created", "expiry", "last_used", "current"}
     assert rows["laptop"]["current"] is True and rows["ci"]["current"] is False
     assert api(laptop["token"]).delete(f"/api/v2/auth/tokens/{ci['id']}/").status_code == 204
     assert api(ci["token"]).get("/api/v2/jobs/").status_code == 401

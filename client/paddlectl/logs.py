@@ -1,4 +1,5 @@
-"""Reading and following a job's logs through GET jobs/<name>/logs/.
+"""Reading and following a job's logs through GET jobs/<name>/logs/: each replica's, and the
+runtime build's (`build`).
 
 The server keeps every replica's log as an append-only file addressed by byte offset, and each
 answer says where the next read continues (`next_offset`). Following is therefore a loop of
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from .api import API
 
 TERMINAL_STATES = ("Succeeded", "Failed", "Killed")
+BUILD = "build"  # the job's runtime build log (pip's output, the image build), beside the replicas'
+BUILD_STATES = ("Queued", "Building")  # job states in which the build may still write
 REPLICA_DONE = ("Succeeded", "Failed", "Terminated")
 FULL_READ = 1 << 19  # a read this big may have stopped at the server's size limit: read on
 
@@ -152,17 +155,17 @@ class LogReader:
             if self.on_job and (self.job_state is None or _summary(job) != _summary(self.job_state)):
                 self.on_job(job)
             self.job_state = job
-            for replica in job.get("replicas", []):
-                name = replica["name"]
-                if self.replica and name != self.replica:
-                    continue
-                if replica["state"] == "Pending":
-                    continue  # not started: nothing to read yet
-                yield from self._drain(name)
+            # Not started (a pending replica, a queued job's build): nothing to read yet.
+            started = [BUILD] if job["state"] != "Queued" else []
+            started += [r["name"] for r in job.get("replicas", []) if r["state"] != "Pending"]
+            for name in started:
+                if not self.replica or name == self.replica:
+                    yield from self._drain(name)
             if last_pass:
                 yield from self._flush()
                 return
-            if job["state"] in TERMINAL_STATES and all(
+            build_over = self.replica == BUILD and job["state"] not in BUILD_STATES
+            if build_over or job["state"] in TERMINAL_STATES and all(
                     r["state"] in REPLICA_DONE or r["state"] == "Pending" for r in job.get("replicas", [])):
                 # Read once more after a moment: output written just before the end still arrives.
                 last_pass = True

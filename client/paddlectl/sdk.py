@@ -134,6 +134,12 @@ class Client:
     def quota(self, datacenter: str | None = None) -> dict[str, Any]:
         return self.api.get("quota/", datacenter=datacenter or self.datacenter)
 
+    def cluster(self) -> list[dict[str, Any]]:
+        """Every datacenter: capacity and use, its running jobs and its queue in order (another
+        user's job: owner and resources only)."""
+        result: list[dict[str, Any]] = self.api.get("cluster/")
+        return result
+
     def registries(self) -> list[dict[str, Any]]:
         return list(self.api.paginate("registries/"))
 

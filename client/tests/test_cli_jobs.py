@@ -294,7 +294,8 @@ def test_seed_003_short_flags_and_a_refused_upload_leaves_nothing(config, settin
     job = Job.objects.get(name="job-word-emb")  # named after the directory
     assert (job.trainers, job.pservers, job.cpu, job.memory, job.entry, job.env) == (
         2, 2, "2", "2Gi", "python modules/train.py", {"TOPOLOGY": "modules/train.py"})
-    res = run_cli("submit", "-jobname", "too-big", "-memory", "1000Gi", "./job_word_emb")
+    res = run_cli("submit", "-jobname", "too-big", "-memory", "1000Gi", "-entry", "python modules/train.py",
+                  "./job_word_emb")
     assert res.code == 1 and "memory" in res.err.lower()
     jobs_dir = settings.PFS_ROOT / "local" / "home" / "alice" / "jobs"
     assert sorted(p.name for p in jobs_dir.iterdir()) == ["job-word-emb"]

@@ -118,6 +118,32 @@ def test_cli_follow_waits_while_pending_and_stops_at_the_end(config, alice):
     assert "Queued" in res.err and "Succeeded" in res.err  # state changes go to stderr
 
 
+def test_cli_follows_the_build_from_its_start_and_stops_when_the_job_starts(config, alice):
+    from jobs.live import logstore
+
+    job, _ = _job(alice, "bld")
+
+    def lifecycle():
+        try:
+            time.sleep(1.0)
+            _set_states(job, "Building", "Pending")
+            logstore.append_build(job, b"Collecting numpy\n")
+            time.sleep(1.0)
+            logstore.append_build(job, b"Successfully installed numpy\n")
+            _set_states(job, "Starting", "Pending")  # the replicas are still starting: no wait for them
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=lifecycle, daemon=True)
+    thread.start()
+    res = run_cli("logs", "-f", "-w", "build", "bld")
+    thread.join(10)
+    assert res.code == 0, res.err
+    assert res.lines == ["Collecting numpy", "Successfully installed numpy"]
+    assert run_cli("logs", "-w", "build", "bld").lines == ["Collecting numpy", "Successfully installed numpy"]
+    assert run_cli("logs", "-w", "bld-build", "bld").lines == ["Collecting numpy", "Successfully installed numpy"]
+
+
 def test_follow_of_an_ended_job_prints_everything_and_returns(config, alice):
     from jobs.live import logstore
 

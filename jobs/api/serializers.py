@@ -9,7 +9,7 @@ from jobs.spec import SPEC
 from jobs.submission.serializer import JobCloneSerializer, JobSubmitSerializer
 
 __all__ = ["JobSubmitSerializer", "JobCloneSerializer", "JobSerializer", "JobDetailSerializer", "LogQuerySerializer",
-           "LogSerializer", "ReplicaUsageSerializer"]
+           "LogSerializer", "MergedLineSerializer", "MergedQuerySerializer", "ReplicaUsageSerializer"]
 
 
 class UsagePointSerializer(serializers.Serializer):
@@ -81,11 +81,32 @@ class JobDetailSerializer(JobSerializer):
 
 class LogQuerySerializer(serializers.Serializer):
     replica = serializers.CharField(required=False, max_length=64,
-                                    help_text="e.g. trainer-0; all replicas when omitted")
+                                    help_text="e.g. trainer-0, or build (the runtime build's log); all when omitted")
     offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_LOG_OFFSET,
                                       help_text="Read on from this byte offset (a next_offset seen before)")
     lines = serializers.IntegerField(required=False, default=100, min_value=0, max_value=MAX_LOG_LINES,
                                      help_text="The last N lines, when no offset is given")
+    q = serializers.CharField(required=False, min_length=1, max_length=200, trim_whitespace=False,
+                              help_text="Search the whole log for this text (any case): the matching lines come in "
+                                        "`matches` with their line numbers, and `text` is empty")
+
+
+class LogMatchSerializer(serializers.Serializer):
+    line = serializers.IntegerField(help_text="1-based line number in the whole log.")
+    offset = serializers.IntegerField(help_text="Byte offset where the line starts (read on from it with ?offset=).")
+    text = serializers.CharField()
+
+
+class MergedQuerySerializer(serializers.Serializer):
+    lines = serializers.IntegerField(required=False, default=300, min_value=0, max_value=MAX_LOG_LINES,
+                                     help_text="The last N lines of all the logs together")
+
+
+class MergedLineSerializer(serializers.Serializer):
+    time = serializers.DateTimeField(allow_null=True, help_text="When it was written, to about a second "
+                                                                "(null: not seen by the watcher yet).")
+    replica = serializers.CharField()
+    text = serializers.CharField()
 
 
 class LogSerializer(serializers.Serializer):
@@ -97,3 +118,5 @@ class LogSerializer(serializers.Serializer):
     notice = serializers.CharField(allow_blank=True, help_text=(
         "Why lines may be missing right now (e.g. the node's kubelet does not answer); empty when "
         "the log is coming in. The missing lines are fetched once it answers again."))
+    matches = LogMatchSerializer(many=True, required=False, help_text="With ?q=: the matching lines.")
+    truncated = serializers.BooleanField(required=False, help_text="With ?q=: more lines matched than listed.")

@@ -1,5 +1,7 @@
+from datetime import UTC, datetime
+
 from django.db.models import Prefetch
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -7,9 +9,10 @@ from rest_framework.response import Response
 
 from core.api import OwnedViewSet, field_errors
 from core.pagination import NewestFirstCursorPagination
-from jobs import services
+from jobs import logs, services
 from jobs.filtersets import JobFilterSet
-from jobs.live import usage
+from jobs.lifecycle import retention
+from jobs.live import logstore, usage
 from jobs.models import Job, JobEvent, Replica
 
 from .serializers import (
@@ -19,8 +22,14 @@ from .serializers import (
     JobSubmitSerializer,
     LogQuerySerializer,
     LogSerializer,
+    MergedLineSerializer,
+    MergedQuerySerializer,
     ReplicaUsageSerializer,
 )
+
+
+def _moment(seconds: float | None) -> datetime | None:
+    return datetime.fromtimestamp(seconds, UTC) if seconds is not None else None
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet):
@@ -46,10 +55,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
             job = services.submit_job(request.user, request.data)
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={204: None})
+    @extend_schema(responses={204: None}, parameters=[OpenApiParameter(
+        "checkpoints", bool, description="Also delete its checkpoint directory (kept by default: a job submitted "
+                                         "again under the name resumes from it).")])
     def destroy(self, request, name=None):
-        """Delete the job: kill it if running, then remove its history and logs."""
-        services.delete_job(self.get_object())
+        """Delete the job: kill it if running, then remove its history and logs (and, if asked, its checkpoints)."""
+        services.delete_job(self.get_object(), checkpoints=request.query_params.get("checkpoints") in ("1", "true"))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=None, responses={200: JobDetailSerializer})
@@ -110,20 +121,41 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
     )
     @action(detail=True, methods=["get"], pagination_class=None, filterset_class=None)
     def logs(self, request, name=None):
+        """The job's logs: the runtime build's (`build`, once it has output) and each replica's."""
         query = LogQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         job = self.get_object()
-        replicas = list(job.replicas.all())
         wanted = query.validated_data.get("replica")
         if wanted:
-            replicas = [r for r in replicas if r.name == wanted]
-            if not replicas:
+            source = logs.find(job, wanted)
+            if source is None:
                 raise serializers.ValidationError({"replica": [f"job {job.name} has no replica '{wanted}'"]})
+            found = [source]
+        else:
+            found = logs.sources(job)
         out = []
-        for r in replicas:
-            with field_errors():
-                chunk = services.replica_log(r, offset=query.validated_data.get("offset"),
-                                             lines=query.validated_data["lines"])
-            out.append({"replica": r.name, "text": chunk.text, "offset": chunk.offset,
-                        "next_offset": chunk.next_offset, "state": r.state, "notice": chunk.notice})
+        for source in found:
+            entry = {"replica": source.name, "state": logs.state(job, source)}
+            if "q" in query.validated_data:
+                matches, truncated = logs.search(source, query.validated_data["q"])
+                end = logstore.size(source)
+                entry.update(text="", offset=0, next_offset=end, notice=retention.notice(job),
+                             matches=[vars(m) for m in matches], truncated=truncated)
+            else:
+                with field_errors():
+                    chunk = logs.read(job, source, offset=query.validated_data.get("offset"),
+                                      lines=query.validated_data["lines"])
+                entry.update(text=chunk.text, offset=chunk.offset, next_offset=chunk.next_offset, notice=chunk.notice)
+            out.append(entry)
         return Response(LogSerializer(out, many=True).data)
+
+    @extend_schema(parameters=[MergedQuerySerializer], responses={200: MergedLineSerializer(many=True)})
+    @action(detail=True, methods=["get"], url_path="logs/merged", pagination_class=None, filterset_class=None)
+    def merged_logs(self, request, name=None):
+        """The last lines of all the job's logs together (the build's and every replica's), in the order they
+        were written, each with its replica and time."""
+        query = MergedQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        lines = logs.merged(self.get_object(), query.validated_data["lines"])
+        out = [{"time": _moment(line.time), "replica": line.replica, "text": line.text} for line in lines]
+        return Response(MergedLineSerializer(out, many=True).data)

@@ -26,12 +26,13 @@ from django.utils import timezone
 
 from .. import spec
 from ..backends.base import Backend, LaunchError, ReplicaStatus
-from ..live import logstore
+from ..live import failures, logstore
 from ..models import REPLICA_DONE, Job, JobEvent, JobState, Replica, ReplicaState
 from ..state.attempts import new_attempt
 from ..state.transitions import set_reason, transition
 
 FAILURE_LOG_LINES = 20
+FAILURE_LOG_WINDOW = 400  # the log's end searched for the traceback
 RUNNING_STATES = (JobState.STARTING, JobState.RUNNING)
 
 
@@ -54,7 +55,8 @@ PERMANENT_REASONS = ("DiskLimit",)
 
 
 def failure_message(replica: Replica, head: str = "") -> str:
-    lines = logstore.tail(replica, FAILURE_LOG_LINES).text.rstrip()
+    # The traceback, not the shutdown chatter after it (jobs/live/failures.py).
+    lines = failures.excerpt(logstore.tail(replica, FAILURE_LOG_WINDOW).text, FAILURE_LOG_LINES).rstrip()
     head = head or f"{replica.name} {replica.message or 'failed'}"
     return f"{head}. Last log lines:\n{lines}" if lines else head
 

@@ -125,7 +125,8 @@ def _move_on(job: Job, backend: Backend, replicas: list[Replica]) -> bool:
     all_started = all(r.state != ReplicaState.PENDING for r in replicas)
     if trainers and all(r.state == ReplicaState.SUCCEEDED for r in trainers):
         # Done, whatever the pservers do now (a JobSet's controller stops them itself).
-        if transition(job, JobState.SUCCEEDED, "Completed", f"all {len(trainers)} trainers exited 0"):
+        exited = "the trainer exited 0" if len(trainers) == 1 else f"all {len(trainers)} trainers exited 0"
+        if transition(job, JobState.SUCCEEDED, "Completed", exited):
             backend.stop(job)  # the pservers
         return True
     if gone_pserver:

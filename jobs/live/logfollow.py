@@ -27,7 +27,7 @@ from core import metrics_store
 from . import logstore, notify
 
 if TYPE_CHECKING:
-    from ..models import Job, Replica
+    from ..models import Job
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,9 @@ MAX_PUSH = 256 * 1024
 BATCH_WINDOW = 0.05
 # How often a wait looks at `stopping`, so the loop ends promptly.
 STOP_CHECK = 0.25
+# At most one record a second of when each log's bytes were seen (logstore.mark_time): the merged
+# view's timestamps, to about a second, for a small file beside the log.
+TIME_MARK_EVERY = 1.0
 
 
 def _open_inotify() -> INotify | None:
@@ -50,11 +53,13 @@ def _open_inotify() -> INotify | None:
 
 
 class LogFollower:
-    """Pushes each followed replica's new log output once, in order, from a remembered offset."""
+    """Pushes each followed log's new output once, in order, from a remembered offset: every
+    replica's, and the job's build log."""
 
     def __init__(self) -> None:
-        self.offsets: dict[int, int] = {}  # replica id -> log offset already pushed
-        self.jobs: dict[int, dict[str, Replica]] = {}  # job id -> log file name -> replica
+        self.offsets: dict[tuple[int, str], int] = {}  # (job id, log name) -> log offset already pushed
+        self.marked: dict[tuple[int, str], float] = {}  # (job id, log name) -> monotonic time of its last mark
+        self.jobs: dict[int, dict[str, logstore.LogSource]] = {}  # job id -> log file name -> its log
         self._inotify = _open_inotify()
         self._watches: dict[int, int] = {}  # job id -> inotify watch descriptor
         self._wd_jobs: dict[int, int] = {}  # watch descriptor -> job id
@@ -69,7 +74,7 @@ class LogFollower:
         return self._inotify is not None
 
     def follow(self, job: Job) -> None:
-        """Take the job's current replicas, watch its log directory, and push what is new.
+        """Take the job's current replicas and its build log, watch its log directory, and push what is new.
 
         A job first followed after the first pass came up while we watched: it may have written
         its first lines before this pass, to viewers who opened its page before they came, so its
@@ -77,7 +82,8 @@ class LogFollower:
         found on the first pass (the watcher started) get only what is new: their viewers fetched
         the history themselves, and pushing it all would be a burst of every running job's log."""
         catch_up = self._first_pass_done and job.pk not in self.jobs
-        self.jobs[job.pk] = {logstore.path(r).name: r for r in job.replicas.all()}
+        sources: list[logstore.LogSource] = [logstore.build_log(job), *job.replicas.all()]
+        self.jobs[job.pk] = {logstore.path(s).name: s for s in sources}
         self._watch(job.pk)
         self._push(job.pk, self.jobs[job.pk].values(), catch_up=catch_up)
 
@@ -86,8 +92,9 @@ class LogFollower:
         logs no longer grow."""
         self._first_pass_done = True
         for job_id in set(self.jobs) - job_ids:
-            for replica in self.jobs.pop(job_id).values():
-                self.offsets.pop(replica.pk, None)
+            for source in self.jobs.pop(job_id).values():
+                self.offsets.pop((job_id, source.name), None)
+                self.marked.pop((job_id, source.name), None)
             wd = self._watches.pop(job_id, None)
             if wd is not None and self._inotify is not None:
                 self._wd_jobs.pop(wd, None)
@@ -162,12 +169,13 @@ class LogFollower:
             files = self.jobs.get(job_id, {})
             self._push(job_id, [files[n] for n in names if n in files])
 
-    def _push(self, job_id: int, replicas: Iterable[Replica], catch_up: bool = False) -> None:
+    def _push(self, job_id: int, replicas: Iterable[logstore.LogSource], catch_up: bool = False) -> None:
         for replica in replicas:
-            start = self.offsets.get(replica.pk)
+            key = (job_id, replica.name)
+            start = self.offsets.get(key)
             if start is None:  # first sight (see follow)
                 start = logstore.recent_line_start(replica, MAX_PUSH) if catch_up else logstore.size(replica)
-                self.offsets[replica.pk] = start
+                self.offsets[key] = start
             # Up to the end seen now, not on while the replica writes: chasing a fast writer would
             # send a message per few lines, and starve the other replicas.
             end = logstore.size(replica)
@@ -176,5 +184,8 @@ class LogFollower:
                 if not chunk.text:
                     break
                 notify.log_data(job_id, replica.name, chunk.offset, chunk.text, chunk.next_offset)
-                self.offsets[replica.pk] = start = chunk.next_offset
+                self.offsets[key] = start = chunk.next_offset
                 self._last_push = time.monotonic()
+                if self._last_push - self.marked.get(key, -TIME_MARK_EVERY) >= TIME_MARK_EVERY:
+                    logstore.mark_time(replica, chunk.next_offset, time.time())
+                    self.marked[key] = self._last_push

@@ -96,14 +96,32 @@ def series(replica: Replica) -> list[Point]:
     return [_point(s) for s in replica.samples.order_by("taken")]
 
 
+# Samples further apart than this many sampling intervals were not taken in between (the job
+# suspended, its replica waiting to restart): the chart breaks its line there.
+GAP_INTERVALS = 4
+
+
 def chart_series(job: Job) -> dict[str, dict[str, list[float | None]]]:
-    """Per replica name: sample times (Unix seconds), CPU % and memory (MiB), for the job page."""
+    """Per replica name: sample times (Unix seconds), CPU % and memory (MiB), for the job page; a
+    gap with no samples gets a point of nulls in its middle, so the chart draws no line across it."""
+    gap = GAP_INTERVALS * settings.USAGE_SAMPLE_SECONDS
     out: dict[str, dict[str, list[float | None]]] = {}
     for replica in job.replicas.all():
-        points = series(replica)
-        out[replica.name] = {"time": [p["taken"].timestamp() for p in points],
-                             "cpu": [p["cpu_percent"] for p in points],
-                             "memory": [round(p["memory_bytes"] / 2**20, 1) for p in points]}
+        times: list[float | None] = []
+        cpu: list[float | None] = []
+        memory: list[float | None] = []
+        previous = None
+        for p in series(replica):
+            at = p["taken"].timestamp()
+            if previous is not None and at - previous > gap:
+                times.append((at + previous) / 2)
+                cpu.append(None)
+                memory.append(None)
+            times.append(at)
+            cpu.append(p["cpu_percent"])
+            memory.append(round(p["memory_bytes"] / 2**20, 1))
+            previous = at
+        out[replica.name] = {"time": times, "cpu": cpu, "memory": memory}
     return out
 
 

@@ -152,11 +152,13 @@ def env_within_limits(s: Submission) -> None:
 def env_names_are_allowed(s: Submission) -> None:
     if not s.ok("env"):
         return
-    for key in s.data["env"]:
-        if not _ENV_NAME.fullmatch(key):
-            return s.fail("env", f"'{key[:64]}' is not a valid environment variable name")
-        if key in RESERVED_ENV:
-            return s.fail("env", f"{key} is set by PaddleCloud for every replica and cannot be overridden")
+    # Every bad name at once: fixing them one submission at a time is tedious.
+    invalid = [key for key in s.data["env"] if not _ENV_NAME.fullmatch(key)]
+    reserved = [key for key in s.data["env"] if key in RESERVED_ENV]
+    problems = [f"'{key[:64]}' is not a valid environment variable name" for key in invalid[:20]]
+    problems += [f"{key} is set by PaddleCloud for every replica and cannot be overridden" for key in reserved]
+    if problems:
+        s.fail("env", "; ".join(problems))
 
 
 def exit_codes_parse(s: Submission) -> None:

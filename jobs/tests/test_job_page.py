@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from jobs import job_page, services
 from jobs.live import logstore
-from jobs.models import Job
+from jobs.models import Job, JobEvent
 from tests.support import make_package
 
 pytestmark = pytest.mark.django_db
@@ -40,12 +40,37 @@ def job(alice):
                                        "trainers": 2, "passes": 10})
 
 
-def set_times(job, *, queued, ran=None, state="Running"):
+@pytest.fixture
+def frozen_now(monkeypatch):
+    """The clock stands still: a page rendered a moment after the test set its times shows them exactly."""
     now = timezone.now()
-    created = now - queued - (ran or timedelta(0))
-    started = created + queued if ran is not None else None
-    Job.objects.filter(pk=job.pk).update(created=created, started=started, state=state,
-                                         finished=now if state in ("Succeeded", "Failed", "Killed") else None)
+    monkeypatch.setattr(timezone, "now", lambda: now)
+    return now
+
+
+def set_times(job, *, queued, ran=None, state="Running"):
+    """A job that waited `queued` (one second of it building) and then ran for `ran`, as its
+    job-level events record it."""
+    build = timedelta(seconds=1) if ran is not None else timedelta(0)
+    phases = [("Queued", queued - build)] + ([("Building", build), ("Running", ran)] if ran is not None else [])
+    ended = state in ("Succeeded", "Failed", "Killed")
+    timeline(job, *phases, *([(state, timedelta(0))] if ended else []))
+
+
+def timeline(job, *phases):
+    """Replace the job's events with `phases` ((state, how long), oldest first) ending now."""
+    now = timezone.now()
+    at = now - sum((d for _, d in phases), timedelta(0))
+    JobEvent.objects.filter(job=job).delete()
+    started = None
+    for state, spent in phases:
+        JobEvent.objects.filter(pk=JobEvent.objects.create(job=job, state=state, reason=state).pk).update(created=at)
+        started = at if state == "Running" else started
+        at += spent
+    last = phases[-1][0]
+    Job.objects.filter(pk=job.pk).update(created=now - sum((d for _, d in phases), timedelta(0)), state=last,
+                                         started=started,
+                                         finished=now if last in ("Succeeded", "Failed", "Killed") else None)
     job.refresh_from_db()
 
 
@@ -58,17 +83,17 @@ def text(html):
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
 
 
-def test_a_running_job_shows_queue_time_elapsed_time_progress_and_eta(web, job):
+def test_a_running_job_shows_queue_time_elapsed_time_progress_and_eta(web, job, frozen_now):
     set_times(job, queued=timedelta(seconds=65), ran=timedelta(minutes=4))
     metric_lines(job.replicas.get(role="trainer", index=0), 5)
     metric_lines(job.replicas.get(role="trainer", index=1), 4)  # the slowest trainer sets the pace
     page = text(web.get("/jobs/fit/?part=status", headers={"HX-Request": "true"}).content.decode())
-    assert "Queued 1m 05s" in page
+    assert "Queued 1m 04s" in page and "Build 1s" in page  # the wait and the build apart
     assert "Elapsed 4m 00s" in page
     assert "pass 4 of 10 · ETA 6m 00s" in page  # 1 minute a pass so far, 6 passes to go
 
 
-def test_a_finished_job_shows_its_duration_and_no_eta(web, job):
+def test_a_finished_job_shows_its_duration_and_no_eta(web, job, frozen_now):
     set_times(job, queued=timedelta(seconds=3), ran=timedelta(hours=1, seconds=2), state="Succeeded")
     for replica in job.replicas.filter(role="trainer"):
         metric_lines(replica, 10)
@@ -77,7 +102,39 @@ def test_a_finished_job_shows_its_duration_and_no_eta(web, job):
     assert "pass 10 of 10" in page and "ETA" not in page
 
 
-def test_a_queued_job_counts_its_waiting_time_and_shows_no_progress(web, job):
+def test_the_queue_wait_and_the_build_time_are_shown_apart(web, job, frozen_now):
+    timeline(job, ("Queued", timedelta(seconds=0.5)), ("Building", timedelta(seconds=115)),
+             ("Running", timedelta(seconds=30)))
+    page = text(web.get("/jobs/fit/").content.decode())
+    assert "Queued 0s Build 1m 55s Elapsed 30s" in page
+
+
+def test_suspended_and_restarted_attempts_add_up_and_the_eta_counts_them_all(web, job, frozen_now):
+    """Ran 60 s, suspended an hour, resumed: 30 s more. 6 passes in 90 s of running: 15 s a pass."""
+    timeline(job, ("Queued", timedelta(seconds=1)), ("Building", timedelta(seconds=1)),
+             ("Starting", timedelta(seconds=0)), ("Running", timedelta(seconds=60)),
+             ("Suspended", timedelta(hours=1)), ("Queued", timedelta(seconds=2)), ("Building", timedelta(seconds=1)),
+             ("Running", timedelta(seconds=30)))
+    for replica in job.replicas.filter(role="trainer"):
+        metric_lines(replica, 6)
+    page = text(web.get("/jobs/fit/").content.decode())
+    assert "Queued 3s Build 2s Elapsed 1m 30s" in page
+    assert "pass 6 of 10 · ETA 1m 00s" in page  # 4 passes to go at 15 s each
+    timeline(job, ("Queued", timedelta(seconds=1)), ("Running", timedelta(seconds=60)),
+             ("Suspended", timedelta(hours=1)), ("Running", timedelta(seconds=30)), ("Succeeded", timedelta(0)))
+    assert "Duration 1m 30s" in text(web.get("/jobs/fit/").content.decode())
+
+
+def test_a_job_that_resumed_an_earlier_jobs_checkpoint_says_so_and_paces_its_own_passes(web, job, frozen_now):
+    timeline(job, ("Queued", timedelta(seconds=1)), ("Running", timedelta(seconds=20)))
+    for replica in job.replicas.filter(role="trainer"):
+        logstore.append(replica, b"trainer resumes after pass 8\n")
+        logstore.append(replica, b'PADDLECLOUD_METRIC {"step": 9, "loss": 1.5}\n')
+    page = text(web.get("/jobs/fit/").content.decode())
+    assert "pass 9 of 10 · ETA 20s · resumed from checkpoint (pass 8)" in page  # 20 s for its one pass
+
+
+def test_a_queued_job_counts_its_waiting_time_and_shows_no_progress(web, job, frozen_now):
     set_times(job, queued=timedelta(seconds=7), state="Queued")
     page = text(web.get("/jobs/fit/").content.decode())
     assert "Queued 7s" in page and "Elapsed" not in page and "pass " not in page
@@ -107,6 +164,8 @@ def test_state_and_reason_are_not_repeated(web, job):
 
 
 def test_the_first_log_tab_is_trainer_0_not_pserver_0(web, job):
+    assert 'hx-get="/jobs/fit/logs/build/" hx-trigger="load"' in web.get("/jobs/fit/").content.decode()  # queued
+    Job.objects.filter(pk=job.pk).update(state="Running")
     page = web.get("/jobs/fit/").content.decode()
     assert re.search(r'<a [^>]*class="current"[^>]*>trainer-0</a>', page)
     assert 'hx-get="/jobs/fit/logs/trainer-0/" hx-trigger="load"' in page
@@ -144,12 +203,14 @@ def test_a_pserver_stopped_after_success_is_shown_as_normal_with_its_trace_folde
     job.replicas.filter(pk=pserver.pk).update(state="Terminated", reason="Terminated", message="stopped by PaddleCloud")
     logstore.append(pserver, b"pserver listening\n" + STOP_TRACE.encode())
     status = web.get("/jobs/fit/").content.decode()
-    assert '<span class="state stopped"' in status and "Terminated" not in status
+    # The state's word as in the events, the API and the CLI, shown as the normal end it is.
+    assert '<span class="state stopped" title="stopped by PaddleCloud after the trainers succeeded: the normal end">' \
+           'Terminated</span>' in status
     log = web.get("/jobs/fit/logs/pserver-0/").content.decode()
     shown, folded = log.split('<details class="stop-trace">')
     assert "pserver listening" in shown and "FatalError" not in shown and "C++ Traceback" not in shown
     assert "C++ Traceback" in folded and "Termination signal" in folded
-    assert "pserver-0 · Stopped ·" in shown
+    assert "pserver-0 · Terminated ·" in shown
 
 
 def test_a_pserver_terminated_when_the_job_failed_keeps_its_state_and_trace(web, job):
@@ -190,22 +251,6 @@ def submit_named(user, name):
     return services.submit_job(user, {"name": name, "package": pkg, "entry": "python train.py", "pservers": 1})
 
 
-def test_the_compare_page_charts_the_named_jobs_beside_this_one(web, job, alice):
-    submit_named(alice, "fit.v2")
-    res = web.get("/jobs/fit/compare/", {"with": ["fit.v2", "", "fit", "fit.v2"]})  # blanks, self, repeats dropped
-    assert res.status_code == 200
-    assert res.context["series"] == [["fit", "/jobs/fit/metrics/"], ["fit.v2", "/jobs/fit.v2/metrics/"]]
-    assert '<script id="compare-series" type="application/json">' in res.content.decode()
-
-
-def test_comparing_with_unknown_or_other_users_jobs_says_which(web, job, bob):
-    submit_named(bob, "bobs")
-    res = web.get("/jobs/fit/compare/", {"with": ["bobs", "nope"]})
-    assert res.status_code == 400
-    assert "no job named bobs, nope" in res.content.decode()
-    assert res.context["series"] == [["fit", "/jobs/fit/metrics/"]]  # nothing of bob's leaks
-
-
-def test_comparing_with_too_many_jobs_is_refused(web, job):
-    res = web.get("/jobs/fit/compare/", {"with": [f"j{i}" for i in range(job_page.MAX_COMPARED + 1)]})
-    assert res.status_code == 400 and f"at most {job_page.MAX_COMPARED} jobs" in res.content.decode()
+def test_the_old_compare_link_opens_the_runs_overlay(web, job):
+    res = web.get("/jobs/fit/compare/", {"with": ["fit.v2", "x"]})
+    assert res.status_code == 302 and res["Location"] == "/runs/compare/?job=fit&job=fit.v2&job=x"

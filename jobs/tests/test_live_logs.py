@@ -69,7 +69,7 @@ def loop_running(interval: float):
 def watching(job, interval: float):
     with loop_running(interval) as loop:
         replica = job.replicas.get()
-        wait_for(lambda: replica.pk in loop.logs.offsets, 30, "the first pass to follow the replica")
+        wait_for(lambda: (job.pk, replica.name) in loop.logs.offsets, 30, "the first pass to follow the replica")
         yield loop
 
 
@@ -169,7 +169,7 @@ def test_each_push_is_timed_for_the_metrics(alice, running, loop):
 
 
 def test_the_first_lines_of_a_job_starting_while_watched_reach_those_already_viewing(alice, running):
-    Job.objects.filter(pk=running.pk).update(state=JobState.BUILDING)  # not watched yet
+    Job.objects.filter(pk=running.pk).update(state=JobState.QUEUED)  # not watched yet
     replica = running.replicas.get()
     with loop_running(0.2), viewers(alice, running, 1) as (viewer,):
         logstore.append(replica, b"first\nsecond\n")  # before any pass follows the job
@@ -187,6 +187,19 @@ def test_a_watcher_that_starts_pushes_new_lines_not_the_history_its_viewers_read
         assert viewer.pushes[0][1]["offset"] == len(b"history\n")
 
 
+def test_a_building_jobs_build_log_reaches_viewers_as_it_is_written(alice, running):
+    Job.objects.filter(pk=running.pk).update(state=JobState.BUILDING)
+    with loop_running(POLL) as loop, viewers(alice, running, 1) as (viewer,):
+        wait_for(lambda: (running.pk, "build") in loop.logs.offsets, 30, "the pass to follow the build log")
+        logstore.append_build(running, b"Collecting numpy\n")
+        wait_for(lambda: viewer.text() == "Collecting numpy\n", 20, lambda: f"the build's line, got {viewer.pushes}")
+        assert viewer.pushes[0][1]["replica"] == "build" and viewer.pushes[0][1]["offset"] == 0
+        # Building on into Starting, the build log is still followed from where it was.
+        Job.objects.filter(pk=running.pk).update(state=JobState.STARTING)
+        logstore.append_build(running, b"Successfully installed numpy\n")
+        wait_for(lambda: viewer.text().endswith("Successfully installed numpy\n"), 20, "the build's last line")
+
+
 @pytest.mark.parametrize(("content", "start"), [
     (b"a\nb\n", 0),  # shorter than the window: all of it
     (b"x" * 10 + b"\nlast\n", 11),  # the first whole line inside the last 8 bytes
@@ -197,3 +210,14 @@ def test_recent_lines_start_on_a_line_boundary_within_the_window(running, conten
     replica = running.replicas.get()
     logstore.append(replica, content)
     assert logstore.recent_line_start(replica, 8) == start
+
+
+def test_the_follower_records_when_it_saw_each_logs_bytes(alice, running, loop):
+    replica = running.replicas.get()
+    before = time.time()
+    logstore.append(replica, b"step 1 loss 0.5\n")
+    wait_for(lambda: logstore.times(replica)[0], 20, "a time mark")
+    offsets, seconds = logstore.times(replica)
+    assert offsets == [16] and before - 1 <= seconds[0] <= time.time()
+    [(text, at)] = logstore.timed_lines(replica, logstore.read(replica))
+    assert text == "step 1 loss 0.5" and at == seconds[0]

@@ -155,7 +155,8 @@ def test_metric_lines_become_series(web, alice):
                     b'PADDLECLOUD_METRIC {"step": 2, "loss": 1.5, "acc": 0.5}\nPADDLECLOUD_METRIC not json\n'
                     + b"PADDLECLOUD_METRIC " + b"[" * 100_000 + b"\n")  # nested past the recursion limit
     assert web.get("/jobs/fit/metrics/").json() == {
-        "replicas": {"trainer-0": {"acc": [None, 0.5], "loss": [2.5, 1.5], "step": [1.0, 2.0]}}}
+        "replicas": {"trainer-0": {"acc": [None, 0.5], "loss": [2.5, 1.5], "step": [1.0, 2.0],
+                                   "wall": [None, None]}}}  # no wall key, not seen by a watcher
 
 
 def test_a_queued_jobs_page_says_no_worker_is_running(web, alice):

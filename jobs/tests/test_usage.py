@@ -141,3 +141,18 @@ def test_the_job_page_shows_each_replicas_latest_usage_and_charts_its_series(cli
         "trainer-1": {"time": [], "cpu": [], "memory": []}}}
     client.force_login(bob)
     assert client.get("/jobs/shown/usage/").status_code == 404
+
+
+def test_a_gap_without_samples_breaks_the_charts_line(alice, settings):
+    settings.USAGE_SAMPLE_SECONDS = 5.0
+    job = services.submit_job(alice, {"name": "gap", "package": make_package(alice, "gap", {"t.py": ""}),
+                                      "entry": "python t.py", "mode": "collective", "pservers": 0, "trainers": 1})
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for seconds in (0, 5, 10, 3600, 3605):  # suspended for an hour after 10 s
+        usage.record(job, {("trainer", 0): Usage(memory_bytes=2**20, cpu_seconds=None, cpu_percent=50.0)},
+                     now=t0 + timedelta(seconds=seconds))
+    series = usage.chart_series(job)["trainer-0"]
+    start = t0.timestamp()
+    assert series["time"] == [start, start + 5, start + 10, start + 1805, start + 3600, start + 3605]
+    assert series["cpu"] == [50.0, 50.0, 50.0, None, 50.0, 50.0]
+    assert series["memory"] == [1.0, 1.0, 1.0, None, 1.0, 1.0]

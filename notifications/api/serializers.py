@@ -1,14 +1,15 @@
 from rest_framework import serializers
 
-from notifications.models import Delivery, Event, Webhook
+from notifications import services
+from notifications.models import SUBSCRIBABLE, Delivery, Webhook
 
 
 class WebhookSerializer(serializers.ModelSerializer):
     # Every rule (schemes, addresses, events) lives in notifications.services, which reports all
     # errors at once, each with its reason.
     url = serializers.CharField(max_length=2000, allow_blank=True, help_text="http:// or https://, public address")
-    events = serializers.ListField(child=serializers.CharField(max_length=40), max_length=len(Event.values),
-                                   help_text="any of " + ", ".join(Event.values))
+    events = serializers.ListField(child=serializers.CharField(max_length=40), max_length=len(SUBSCRIBABLE),
+                                   help_text="any of " + ", ".join(SUBSCRIBABLE))
     secret = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=200,
                                    help_text="signs every message (HMAC-SHA256); made for you when empty on "
                                              "creation; a new one (PATCH) replaces the old at once")
@@ -26,7 +27,12 @@ class NewWebhookSerializer(WebhookSerializer):
 
 
 class DeliverySerializer(serializers.ModelSerializer):
+    job = serializers.SerializerMethodField(help_text="The name of the job it is about; empty for a test message.")
+
     class Meta:
         model = Delivery
-        fields = ["id", "webhook", "event", "status", "attempts", "status_code", "error", "response", "created",
-                  "last_attempt"]
+        fields = ["id", "webhook", "event", "job", "status", "attempts", "status_code", "error", "response",
+                  "created", "last_attempt"]
+
+    def get_job(self, delivery: Delivery) -> str:
+        return services.job_name(delivery)

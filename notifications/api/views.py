@@ -1,10 +1,11 @@
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, status
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
 from core.api import OwnedViewSet, field_errors
-from notifications import services
+from notifications import services, tasks
 from notifications.models import Webhook
 
 from .serializers import DeliverySerializer, NewWebhookSerializer, WebhookSerializer
@@ -39,6 +40,26 @@ class WebhookViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.De
 
     def perform_destroy(self, instance):
         services.delete_webhook(instance)
+
+    @extend_schema(request=None, responses={202: DeliverySerializer})
+    @action(detail=True, methods=["post"], serializer_class=DeliverySerializer)
+    def test(self, request, pk=None):
+        """Send the webhook a signed test message (event webhook.test, no job); follow it in its deliveries."""
+        delivery = services.send_test(self.get_object())
+        tasks.queue(delivery)
+        return Response(DeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(request=None, responses={202: DeliverySerializer})
+    @action(detail=True, methods=["post"], serializer_class=DeliverySerializer,
+            url_path=r"deliveries/(?P<delivery_id>[0-9]+)/redeliver")
+    def redeliver(self, request, pk=None, delivery_id=None):
+        """Send one of the webhook's messages again, as a new delivery (the old one stays in the log)."""
+        found = services.deliveries_of(request.user, self.get_object()).filter(pk=delivery_id).first()
+        if found is None:
+            raise NotFound()
+        again = services.redeliver(found)
+        tasks.queue(again)
+        return Response(DeliverySerializer(again).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses={200: DeliverySerializer(many=True)})
     @action(detail=True, serializer_class=DeliverySerializer)

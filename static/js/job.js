@@ -1,98 +1,5 @@
-// The job page: loss curves, the log panel's tools, and live updates over a websocket.
+// The job page: the log panel's tools, and live updates over a websocket (charts: charts.js).
 (function () {
-  // ---- Loss curves: one line per trainer for the first metric after `step`.
-  const box = document.getElementById("chart");
-  const logScale = document.getElementById("chart-log");
-  const smoothing = document.getElementById("chart-smooth");
-  let plot = null, lastKey = "", lastData = null, lastNames = [], metricName = "loss";
-
-  // Exponential moving average (TensorBoard's smoothing), skipping gaps.
-  function smooth(values, weight) {
-    if (!weight) return values;
-    let last = null;
-    return values.map((v) => {
-      if (v === null) return null;
-      last = last === null ? v : last * weight + v * (1 - weight);
-      return last;
-    });
-  }
-
-  function shown(data) {
-    const weight = Number(smoothing ? smoothing.value : 0);
-    const log = logScale && logScale.checked;
-    // A log scale has no place for zero or negative values: they become gaps.
-    return [data[0], ...data.slice(1).map((ys) => smooth(ys, weight).map((v) => (log && v !== null && v <= 0 ? null : v)))];
-  }
-
-  function draw(names) {
-    box.innerHTML = "";
-    const colors = ["#2453d4", "#d97706", "#15803d", "#b42318", "#7c3aed", "#0891b2"];
-    const log = logScale && logScale.checked;
-    plot = new uPlot({
-      width: Math.max(200, box.clientWidth - 16), height: 260,
-      scales: { x: { time: false }, y: log ? { distr: 3 } : {} },
-      axes: [
-        // Steps are whole numbers: ticks only on integers.
-        { label: "step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 100000],
-          values: (u, ticks) => ticks.map((v) => (Number.isInteger(v) ? String(v) : "")) },
-        { label: metricName },
-      ],
-      series: [{ label: "step" }, ...names.map((n, i) => ({ label: `${n} ${metricName}`, stroke: colors[i % colors.length], width: 2, spanGaps: true }))],
-    }, shown(lastData), box);
-  }
-
-  async function fetchReplicas(url) {
-    const res = await fetch(url, { credentials: "same-origin" });
-    return res.ok ? (await res.json()).replicas : {};
-  }
-
-  // The series to draw by label: each trainer of this job, or on the compare page each job's
-  // trainer-0 (its first trainer with metric lines).
-  async function load() {
-    const compared = document.getElementById("compare-series");
-    if (!compared) return fetchReplicas(box.dataset.url);
-    const series = {};
-    for (const [name, url] of JSON.parse(compared.textContent)) {
-      const replicas = await fetchReplicas(url);
-      const first = replicas["trainer-0"] || replicas[Object.keys(replicas)[0]];
-      if (first) series[name] = first;
-    }
-    return series;
-  }
-
-  async function refresh() {
-    const replicas = await load();
-    const names = Object.keys(replicas);
-    if (!names.length) return;
-    metricName = Object.keys(replicas[names[0]]).find((k) => k !== "step" && k !== "pass") || "loss";
-    const steps = [...new Set(names.flatMap((n) => replicas[n].step))].sort((a, b) => a - b);
-    lastData = [steps, ...names.map((n) => {
-      const byStep = new Map(replicas[n].step.map((s, i) => [s, (replicas[n][metricName] || [])[i] ?? null]));
-      return steps.map((s) => (byStep.has(s) ? byStep.get(s) : null));
-    })];
-    const key = names.join(",") + metricName;
-    lastNames = names;
-    if (!plot || key !== lastKey) {
-      draw(names);
-      lastKey = key;
-    } else {
-      plot.setData(shown(lastData));
-    }
-  }
-
-  function redraw() {
-    if (lastData) draw(lastNames);
-  }
-  if (box) {
-    const loop = () => {
-      refresh().catch(() => {});
-      if (box.dataset.active === "1") setTimeout(loop, 3000);
-    };
-    window.addEventListener("load", loop);
-    if (logScale) logScale.addEventListener("change", redraw);
-    if (smoothing) smoothing.addEventListener("input", () => { if (plot && lastData) plot.setData(shown(lastData)); });
-  }
-
   // ---- Log panel: tabs, search, follow, wrap.
   const logs = document.getElementById("logs");
   const search = document.getElementById("log-search");
@@ -142,6 +49,16 @@
     }
   }
 
+  // The whole log is searched on the server (the panel holds only its last lines): Enter in the
+  // search box, or the button; the numbered matching lines show above the panel.
+  const searchAll = document.getElementById("log-search-all");
+  const results = document.getElementById("log-results");
+  function searchWholeLog() {
+    if (!searchAll || !searchAll.dataset.url || !window.htmx) return;
+    const q = search ? search.value : "";
+    if (!q) { if (results) results.innerHTML = ""; return; }
+    htmx.ajax("GET", `${searchAll.dataset.url}?q=${encodeURIComponent(q)}`, { target: "#log-results" });
+  }
   if (logs) {
     logs.addEventListener("click", (event) => {
       const tab = event.target.closest(".tabs a");
@@ -149,10 +66,15 @@
       event.preventDefault();
       logs.querySelectorAll(".tabs a").forEach((a) => a.classList.remove("current"));
       tab.classList.add("current");
-      if (download) download.href = tab.dataset.download;
+      const merged = tab.dataset.log === "all";  // every log at once: no single file to fetch or search
+      if (download) { download.hidden = merged; if (!merged) download.href = tab.dataset.download; }
+      if (searchAll) { searchAll.hidden = merged; searchAll.dataset.url = tab.dataset.search || ""; }
+      if (results) results.innerHTML = "";
     });
   }
-  if (search) search.addEventListener("input", () => { highlight(); scrollLog(); });
+  if (searchAll) searchAll.addEventListener("click", searchWholeLog);
+  if (search) search.addEventListener("keydown", (event) => { if (event.key === "Enter") searchWholeLog(); });
+  if (search) search.addEventListener("input", () => { highlight(); scrollLog(); if (!search.value && results) results.innerHTML = ""; });
   if (follow) follow.addEventListener("change", scrollLog);
   if (wrap && logs) {
     const apply = () => logs.classList.toggle("nowrap", !wrap.checked);
@@ -177,27 +99,61 @@
   });
 
   // ---- Live updates pushed by the watcher: new log output is appended as it is written, a
-  // state change refreshes the status panel. Polling stays as the fallback. While the
-  // connection is down the page says so, and reconnects with backoff.
+  // state change refreshes the status panel and the log panel's header. Polling stays as the
+  // fallback. While the connection is down the page says so and reconnects with a backoff
+  // capped at MAX_RETRY (a restarted server is back within seconds), or at once on "Retry now".
   const lost = document.getElementById("live-lost");
-  function connect(delay) {
+  const retryIn = document.getElementById("live-retry-in");
+  const retryNow = document.getElementById("live-retry");
+  const FIRST_RETRY = 500, MAX_RETRY = 4000;
+  let retryDelay = FIRST_RETRY, retryTimer = null, countdown = null, socket = null, wasLost = false;
+
+  function refreshPanels() {
+    const status = document.getElementById("status");
+    if (status && window.htmx) htmx.trigger(status, "jobchanged");
+    const tab = logs && logs.querySelector(".tabs a.current");
+    if (tab && window.htmx) htmx.ajax("GET", tab.getAttribute("hx-get"), { target: "#log" });
+  }
+
+  function stopWaiting() {
+    clearTimeout(retryTimer);
+    clearInterval(countdown);
+    retryTimer = countdown = null;
+  }
+
+  function scheduleRetry() {
+    stopWaiting();
+    const at = Date.now() + retryDelay;
+    const tick = () => { if (retryIn) retryIn.textContent = `in ${Math.max(0, Math.ceil((at - Date.now()) / 1000))} s`; };
+    tick();
+    countdown = setInterval(tick, 250);
+    retryTimer = setTimeout(connect, retryDelay);
+    retryDelay = Math.min(retryDelay * 2, MAX_RETRY);
+  }
+
+  function connect() {
+    stopWaiting();
+    if (socket) { const old = socket; socket = null; old.close(); }
     const scheme = location.protocol === "https:" ? "wss" : "ws";
-    const ws = new WebSocket(`${scheme}://${location.host}${logs.dataset.ws}`);
+    const ws = socket = new WebSocket(`${scheme}://${location.host}${logs.dataset.ws}`);
     ws.onopen = () => {
       document.body.dataset.live = "open";
       if (lost) lost.hidden = true;
-      delay = 1000;
+      retryDelay = FIRST_RETRY;
+      if (wasLost) refreshPanels();  // what changed while we were away was not pushed
+      wasLost = false;
     };
     ws.onclose = () => {
+      if (ws !== socket) return;  // replaced by "Retry now"
       document.body.dataset.live = "closed";
       if (lost) lost.hidden = false;
-      setTimeout(() => connect(Math.min(delay * 2, 30000)), delay);
+      wasLost = true;
+      scheduleRetry();
     };
     ws.onmessage = (event) => {
       const msg = JSON.parse(event.data);
       if (msg.type === "job") {
-        const status = document.getElementById("status");
-        if (status && window.htmx) htmx.trigger(status, "jobchanged");
+        refreshPanels();
       } else if (msg.type === "log_notice") {
         const notice = document.querySelector(`p.log-notice[data-replica="${msg.replica}"]`);
         if (notice) {
@@ -216,6 +172,7 @@
       }
     };
   }
+  if (retryNow) retryNow.addEventListener("click", () => { retryDelay = FIRST_RETRY; connect(); });
   // The part of a pushed log chunk that continues where the panel ends, or null. A chunk may
   // start before that end (a starting job's first lines are sent to everyone watching); offsets
   // count bytes, so the overlap is cut from the encoded text, when it encodes back to as many
@@ -227,5 +184,5 @@
     if (bytes.length !== msg.next_offset - msg.offset) return null;
     return new TextDecoder().decode(bytes.subarray(next - msg.offset));
   }
-  if (logs && logs.dataset.ws) connect(1000);
+  if (logs && logs.dataset.ws) connect();
 })();

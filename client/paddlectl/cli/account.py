@@ -21,19 +21,31 @@ def _prompt(label: str, secret: bool = False) -> str:
     return getpass.getpass(f"{label.capitalize()}: ") if secret else input(f"{label.capitalize()}: ")
 
 
+def _stdin_password() -> str:
+    """The first line of standard input, without its line ending (a script's `echo` adds one)."""
+    line = sys.stdin.readline() if sys.stdin else ""
+    password = line.rstrip("\r\n")
+    if not password:
+        raise UsageError("-password-stdin: standard input held no password")
+    return password
+
+
 def _login_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("-endpoint", "--endpoint", help="server URL, e.g. http://cloud.example.com (default: the entry's)")
     p.add_argument("-username", "--username", "-u", help="your user name (default: the entry's)")
     p.add_argument("-password", "--password", help="your password (default: $PADDLECTL_PASSWORD, the entry's, or "
-                   "asked)")
+                   "asked); -password-stdin keeps it off the command line")
+    p.add_argument("-password-stdin", "--password-stdin", action="store_true",
+                   help="read the password from standard input (its first line), as `docker login` does: "
+                        "printf %%s \"$PASSWORD\" | paddlectl login -password-stdin")
     p.add_argument("-name", "--name", help="config entry to log in with (default: the current datacenter)")
     p.add_argument("-device", "--device", help="this machine's name for its token (default: the config's, else the "
                    "host name); logging in again from it replaces its token")
 
 
 @command("login", "Log in and store an API token in the config instead of the password.", setup=_login_setup,
-         usage="paddlectl login [-endpoint URL] [-username NAME] [-password PASSWORD] [-name DATACENTER] "
-         "[-device NAME]")
+         usage="paddlectl login [-endpoint URL] [-username NAME] [-password PASSWORD | -password-stdin] "
+         "[-name DATACENTER] [-device NAME]")
 def login(ctx: Context, args: argparse.Namespace) -> int:
     cfg = ctx.config()
     name = args.name or ctx.datacenter or os.environ.get(cfgmod.ENV_DATACENTER) or cfg.current
@@ -45,8 +57,14 @@ def login(ctx: Context, args: argparse.Namespace) -> int:
         raise ConfigError(f"which server? pass -endpoint URL (no datacenter entry '{name or ''}' in {cfg.path})")
     username = args.username or os.environ.get(cfgmod.ENV_USERNAME) or (entry.username if entry else None)
     username = username or _prompt("username")
-    password = (args.password or os.environ.get(cfgmod.ENV_PASSWORD)
-                or (entry.password if entry and entry.username == username else None) or _prompt("password", True))
+    if args.password_stdin:
+        if args.password:
+            raise UsageError("give the password with -password or -password-stdin, not both")
+        password = _stdin_password()
+    else:
+        password = (args.password or os.environ.get(cfgmod.ENV_PASSWORD)
+                    or (entry.password if entry and entry.username == username else None)
+                    or _prompt("password", True))
     device = args.device or cfgmod.device_name(cfg)
     tls = tls_context(entry.usercert, entry.userkey, entry.cacert) if entry else None
     with API(endpoint, tls=tls) as api:

@@ -9,24 +9,29 @@ from typing import Any
 
 from ..errors import NotFound, PaddlectlError
 from ..job import PaddleJob, suggest_job_name
-from ..logs import replica_name
+from ..logs import BUILD, replica_name
 from ..pfs_paths import in_home
 from . import output
 from .base import Context, UsageError, command
+from .cluster import print_cluster
 from .progress import transfer_progress
 
+DEFAULT_ENTRY = "python train.py"  # seed 002's PaddleJob default, the examples' entry
 JOB_COLUMNS: list[output.Column] = [
     ("NAME", lambda j: j["name"]),
     ("STATE", lambda j: j["state"]),
     ("MODE", lambda j: j.get("mode")),
     ("PSERVERS", lambda j: j.get("pservers")),
     ("TRAINERS", lambda j: j.get("trainers")),
-    ("START", lambda j: output.timestamp(j.get("started"))),
-    ("COMP", lambda j: output.timestamp(j.get("finished"))),
+    # Ages as kubectl shows them (how long ago); -o wide adds the times themselves.
+    ("START", lambda j: output.age(j.get("started"))),
+    ("COMP", lambda j: output.age(j.get("finished"))),
     ("AGE", lambda j: output.age(j.get("created"))),
     ("QUEUE", lambda j: queue_text(j)),
 ]
 JOB_WIDE: list[output.Column] = [
+    ("STARTED", lambda j: output.timestamp(j.get("started"))),
+    ("COMPLETED", lambda j: output.timestamp(j.get("finished"))),
     ("DATACENTER", lambda j: j.get("datacenter")),
     ("CPU", lambda j: j.get("cpu")),
     ("MEMORY", lambda j: j.get("memory")),
@@ -106,7 +111,7 @@ def _submit_setup(p: argparse.ArgumentParser) -> None:
       help="number of parameter servers (default: same as -parallelism in ps mode)")
     a("-pscpu", "--pscpu", help="CPU per parameter server (default 1)")
     a("-psmemory", "--psmemory", help="memory per parameter server (default 1Gi)")
-    a("-entry", "--entry", default=None, help="command that starts each process (default: python train.py)")
+    a("-entry", "--entry", default=None, help=f"command that starts each process (default: {DEFAULT_ENTRY})")
     a("-topology", "--topology", "-t", default=None, help="deprecated (PaddlePaddle v1 config file): passed as "
       "$TOPOLOGY; the default entry becomes `python <file>`")
     a("-passes", "--passes", type=int, help="number of passes, given to the job as "
@@ -169,8 +174,9 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
         created = _submit_new(ctx, args)
     if ctx.output in ("table", "wide"):
         copy = f" (a copy of {created['cloned_from']})" if created.get("cloned_from") else ""
-        print(f"job {created['name']} submitted ({created['state']}){copy}: {created['pservers']} pservers, "
-              f"{created['trainers']} trainers, package {created['package']}")
+        print(f"job {created['name']} submitted ({created['state']}){copy}: "
+              f"{output.count(created['pservers'], 'pserver')}, {output.count(created['trainers'], 'trainer')}, "
+              f"package {created['package']}")
         if queue_text(created):
             print(f"queued {queue_text(created)}")
     else:
@@ -195,8 +201,14 @@ def _submit_new(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
         print("warning: -topology is deprecated (PaddlePaddle v1)", file=sys.stderr)
         env.setdefault("TOPOLOGY", args.topology)
         entry = entry or f"python {args.topology}"
+    if not entry:
+        entry = DEFAULT_ENTRY
+        # A local package is at hand: a default that cannot start fails now, not as a job minutes later.
+        if not package.startswith("/pfs/") and Path(package).is_dir() and not (Path(package) / "train.py").is_file():
+            raise UsageError(f"no -entry given, and {package} has no train.py to run by default: say how the job "
+                             "starts, e.g. -entry \"python main.py\"")
     pservers = args.pservers if args.pservers is not None else (args.parallelism if args.mode == "ps" else 0)
-    job = PaddleJob(job_name=name, entry_point=entry or "python train.py", trainer_package_path=package,
+    job = PaddleJob(job_name=name, entry_point=entry, trainer_package_path=package,
                     trainers=args.parallelism, pservers=pservers, cpu_nums=args.cpu, gpu_nums=args.gpu,
                     memory=args.memory, pscpu=args.pscpu, psmemory=args.psmemory, passes=args.passes,
                     runtime_image=args.image, registry=args.registry or None, mode=args.mode, env=env,
@@ -234,25 +246,25 @@ def _submit_from(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
 RESOURCES = {
     "jobs": "jobs", "job": "jobs", "workers": "workers", "worker": "workers", "quota": "quota",
     "registry": "registry", "registries": "registry", "datacenters": "datacenters", "datacenter": "datacenters",
-    "events": "events", "event": "events",
+    "events": "events", "event": "events", "cluster": "cluster",
 }
 
 
 def _get_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("resource", metavar="<resource>", help="jobs | workers <job> | quota | registry | datacenters | "
-                   "events <job>")
+                   "events <job> | cluster")
     p.add_argument("name", nargs="?", help="a job name (workers, events; optional for jobs)")
     p.add_argument("-a", "-all", "--all", action="store_true", help="list all jobs, also those that have ended")
 
 
 @command("get", "Print resources", setup=_get_setup,
          usage="paddlectl get [options] jobs [-a] [<job>] | workers <job> | quota | registry | datacenters | "
-         "events <job>")
+         "events <job> | cluster")
 def get(ctx: Context, args: argparse.Namespace) -> int:
     kind = RESOURCES.get(args.resource)
     if kind is None:
-        raise UsageError(f"unknown resource '{args.resource}'; use jobs, workers, quota, registry, datacenters or "
-                         "events")
+        raise UsageError(f"unknown resource '{args.resource}'; use jobs, workers, quota, registry, datacenters, "
+                         "events or cluster")
     c, fmt = ctx.client, ctx.output
     if kind == "jobs":
         data = [get_job(ctx, args.name)] if args.name else c.list(all=args.all)
@@ -274,6 +286,8 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
         except PaddlectlError:  # storage accounting is optional for the quota view
             pass
         _print_quota(quota, fmt)
+    elif kind == "cluster":
+        print_cluster(c.cluster(), fmt)
     elif kind == "registry":
         output.emit(c.registries(), fmt, [("NAME", lambda r: r["name"]), ("SERVER", lambda r: r.get("server")),
                                           ("USERNAME", lambda r: r.get("username"))],
@@ -294,17 +308,14 @@ def jobs(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cores(millis: int | None) -> str:
-    return "-" if millis is None else (f"{millis // 1000}" if millis % 1000 == 0 else f"{millis / 1000:g}")
-
-
 def _print_quota(q: dict[str, Any], fmt: str) -> None:
     if fmt in ("json", "yaml", "name"):
         output.emit(q, "json" if fmt == "name" else fmt)
         return
     limits, used = q.get("limits", {}), q.get("used", {})
     rows = [
-        {"resource": "cpu", "used": _cores(used.get("cpu_millicores")), "limit": _cores(limits.get("cpu_millicores"))},
+        {"resource": "cpu", "used": output.cores(used.get("cpu_millicores")),
+         "limit": output.cores(limits.get("cpu_millicores"))},
         {"resource": "memory", "used": output.human_bytes(used.get("memory_bytes")),
          "limit": output.human_bytes(limits.get("memory_bytes"))},
         {"resource": "gpu", "used": used.get("gpus"), "limit": limits.get("gpus")},
@@ -326,7 +337,7 @@ def _logs_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "-follow", "--follow", action="store_true",
                    help="keep printing new lines until the job has ended")
     p.add_argument("-w", "-worker", "--worker", default=None, metavar="WORKER",
-                   help="only this worker, e.g. trainer-0 or pserver-1")
+                   help="only this worker, e.g. trainer-0 or pserver-1, or build: the runtime build (pip's output)")
     p.add_argument("-prefix", "--prefix", action=argparse.BooleanOptionalAction, default=None,
                    help="prefix lines with [worker] (default: when showing several workers)")
 
@@ -338,8 +349,8 @@ def logs(ctx: Context, args: argparse.Namespace) -> int:
     job = get_job(ctx, args.job)
     replicas = [r["name"] for r in job.get("replicas", [])]
     worker = replica_name(args.job, args.worker) if args.worker else None
-    if worker and worker not in replicas:
-        raise UsageError(f"job {args.job} has no worker '{args.worker}'; it has: {', '.join(replicas)}")
+    if worker and worker not in (BUILD, *replicas):
+        raise UsageError(f"job {args.job} has no worker '{args.worker}'; it has: {', '.join([BUILD, *replicas])}")
     prefix = args.prefix if args.prefix is not None else (worker is None and len(replicas) > 1)
     lines = args.lines if args.lines is not None else (None if args.follow else 10)
     err = output.console(stderr=True)

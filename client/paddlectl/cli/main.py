@@ -47,6 +47,10 @@ def _say_error(message: str) -> None:
 def main(argv: Sequence[str] | None = None, prog: str = "paddlectl") -> int:
     """Run one command; returns the exit code (tests call this in-process)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Piped, Python buffers stdout in blocks while stderr (progress, errors) goes out at once: each
+    # line goes out as printed, so `2>&1 | tee` shows both in the order they happened.
+    if not sys.stdout.isatty() and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)
     if argv and argv[0] == "pfs":  # seed 003: `paddlecloud pfs cp ...`
         argv = argv[1:]
     try:

@@ -42,15 +42,47 @@ def timestamp(value: str | None) -> str:
 
 
 def age(value: str | None, now: datetime | None = None) -> str:
+    """How long ago, as kubectl writes it (90s, 5m12s, 45m, 3h4m, 30h, 5d3h, 150d, 2y30d)."""
     moment = parse_time(value)
     if moment is None:
         return "-"
-    seconds = int(((now or datetime.now(timezone.utc)) - moment).total_seconds())
-    seconds = max(0, seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    return human_duration(((now or datetime.now(timezone.utc)) - moment).total_seconds())
+
+
+def human_duration(seconds: float) -> str:
+    """kubectl's duration.HumanDuration: two units while the smaller one still says something."""
+    s = int(seconds)
+    if s < -1:
+        return "<invalid>"
+    if s < 120:
+        return f"{max(s, 0)}s"
+    minutes, hours = s // 60, s // 3600
+    if minutes < 10:
+        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if hours < 24 * 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if hours < 24 * 365 * 2:
+        return f"{days}d"
+    if hours < 24 * 365 * 8:
+        return f"{days // 365}y{days % 365}d" if days % 365 else f"{days // 365}y"
+    return f"{days // 365}y"
+
+
+def cores(millis: int | None) -> str:
+    """CPU millicores as cores: 2000 -> 2, 500 -> 0.5."""
+    return "-" if millis is None else (f"{millis // 1000}" if millis % 1000 == 0 else f"{millis / 1000:g}")
+
+
+def count(n: int, noun: str) -> str:
+    """1 trainer, 2 trainers."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def human_bytes(n: int | None) -> str:

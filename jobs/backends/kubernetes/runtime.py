@@ -18,7 +18,8 @@ soon as the build ends (and with the job's root if the job is killed). What is n
 here: the push credentials are the datacenter's, so the registry must scope them (a robot
 account that may push only to <registry>/paddlecloud-runtime); the remote layer cache is off
 (it would need push credentials inside kaniko). The build runs while the job
-is Building, awaited by the launch task (whose heartbeat keeps its lease); a failed build fails
+is Building, awaited by the launch task (whose heartbeat keeps its lease); kaniko's output is
+copied into the job's `build` log as it comes (BuildLogCopy); a failed build fails
 the job with the build log's tail, a build stuck Pending fails it with the reason.
 """
 
@@ -33,6 +34,7 @@ from typing import Any
 from django.conf import settings as django_settings
 from django.utils import timezone
 
+from ...live import logstore
 from ...models import Job, JobState
 from ..base import LaunchError
 from . import hardening, manifests, root
@@ -192,19 +194,21 @@ def _await_build(ctx: ClusterContext, job: Job, image: str, ns: str, heartbeat: 
     api, st = ctx.api, ctx.settings
     name = f"{job.k8s_name}-build"
     started = timezone.now()
+    copied = BuildLogCopy(job)
     while True:
         heartbeat()
         if not Job.objects.filter(pk=job.pk, state=JobState.BUILDING).exists():
             return  # killed: stop() removes the build with everything else
         build = api.raw(api.batch.read_namespaced_job, name, ns) or {}
         conditions = {c.get("type"): c for c in (build.get("status") or {}).get("conditions") or []}
+        pod = _build_pod(api, ns, name)
+        copied.update(api, ns, pod)
         if (conditions.get("Complete") or {}).get("status") == "True":
             marker = {"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"name": marker_name(image), "namespace": ns, "labels": dict(manifests.MANAGED_BY)},
                       "data": {"image": image}}
             api.create(api.core.create_namespaced_config_map, ns, body=marker)
             return
-        pod = _build_pod(api, ns, name)
         status = pod_status(pod, "build") if pod is not None else None
         pod_failed = status is not None and status.state == "Failed"
         # The pod fails a moment before the Job controller marks the Job Failed: either way the
@@ -220,6 +224,38 @@ def _await_build(ctx: ClusterContext, job: Job, image: str, ns: str, heartbeat: 
                 raise LaunchError(status.reason or "PendingTimeout",
                                   f"the image build did not start within {st.pending_timeout} s: {status.message}")
         time.sleep(POLL_SECONDS)
+
+
+class BuildLogCopy:
+    """Copies kaniko's output (pip's, in the image build) into the job's build log as the build
+    runs, so it is followed live like a replica's log and kept after the build pod is gone. The
+    whole container log is read on each poll (a build log is small) and what is past the bytes
+    already copied is appended."""
+
+    def __init__(self, job: Job):
+        self.job, self.pod, self.copied = job, "", 0
+
+    def update(self, api: Api, ns: str, pod: Obj | None) -> None:
+        if pod is None or not _kaniko_started(pod):
+            return
+        name = pod["metadata"]["name"]
+        if name != self.pod:  # a new build pod (the launch was taken over): its log starts over
+            self.pod, self.copied = name, 0
+        try:
+            data = api.call_raw(api.core.read_namespaced_pod_log, name, ns, container="kaniko").data
+        except Exception:  # noqa: BLE001 - the next poll reads it again; a failure reports the tail
+            return
+        if len(data) > self.copied:
+            logstore.append_build(self.job, data[self.copied:])
+            self.copied = len(data)
+
+
+def _kaniko_started(pod: Obj) -> bool:
+    st = pod.get("status") or {}
+    if st.get("phase") in ("Running", "Succeeded", "Failed"):
+        return True
+    kaniko: Obj = next((c for c in st.get("initContainerStatuses") or [] if c.get("name") == "kaniko"), {})
+    return bool({"running", "terminated"} & set(kaniko.get("state") or {}))
 
 
 def _build_pod(api: Api, ns: str, job_name: str) -> Obj | None:
