@@ -256,7 +256,10 @@ class Launcher:
             fds.append(target)
             state = roots.directory("venvs", req.get("state"))
             fds.append(state)
-            log = roots.open("venvs", req.get("log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+            log_root = req.get("log_root", "venvs")  # a job's build log, or the runtime's own
+            if log_root not in ("venvs", "logs"):
+                raise Refused("log_root: venvs or logs")
+            log = roots.open(log_root, req.get("log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
             fds.append(log)
             if not self.setup.rootless:
                 ownership.give(target, self._build_uid())

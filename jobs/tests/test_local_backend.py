@@ -278,6 +278,26 @@ def test_requirements_make_a_runtime_built_once_and_reused(alice):
     assert (venv / runtime.READY).stat().st_mtime_ns == built  # reused, not rebuilt
 
 
+def test_the_runtime_build_is_the_jobs_build_log_and_a_reuse_says_so(alice, alice_api):
+    import shutil
+
+    from jobs.backends.local import runtime
+
+    # A requirement of this run's own (an always-true marker), so the runtime is built here.
+    requirements = f'six==1.17.0 ; sys_platform != "plan9-{os.getpid()}"\n'
+    files = {"train.py": "import six\n", "requirements.txt": requirements}
+    try:
+        first = run_until_done(submit(alice, "build1", files, mode="collective", pservers=0, trainers=1), timeout=180)
+        assert first.state == "Succeeded", first.message
+        built = alice_api.get("/api/v2/jobs/build1/logs/?replica=build").json()[0]["text"]
+        assert "paddlecloud: building runtime" in built and "Successfully installed six-1.17.0" in built, built
+        second = run_until_done(submit(alice, "build2", files, mode="collective", pservers=0, trainers=1))
+        reused = alice_api.get("/api/v2/jobs/build2/logs/?replica=build").json()[0]["text"]
+        assert "is ready (built before): nothing to install" in reused and "Successfully" not in reused, reused
+    finally:
+        shutil.rmtree(runtime.env_dir(requirements), ignore_errors=True)
+
+
 def test_a_pip_failure_fails_the_job_with_pips_error(alice):
     files = {"train.py": "", "requirements.txt": "paddlecloud-no-such-pkg==0.0.1\n"}
     job = run_until_done(submit(alice, "badreq", files, mode="collective", pservers=0, trainers=1), timeout=120)

@@ -31,6 +31,7 @@ from django.db import transaction
 from pfs.paths import PfsPath, resolve
 from quotas.services import Capacity
 
+from ...live import logstore
 from ...live.usage import Usage
 from ...models import Job, Replica, ReplicaState
 from .. import contract
@@ -112,7 +113,9 @@ class LocalBackend(Backend):
         self._check_sandbox(cfg)
         snapshot_package(job, self.job_dir(job) / "package")
         try:
-            runtime.ensure_env(self._requirements(job), heartbeat, sandboxed=cfg.sandboxed)
+            runtime.ensure_env(self._requirements(job), heartbeat, sandboxed=cfg.sandboxed,
+                               log=logstore.build_log_path(job),
+                               say=lambda line: logstore.append_build(job, f"paddlecloud: {line}\n".encode()))
         except runtime.RuntimeEnvError as e:
             raise LaunchError("RuntimeEnvFailed", f"{e.message}:\n{e.log_tail}") from e
 

@@ -49,23 +49,34 @@ def env_dir(requirements: str) -> Path:
     return settings.VENVS_ROOT / env_key(requirements)
 
 
-def ensure_env(requirements: str, heartbeat: Callable[[], None] = lambda: None, *, sandboxed: bool = True) -> Path:
-    """The bin/ directory of a ready virtualenv with `requirements` installed."""
+def ensure_env(requirements: str, heartbeat: Callable[[], None] = lambda: None, *, sandboxed: bool = True,
+               log: Path | None = None, say: Callable[[str], object] = lambda line: None) -> Path:
+    """The bin/ directory of a ready virtualenv with `requirements` installed. pip's output goes
+    to `log` (a job's build log) or else `<env>.log`; `say` gets a line of ours at each step."""
     target = env_dir(requirements)
     if (target / READY).exists():
+        say(f"runtime {target.name} is ready (built before): nothing to install")
         return target / "bin"
     settings.VENVS_ROOT.mkdir(parents=True, exist_ok=True)
     with open(f"{target}.lock", "w") as lock:
+        waiting = False
         while True:  # wait for another builder of the same env, showing we are alive
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if not waiting:
+                    say(f"waiting for another job's build of runtime {target.name}")
+                    waiting = True
                 heartbeat()
                 time.sleep(1)
-        if not (target / READY).exists():
+        if (target / READY).exists():
+            say(f"runtime {target.name} is ready")
+        else:
             shutil.rmtree(target, ignore_errors=True)
-            _build(target, requirements, heartbeat, sandboxed)
+            say(f"building runtime {target.name}: pip install -r requirements.txt")
+            _build(target, requirements, heartbeat, sandboxed, log or Path(f"{target}.log"))
+            say(f"runtime {target.name} is ready")
     return target / "bin"
 
 
@@ -75,7 +86,8 @@ def _sandboxed_pip(target: Path, log_path: Path, heartbeat: Callable[[], None]) 
     shutil.rmtree(state, ignore_errors=True)
     state.mkdir()
     try:
-        ask("start_build", venv=str(target), state=str(state), log=str(log_path),
+        log_root = "venvs" if log_path.is_relative_to(settings.VENVS_ROOT) else "logs"
+        ask("start_build", venv=str(target), state=str(state), log=str(log_path), log_root=log_root,
             index_url=settings.PIP_INDEX_URL or None)
         started = time.monotonic()
         while (done := keepers.read(state / "exit.json")) is None:
@@ -97,14 +109,14 @@ def _sandboxed_pip(target: Path, log_path: Path, heartbeat: Callable[[], None]) 
         shutil.rmtree(state, ignore_errors=True)
 
 
-def _build(target: Path, requirements: str, heartbeat: Callable[[], None], sandboxed: bool) -> None:
-    log_path = Path(f"{target}.log")
+def _build(target: Path, requirements: str, heartbeat: Callable[[], None], sandboxed: bool, log_path: Path) -> None:
     # A plain venv, with the pip and setuptools that training programs expect (paddle imports
     # setuptools); ensurepip bundles them, so this needs no network.
     subprocess.run([sys.executable, "-m", "venv", str(target)], check=True)
     if requirements.strip():
         (target / "requirements.txt").write_text(requirements)
-        log_path.write_bytes(b"")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        start = log_path.stat().st_size if log_path.exists() else 0
         if sandboxed:
             code = _sandboxed_pip(target, log_path, heartbeat)
         else:
@@ -112,14 +124,16 @@ def _build(target: Path, requirements: str, heartbeat: Callable[[], None], sandb
                    "--no-input", "--progress-bar", "off", "-r", str(target / "requirements.txt")]
             if settings.PIP_INDEX_URL:
                 cmd += ["--index-url", settings.PIP_INDEX_URL]
-            with open(log_path, "wb") as log:
+            with open(log_path, "ab") as log:
                 proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
                 while proc.poll() is None:
                     heartbeat()
                     time.sleep(1)
             code = proc.returncode
         if code != 0:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-25:]
+            with open(log_path, "rb") as f:
+                f.seek(start)  # pip's own lines, not what came before them
+                tail = f.read().decode(errors="replace").strip().splitlines()[-25:]
             shutil.rmtree(target, ignore_errors=True)
             raise RuntimeEnvError(f"pip install -r requirements.txt failed with code {code}", "\n".join(tail))
     (target / READY).touch()
