@@ -67,6 +67,8 @@ def _apply(replica: Replica, status: ReplicaStatus, job_done: bool, suspended: b
         # replicas are read before the backend observes them, so an observation is never of an
         # attempt older than the one it is applied to).
         rows = Replica.objects.filter(pk=replica.pk, attempt=replica.attempt)
+        if changed_state:  # and on the state it was read in: of two that saw it move, one records it
+            rows = rows.filter(state=replica.state)
         if not rows.exclude(state__in=REPLICA_DONE).update(**fields):
             return False
         for key, value in fields.items():

@@ -292,6 +292,7 @@ def test_the_runtime_build_is_the_jobs_build_log_and_a_reuse_says_so(alice, alic
         built = alice_api.get("/api/v2/jobs/build1/logs/?replica=build").json()[0]["text"]
         assert "paddlecloud: building runtime" in built and "Successfully installed six-1.17.0" in built, built
         second = run_until_done(submit(alice, "build2", files, mode="collective", pservers=0, trainers=1))
+        assert second.state == "Succeeded", second.message
         reused = alice_api.get("/api/v2/jobs/build2/logs/?replica=build").json()[0]["text"]
         assert "is ready (built before): nothing to install" in reused and "Successfully" not in reused, reused
     finally:

@@ -241,3 +241,23 @@ def test_the_worker_and_watcher_restart_a_failed_trainer(system, alice):
     assert (trainer.restarts, trainer.attempt) == (1, 1)
     [event] = restarting_events(job)
     assert starts(job, "trainer-0")[1] - event.created.timestamp() >= 0.5
+
+
+def test_a_restarted_replica_shows_the_host_pid_of_its_sandbox_like_its_first_attempt(alice, alice_api):
+    """The PID column (the replica's `pod`) is the host's pid of the process the keeper started
+    (the sandbox around the program), in every attempt, on the page and in the API."""
+    job = submit(alice, "pids", trainers=1, max_restarts=1, env={"FAILS_trainer_0": "1", "TRAINERS_WAIT": "1"})
+    launch_job(job.pk)
+    backend = LocalBackend(job.datacenter)
+
+    def running_again():
+        job.refresh_from_db()
+        sync_job(job)
+        replica = job.replicas.get()
+        return replica if replica.attempt == 1 and replica.state == "Running" else None
+
+    replica = wait_for(running_again, 60, what=lambda: f"the second attempt to run: {list(job.replicas.values())}")
+    child = (backend.state_dir(replica) / "child.pid").read_text().strip()
+    assert replica.pod == child and child.isdigit()
+    assert support.psutil.Process(int(child)).name() in ("nsenter", "bwrap")  # a process of this host
+    assert alice_api.get("/api/v2/jobs/pids/").json()["replicas"][0]["pod"] == child
