@@ -251,7 +251,7 @@ LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "accounts.auth.TokenAuthentication",  # knox's, recording each token's last use
+        "accounts.auth.TokenAuthentication",  # knox's, recording each token's last use; one query
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
