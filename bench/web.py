@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 from report import Row, emit
 from service import ROOT, Service, free_port, load
 
@@ -59,6 +60,19 @@ def web_command(port: int, app: str) -> str:
     return re.sub(r"\$\{PADDLECLOUD_PORT:-\d+\}", str(port), command)
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds used so far by process `pid` and its children (a web server and its workers)."""
+    total = 0.0
+    top = psutil.Process(pid)
+    for p in [top, *top.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
 def hammer(port: int, path: str, token: str | None) -> dict:
     headers = ["--header", f"Authorization: Token {token}"] if token else []
     out = subprocess.run([sys.executable, str(BENCH / "load.py"), str(port), path, "--connections",
@@ -88,15 +102,20 @@ def main() -> None:
             targets = {"bare Django view": (port, "/bare/", None),
                        "job detail": (svc.port, "/api/v2/jobs/job-59/", svc.token),
                        "job list": (svc.port, "/api/v2/jobs/", svc.token)}
+            web_pid = next(p.pid for p in svc.processes() if p.name() != "sh" and "uvicorn" in " ".join(p.cmdline()))
+            servers = {"bare Django view": bare.pid, "job detail": web_pid, "job list": web_pid}
             for p, path, token in targets.values():  # warm every process and connection
                 hammer(p, path, token)
             results: dict[str, list[dict]] = {name: [] for name in targets}
             for _ in range(ROUNDS):
                 for name, (p, path, token) in targets.items():
+                    cpu = tree_cpu(servers[name])
                     results[name].append(hammer(p, path, token))
-                    print(f"{name:18s} {results[name][-1]['rps']:8.1f} req/s  p50 "
-                          f"{results[name][-1]['p50'] * 1000:6.1f} ms  p99 {results[name][-1]['p99'] * 1000:6.1f} ms"
-                          f"  (load average {load()})", flush=True)
+                    results[name][-1]["cpu_ms"] = (tree_cpu(servers[name]) - cpu) / results[name][-1]["requests"] * 1e3
+                    last = results[name][-1]
+                    print(f"{name:18s} {last['rps']:8.1f} req/s  p50 {last['p50'] * 1000:6.1f} ms  p99 "
+                          f"{last['p99'] * 1000:6.1f} ms  web CPU {last['cpu_ms']:.1f} ms/request  "
+                          f"(load average {load()})", flush=True)
         finally:
             os.killpg(bare.pid, signal.SIGTERM)
             bare.wait(30)
@@ -109,7 +128,8 @@ def main() -> None:
     for name in ("job detail", "job list"):
         rps = med(name, "rps")
         rows.append(Row(f"{name} req/s, {CONNECTIONS} connections (p50 {med(name, 'p50') * 1000:.0f} ms, "
-                        f"p99 {med(name, 'p99') * 1000:.0f} ms)", f"{base:.0f}/s bare Django", f"{rps:.0f}/s",
+                        f"p99 {med(name, 'p99') * 1000:.0f} ms; web CPU {med(name, 'cpu_ms'):.1f} ms/request, "
+                        f"bare {med('bare Django view', 'cpu_ms'):.1f})", f"{base:.0f}/s bare Django", f"{rps:.0f}/s",
                         f"{rps / base:.2f}x", f">= {GOAL}x", rps / base >= GOAL))
     emit(rows, f"web tier: {shlex.quote(web_command(0, 'APP'))}, median of {ROUNDS} rounds of {SECONDS:.0f} s")
 
