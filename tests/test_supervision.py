@@ -141,8 +141,7 @@ def test_every_part_reports_in_at_the_health_endpoint(tree):
         assert _health(tree.port, f"?only={part}")[0] == 200, part
 
 
-PARTS = {"web": "uvicorn", "worker": "paddleweb worker", "beat": "paddleweb beat", "watcher": "watch_jobs",
-         "redis": "redis-server"}
+PARTS = {"web": "uvicorn", "worker": "paddleweb worker", "watcher": "watch_jobs", "redis": "redis-server"}
 
 
 @pytest.mark.skipif(not ROOT, reason="started by a normal user, everything runs as that user")

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def procfile_worker() -> list[str]:
     line = next(ln for ln in (settings.BASE_DIR / "Procfile").read_text().splitlines() if ln.startswith("worker:"))
-    return shlex.split(line.split(":", 1)[1].replace("${PADDLECLOUD_VAR:-var}", str(settings.JOBS_ROOT.parent)))
+    command = line.split(":", 1)[1].replace("${PADDLECLOUD_VAR:-var}", str(settings.JOBS_ROOT.parent))
+    return shlex.split(command.replace("$PADDLECLOUD_AS", ""))  # run as this test's user
 
 
 def test_the_procfile_worker_runs_the_periodic_tasks_in_one_process(tmp_path):
