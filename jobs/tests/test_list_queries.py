@@ -21,6 +21,14 @@ FILTERS = ["", "state=Running", "state=Queued&state=Running", "state=Succeeded",
            "state=Running&sort=name"]
 
 
+@pytest.fixture
+def alice_api(alice_api):
+    """alice's token client, its token's use already recorded (written at most once a minute, by
+    the first request: accounts/auth.py), so that the requests counted are the steady ones."""
+    assert alice_api.get("/api/v2/version/").status_code == 200
+    return alice_api
+
+
 def make_jobs(user, datacenter, count: int) -> None:
     Job.objects.bulk_create(
         Job(user=user, datacenter=datacenter, name=f"job-{i}", k8s_name=f"job-{i}", mode="ps", pservers=1,
