@@ -54,14 +54,17 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/python manage.py makemigrations --check --dry-run -v0
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
+## bench: every benchmark, each against `make run`'s tree started on a state directory and port of
+## its own (bench/service.py), then one table of them all (bench/report.py). The job list is about
+## PostgreSQL: set DATABASE_URL (the bench makes and drops a database of its own on that server)
+BENCH_RESULTS ?= var/bench-results.jsonl
 bench: $(VENV)/.installed-dev
-	$(BIN)/python bench/launch_overhead.py
-	$(BIN)/python bench/fit_a_line_overhead.py
-	$(BIN)/python bench/pfs_transfer.py
-	$(BIN)/python bench/pfs_download.py
-	$(BIN)/python bench/legacy_upload.py
-	$(BIN)/python bench/recordio.py
-	BENCH_WINDOW=$${BENCH_WINDOW:-20} $(BIN)/python bench/k8s_status_sync.py
+	@mkdir -p var && rm -f $(BENCH_RESULTS)
+	export BENCH_RESULTS=$(abspath $(BENCH_RESULTS)); status=0; \
+	for b in memory launch job_list web log_lag transfer fit_a_line_overhead legacy_upload recordio; do \
+		$(BIN)/python bench/$$b.py || status=1; done; \
+	BENCH_WINDOW=$${BENCH_WINDOW:-20} $(BIN)/python bench/k8s_status_sync.py || status=1; \
+	$(BIN)/python bench/report.py $$BENCH_RESULTS; exit $$status
 
 clean:
 	rm -rf $(VENV) var

@@ -1,13 +1,14 @@
-"""Live log lag: from a line being written by a replica to every websocket viewer having it.
+"""Live log lag through the running service: from a line being written by a replica to every
+websocket viewer having it.
 
-A job's replica prints RATE timestamped lines a second for SECONDS seconds (one write and flush
-per line); VIEWERS websocket clients, in a process of their own, follow the job through uvicorn as the job
-page and `paddlectl logs -f` do. Lag is measured on the first line of each pushed
-message (the oldest in it, so an upper bound for the message's lines). Each viewer's messages must
-join up exactly (offset = the previous next_offset) and carry every line once. Baselines in the
-same run: websockets compressed per viewer (uvicorn's default, what the server ran before), and
-pushes on the watcher's passes only (LOG_INOTIFY=false, the 0.5 s default interval).
-Goal: p99 < 0.5 s with 100 viewers of 20,000 lines/s.
+The service is `make run`'s tree at its defaults (bench/service.py). A job's replica, submitted
+over HTTP, prints RATE timestamped lines a second for SECONDS seconds (one write and flush per
+line); VIEWERS websocket clients, in a process of their own, follow the job as the job page and
+`paddlectl logs -f` do, with the admin's token. Lag is measured on the first line of each pushed
+message (the oldest in it, so an upper bound for the message's lines). Each viewer's messages
+must join up exactly (offset = the previous next_offset) and carry every line once. The service
+tree's CPU time over the run, divided by the lines delivered (lines x viewers), says what a
+delivered line costs. Goal: p99 < 0.5 s with 100 viewers of 20,000 lines/s, and every line.
 
     .venv/bin/python bench/log_lag.py [--viewers 100] [--rate 20000] [--seconds 10]
 """
@@ -18,7 +19,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 PROGRAM = """import sys, time
 time.sleep({delay})
@@ -90,38 +93,36 @@ def viewers(url: str, token: str, count: int, expected: int, seconds: float) -> 
 
 
 def run(viewer_count: int, rate: int, seconds: int) -> dict:
-    from common import service, wait
+    from service import Service
+
+    from paddlectl.sdk import Client
 
     expected = rate * seconds
-    with service() as user:  # sets Django up: the imports below need it
-        from accounts.services import issue_token
-        from jobs import services
-        from jobs.models import Job
-        from pfs.paths import home
-        from tests.support import LiveASGI
-
-        server = LiveASGI()
-        server.server.config.ws_per_message_deflate = os.environ.get("BENCH_WS_DEFLATE") == "true"
-        server.__enter__()
-        pkg = home(user, "local").child("jobs", "loglag")
-        pkg.disk.mkdir(parents=True, exist_ok=True)
-        (pkg.disk / "train.py").write_text(PROGRAM.format(delay=8, rate=rate, seconds=seconds))
-        job = services.submit_job(user, {"name": "loglag", "package": pkg.virtual, "entry": "python train.py",
-                                         "mode": "collective", "trainers": 1, "cpu": "1", "memory": "256Mi"})
-        url = server.url.replace("http://", "ws://") + f"/ws/jobs/{job.name}/"
-        child = subprocess.Popen([sys.executable, __file__, "--viewers-at", url, issue_token(user),
-                                  str(viewer_count), str(expected), str(seconds + 60)],
-                                 stdout=subprocess.PIPE, text=True)
+    with Service(name="loglag") as svc, tempfile.TemporaryDirectory() as tmp:
+        assert svc.api is not None
+        sdk = Client(svc.url, token=svc.token, username="admin")
+        (Path(tmp) / "train.py").write_text(PROGRAM.format(delay=20, rate=rate, seconds=seconds))
+        package = f"{sdk.home()}/bench/loglag"
+        sdk.storage.upload_file(Path(tmp) / "train.py", f"{package}/train.py")
+        sdk.close()
+        res = svc.api.post("/api/v2/jobs/", json={"name": "loglag", "package": package, "entry": "python train.py",
+                                                   "mode": "collective", "trainers": 1, "cpu": "1", "memory": "256Mi"})
+        assert res.status_code == 201, res.text
+        url = svc.url.replace("http://", "ws://") + "/ws/jobs/loglag/"
+        child = subprocess.Popen([sys.executable, __file__, "--viewers-at", url, svc.token, str(viewer_count),
+                                  str(expected), str(seconds + 80)], stdout=subprocess.PIPE, text=True)
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "connected"
-        wait(lambda: Job.objects.get(pk=job.pk).state in ("Running", "Succeeded", "Failed"), 120)
-        result = json.loads(child.communicate(timeout=seconds + 90)[0])
-        services.delete_job(job)
-        server.__exit__(None, None, None)
+        cpu = svc.cpu_seconds()
+        result = json.loads(child.communicate(timeout=seconds + 120)[0])
+        cpu = svc.cpu_seconds() - cpu
+        state = svc.api.get("/api/v2/jobs/loglag/").json()["state"]
     lags = [lag for r in result for lag in r["lags"]]
+    delivered = sum(r["lines"] for r in result)
     return {"p50": percentile(lags, 0.5), "p99": percentile(lags, 0.99), "messages": len(lags) / len(result),
-            "lines": [r["lines"] for r in result], "gaps": sum(r["gaps"] for r in result),
-            "complete": all(r["first"] == 0 and r["lines"] == expected for r in result), "expected": expected}
+            "lines": [r["lines"] for r in result], "gaps": sum(r["gaps"] for r in result), "state": state,
+            "complete": all(r["first"] == 0 and r["lines"] == expected for r in result), "expected": expected,
+            "cpu_us_per_line": cpu / max(delivered, 1) * 1e6, "cpu": cpu}
 
 
 def main() -> None:
@@ -129,36 +130,28 @@ def main() -> None:
     parser.add_argument("--viewers", type=int, default=100)
     parser.add_argument("--rate", type=int, default=20_000)
     parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--viewers-at", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.viewers_at:
         url, token, count, expected, seconds = args.viewers_at
-        started = time.process_time()
         result = viewers(url, token, int(count), int(expected), float(seconds))
-        print(f"viewers' cpu {time.process_time() - started:.1f} s", file=sys.stderr)
         print(json.dumps(result))
         return
-    if args.child:  # one mode per process: settings are read once
-        print(json.dumps(run(args.viewers, args.rate, args.seconds)))
-        return
-    results = {}
-    for mode, inotify, deflate in (("pushed on write", "true", "false"), ("compressed (before)", "true", "true"),
-                                   ("passes only", "false", "false")):
-        env = {**os.environ, "LOG_INOTIFY": inotify, "WATCH_INTERVAL": "0.5", "BENCH_WS_DEFLATE": deflate}
-        out = subprocess.run([sys.executable, __file__, "--child", *sys.argv[1:]], env=env, check=True,
-                             stdout=subprocess.PIPE, text=True).stdout
-        results[mode] = r = json.loads(out.strip().splitlines()[-1])
-        lines = r["lines"]
-        print(f"{mode:22s} p50 {r['p50'] * 1000:7.1f} ms  p99 {r['p99'] * 1000:7.1f} ms  "
-              f"{r['messages']:.0f} messages/viewer  lines/viewer min {min(lines)} max {max(lines)} "
-              f"of {r['expected']}  gaps {r['gaps']}  complete {r['complete']}")
-    new, old = results["pushed on write"], results["compressed (before)"]
-    print(f"ratio p99 before/now: {old['p99'] / new['p99']:.1f}x; "
-          f"goal p99 < 500 ms, no lost or doubled line: "
-          f"{'met' if new['p99'] < 0.5 and new['complete'] and not new['gaps'] else 'NOT met'}")
+    r = run(args.viewers, args.rate, args.seconds)
+    lines = r["lines"]
+    print(f"p50 {r['p50'] * 1000:.1f} ms  p99 {r['p99'] * 1000:.1f} ms  {r['messages']:.0f} messages/viewer  "
+          f"lines/viewer min {min(lines)} max {max(lines)} of {r['expected']}  gaps {r['gaps']}  "
+          f"service CPU {r['cpu']:.1f} s")
+    emit([Row(f"{args.viewers} viewers of {args.rate} lines/s: write -> viewer lag p50/p99, every line",
+              "-", f"{r['p50'] * 1000:.0f}/{r['p99'] * 1000:.0f} ms, {'every line' if r['complete'] else 'LINES LOST'}",
+              "-", "p99 < 500 ms, every line", r["p99"] < 0.5 and r["complete"] and not r["gaps"]),
+          Row("service CPU per delivered line (lines x viewers)", "-", f"{r['cpu_us_per_line']:.1f} us", "-", "-",
+              True)], f"live logs through the service, {args.seconds} s")
 
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "client"))
+    from report import Row, emit  # noqa: E402
+
     main()

@@ -112,6 +112,12 @@ def main() -> None:
               f"{size / rate(slow, small) / MB:.0f} s for {size / MB:.0f} MB   "
               f"ratio {rate(fast, size) / rate(slow, small):.0f}x")
     print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f} on {} CPUs".format(*os.getloadavg(), os.cpu_count()))
+    from report import Row, emit  # bench/: the one table of `make bench`
+
+    emit([Row(f"recordio {what} {size / MB:.0f} MB ({compiled.name}; the client, no service)",
+              f"{rate(slow, small):.1f} MB/s pure Python", f"{fast:.2f} s, {rate(fast, size):.0f} MB/s",
+              f"{rate(fast, size) / rate(slow, small):.0f}x", "< 5 s", fast < 5)
+          for what, fast, slow in (("write", fast_w, slow_w), ("read", fast_r, slow_r))], "recordio")
 
 
 if __name__ == "__main__":

@@ -34,10 +34,14 @@ they do under any other server.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import fcntl
 import logging
+import multiprocessing
 import os
 import select
+import signal
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import httptools
@@ -65,6 +69,24 @@ PINNED = {
 }
 
 logger = logging.getLogger("uvicorn.error")
+
+
+def _end_with_the_supervisor() -> None:
+    """With several web processes (`uvicorn --workers N`, or $WEB_CONCURRENCY), each is a child of
+    uvicorn's supervisor, which nothing else watches: were the supervisor killed (`kill -9`), its
+    workers would live on, holding the port, behind a tree that `make run` reports stopped. Each
+    worker (a multiprocessing child, importing this module as its protocol) asks the kernel for
+    SIGKILL when its parent dies (PR_SET_PDEATHSIG). tests/test_web_processes.py kills one."""
+    parent = multiprocessing.parent_process()
+    if parent is None or not sys.platform.startswith("linux"):
+        return  # one web process: honcho (or the pod) watches it directly
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent.pid:  # the parent died before we asked
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+_end_with_the_supervisor()
 # Transfers block a thread each for as long as they last; they get their own pool so that
 # they never starve the default executor that Django's sync views run in.
 _transfers = ThreadPoolExecutor(max_workers=64, thread_name_prefix="zerocopy")

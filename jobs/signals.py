@@ -8,6 +8,7 @@ from django.dispatch import receiver
 
 from core.events import job_state_changed
 
+from .live import wake
 from .models import JobState
 from .tasks import admit_queue
 
@@ -17,3 +18,10 @@ def admit_next(sender: Any, job: Any, state: str, ended: bool, **kwargs: Any) ->
     """What the job held (if it was admitted) is free: the queue's next jobs may start now."""
     if ended or state == JobState.SUSPENDED:
         admit_queue.delay(job.datacenter_id)
+
+
+@receiver(job_state_changed, dispatch_uid="jobs.wake_watcher")
+def wake_watcher(sender: Any, job: Any, state: str, ended: bool, **kwargs: Any) -> None:
+    """The watch loop looks at once (jobs/live/wake.py): an admitted or started job's replicas are
+    seen running, an ended one's are stopped, without waiting for its next pass."""
+    wake.wake(job.pk)

@@ -14,18 +14,23 @@ from django.conf import settings
 from django.db import close_old_connections, connection
 from django.db.models import QuerySet
 
+from accounts.models import Datacenter
 from core import health, metrics_store
 
 from .backends import registry
 from .backends.base import Watcher
 from .lifecycle.storage import StorageCheck
 from .lifecycle.sync import sync_job
-from .live import usage
+from .live import usage, wake
 from .live.logfollow import LogFollower
 from .models import Job, JobState
 from .tasks import jobs_to_watch
 
 log = logging.getLogger(__name__)
+
+# After a wake-up, while a job is being launched: a pass this often, for at most this long.
+HURRY_INTERVAL = 0.025
+HURRY_SECONDS = 10.0
 
 
 class WatchLoop:
@@ -45,7 +50,9 @@ class WatchLoop:
         sync_job(job)
 
     def push_logs(self, job: Job) -> None:
-        self.logs.follow(job)
+        # Local replicas' keepers write their logs and close them once the exit is recorded; a
+        # Kubernetes job's logs are appended by this process itself.
+        self.logs.follow(job, ends_close_log=job.datacenter.backend == Datacenter.Backend.LOCAL)
 
     def record_usage(self, job: Job) -> None:
         if not job.is_active:
@@ -87,24 +94,40 @@ class WatchLoop:
             watcher.stop()
         self.logs.close()
 
+    def launching(self) -> bool:
+        """Whether a job is being prepared or started: its replicas should be seen running soon."""
+        return Job.objects.filter(state__in=[JobState.BUILDING, JobState.STARTING]).exists()
+
     def run(self, stopping: threading.Event, interval: float | None = None) -> None:
-        """Watch until `stopping` is set (the command, the tests and the benches all run this)."""
+        """Watch until `stopping` is set (the command, the tests and the benches all run this).
+
+        A pass runs every `interval` (WATCH_INTERVAL), and at once when woken: a job changed
+        state (jobs/live/wake.py) or a local replica's log was closed (it ended). After a wake-up,
+        while some job is being launched, passes come every HURRY_INTERVAL for up to HURRY_SECONDS,
+        so a started replica is seen running within tens of milliseconds (bench/launch.py)."""
         interval = settings.WATCH_INTERVAL if interval is None else interval
         heartbeat = health.Heartbeat("watcher")  # /api/v2/health/ and the pages see us alive
         heartbeat.start()
+        waker = wake.Waker()
+        waker.start()
         for watcher in self.watchers:
             watcher.start()
+        hurry_until = 0.0
         try:
             while not stopping.is_set():
                 close_old_connections()
                 try:
                     self.tick()
+                    hurried = time.monotonic() < hurry_until and self.launching()
                 except Exception:  # e.g. the database restarting: keep watching, say so
                     log.exception("watch pass failed; retrying")
                     stopping.wait(5)
-                self.logs.wait(interval, stopping)
+                    hurried = False
+                if self.logs.wait(HURRY_INTERVAL if hurried else interval, stopping, waker):
+                    hurry_until = time.monotonic() + HURRY_SECONDS
         finally:
             heartbeat.stop()
+            waker.stop()
             self.stop()
             connection.close()
 

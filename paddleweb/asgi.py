@@ -20,6 +20,7 @@ from pfs.asgi_responses import LargeChunkASGIHandler, ZeroCopyResponses  # noqa:
 # Django (file bodies by zero-copy send, others in large messages: pfs/asgi_responses.py), with
 # upload chunks sent with a token streamed straight to disk in front of it (pfs/asgi_fast.py; the
 # legacy client's chunks: legacy/asgi.py).
+# The middleware chain and view run in one thread per request (core/asgi_django.py).
 django_asgi_app = ZeroCopyResponses(LargeChunkASGIHandler())
 
 freeze_startup_heap()

@@ -1,13 +1,38 @@
 import os
 
-from celery import Celery
+from celery import Celery, bootsteps
+from celery.beat import EmbeddedService
 from celery.signals import worker_ready, worker_shutdown
+from click import Option
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "paddleweb.settings")
 
 app = Celery("paddleweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+class ThreadedBeat(bootsteps.StartStopStep):
+    """`celery worker --beat-thread`: the beat scheduler in a thread of the worker (`make run`'s
+    Procfile). `-B` runs it too, but in a forked process of its own: another copy of the worker's
+    memory, one more process of the tree. One worker only, like -B: two would both send every
+    periodic task."""
+
+    label = "ThreadedBeat"
+    conditional = True
+
+    def __init__(self, worker, beat_thread: bool = False, **kwargs):
+        self.enabled = beat_thread
+        super().__init__(worker, **kwargs)
+
+    def create(self, worker):
+        return EmbeddedService(worker.app, thread=True, schedule_filename=worker.schedule_filename,
+                               scheduler_cls=worker.scheduler)
+
+
+app.user_options["worker"].add(Option(["--beat-thread"], is_flag=True, default=False,
+                                      help="Run the beat scheduler in a thread of this worker."))
+app.steps["worker"].add(ThreadedBeat)
 
 
 @worker_ready.connect

@@ -132,11 +132,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not shared-cache memory, so test threads (live server, worker) can write at once.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
 else:
-    # No persistent connections: under ASGI each request's sync code runs in a thread of its own,
-    # and a connection kept past the request outlives its thread (Django's docs: disable them
-    # under ASGI). tests/test_db_connections.py fails if requests leave sessions open.
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # Persistent connections from psycopg's pool, checked before each use (CONN_HEALTH_CHECKS): under
+    # ASGI each request's sync code runs in a thread of its own, so a connection Django kept
+    # (CONN_MAX_AGE) would outlive its thread, and a new one per request costs a PostgreSQL backend
+    # process each time. A request takes one from its process's pool and gives it back at its end.
+    # tests/test_db_connections.py checks that sessions stay within the pools however many requests.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them (Django refuses both at once)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env.int("DB_POOL_MIN_SIZE", 1),
+        # Per process; more requests at once wait for a connection (up to DB_POOL_TIMEOUT seconds).
+        "max_size": env.int("DB_POOL_MAX_SIZE", 8),
+        "timeout": env.float("DB_POOL_TIMEOUT", 30.0),
+        "max_idle": 300.0,  # an idle connection above min_size is closed after five minutes
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis: Celery broker and Channels layer -------------------------------------------------
@@ -251,7 +260,7 @@ LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "accounts.auth.TokenAuthentication",  # knox's, recording each token's last use
+        "accounts.auth.TokenAuthentication",  # knox's, recording each token's last use; one query
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -153,9 +153,9 @@ class _Refused(Exception):
 def _start(auth: str, upload_id: str, offset_h: str | None, length_h: str | None, checksum_h: str | None):
     """Authenticate, find the upload and open the chunk (the view's checks, in its order).
     Runs in the request's database thread."""
-    from knox.auth import TokenAuthentication
     from rest_framework.exceptions import AuthenticationFailed
 
+    from accounts.auth import TokenAuthentication
     from accounts.services import TokenHeader
 
     from . import uploads

@@ -26,8 +26,7 @@ import io
 import os
 import stat
 
-from django.core.handlers.asgi import ASGIHandler
-
+from core.asgi_django import SyncChainASGIHandler
 from core.server import ZERO_COPY_SEND
 
 from . import transfer
@@ -43,9 +42,10 @@ PINNED = {
 }
 
 
-class LargeChunkASGIHandler(ASGIHandler):
-    """Django's ASGI handler sending response parts of up to transfer.BLOCK bytes per message
-    (the server does the low-level chunking and flow control)."""
+class LargeChunkASGIHandler(SyncChainASGIHandler):
+    """Django's ASGI handler (its middleware chain in one thread per request: core/asgi_django.py)
+    sending response parts of up to transfer.BLOCK bytes per message (the server does the
+    low-level chunking and flow control)."""
 
     chunk_size = transfer.BLOCK
 

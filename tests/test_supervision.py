@@ -141,8 +141,7 @@ def test_every_part_reports_in_at_the_health_endpoint(tree):
         assert _health(tree.port, f"?only={part}")[0] == 200, part
 
 
-PARTS = {"web": "uvicorn", "worker": "paddleweb worker", "beat": "paddleweb beat", "watcher": "watch_jobs",
-         "redis": "redis-server"}
+PARTS = {"web": "uvicorn", "worker": "paddleweb worker", "watcher": "watch_jobs", "redis": "redis-server"}
 
 
 @pytest.mark.skipif(not ROOT, reason="started by a normal user, everything runs as that user")
@@ -189,7 +188,7 @@ def test_a_worker_killed_with_9_stops_the_whole_tree_with_a_message(state_dirs):
 
 
 @pytest.mark.parametrize("name, needle", [("launcher", "-m launcher"), ("redis", "redis-server"), ("web", "uvicorn"),
-                                          ("watcher", "watch_jobs"), ("beat", "paddleweb beat")])
+                                          ("watcher", "watch_jobs")])
 def test_any_other_part_killed_with_9_stops_the_whole_tree_too(state_dirs, name, needle):
     with running_tree(Path(tempfile.mkdtemp(dir=state_dirs))) as tree:
         processes = tree.processes()

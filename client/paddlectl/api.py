@@ -84,6 +84,7 @@ class API:
         self._token_from_cache = False
         self._cache = token_cache if (password and not token) else None
         self.retries = retries
+        self.transport = transport  # a custom one (tests, mounts): transfers go through httpx (wire.py)
         self.http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=10.0),
                                  headers={"User-Agent": f"paddlectl/{__version__}", "Accept": "application/json"},
                                  transport=transport, follow_redirects=False,

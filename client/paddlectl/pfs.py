@@ -14,6 +14,7 @@ start rather than spliced. bench/pfs_download.py compares the two directions' sp
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from . import wire
 from .errors import APIError, ConnectionFailed, NotFound, PaddlectlError
 
 if TYPE_CHECKING:
@@ -87,6 +89,11 @@ class _FileSlice:
     def __init__(self, f, local: Path, offset: int, length: int, meter: _Meter):
         self.f, self.local, self.offset, self.length, self.meter = f, local, offset, length, meter
         self.sent = 0
+
+    def count(self, n: int) -> None:
+        """`n` more bytes went out (sent by the kernel instead: wire.py)."""
+        self.sent += n
+        self.meter.add(n)
 
     def __iter__(self) -> Iterator[bytes]:
         self.f.seek(self.offset)
@@ -209,13 +216,17 @@ class Storage:
         offset = int(upload["offset"])
         meter.add(offset)
         deadline = time.monotonic() + RETRY_FOR
-        with open(local, "rb") as f:
+        conn = wire.Connection(self.api) if wire.usable(self.api) else None
+        with open(local, "rb") as f, contextlib.closing(conn) if conn else contextlib.nullcontext():
             while not upload.get("complete"):
                 body = _FileSlice(f, local, offset, min(CHUNK, size - offset), meter)
+                headers = {"Upload-Offset": str(offset), "Content-Type": "application/offset+octet-stream"}
                 try:
-                    upload = self.api.request("PATCH", path, content=body, headers={
-                        "Upload-Offset": str(offset), "Content-Length": str(body.length),
-                        "Content-Type": "application/offset+octet-stream"})
+                    if conn is not None:  # the chunk from the file by sendfile(2)
+                        upload = conn.send_file(path, headers, f.fileno(), offset, body.length, body.count)
+                    else:
+                        upload = self.api.request("PATCH", path, content=body,
+                                                  headers={**headers, "Content-Length": str(body.length)})
                 except (ConnectionFailed, APIError) as e:
                     if isinstance(e, APIError) and e.status != 409:
                         raise
@@ -289,6 +300,13 @@ class Storage:
             if have and etag:
                 headers.update({"Range": f"bytes={have}-", "If-Range": etag})
             try:
+                if wire.usable(self.api):
+                    seen: dict[str, str] = {}
+                    try:
+                        self._download_spliced(remote, part, headers, meter, start_done, have, seen)
+                    finally:
+                        etag = seen.get("etag") or etag  # resume from what arrived, if it drops
+                    break
                 with self.api.stream("GET", "files/content/", params={"path": remote}, headers=headers) as r:
                     if r.headers.get("Content-Encoding", "identity") != "identity":
                         raise PaddlectlError(f"download of {remote}: the server sent it encoded "
@@ -322,6 +340,35 @@ class Storage:
         os.replace(part, local)
         side.unlink(missing_ok=True)
         return local
+
+    def _download_spliced(self, remote: str, part: Path, headers: dict[str, str], meter: _Meter, start_done: int,
+                          have: int, seen: dict[str, str]) -> None:
+        """download_file's request with the body spliced into `part` (wire.py); the ETag into `seen`."""
+        side = part.with_name(part.name + ".json")
+        out: list[int] = []
+
+        def open_part(status: int, head: dict[str, str]) -> int:
+            if head.get("content-encoding", "identity") != "identity":
+                raise PaddlectlError(f"download of {remote}: the server sent it encoded "
+                                     f"({head['content-encoding']}) though asked not to")
+            resumed = status == 206
+            if etag := head.get("etag"):
+                seen["etag"] = etag
+                side.write_text(json.dumps({"path": remote, "etag": etag}))
+            meter.done = start_done + (have if resumed else 0)
+            meter.report()
+            # at the end, not O_APPEND: splice(2) refuses a file opened for appending
+            out.append(os.open(part, os.O_WRONLY | os.O_CREAT | (0 if resumed else os.O_TRUNC), 0o666))
+            os.lseek(out[0], 0, os.SEEK_END)
+            return out[0]
+
+        conn = wire.Connection(self.api)
+        try:
+            conn.get_to_file("files/content/", {"path": remote}, headers, open_part, meter.add)
+        finally:
+            conn.close()
+            for fd in out:
+                os.close(fd)
 
     def download_tree(self, remote: str, local: str | Path, progress: Progress | None = None) -> int:
         """Download directory `remote` so that its contents end up in `local`; returns files."""

@@ -1,6 +1,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.api import PlainFieldsRepresentation
 from jobs import services
 from jobs.live import usage
 from jobs.live.logstore import MAX_LOG_LINES, MAX_LOG_OFFSET
@@ -23,7 +24,7 @@ class ReplicaUsageSerializer(serializers.Serializer):
     samples = UsagePointSerializer(many=True, help_text="Oldest first; the newest USAGE_SAMPLES_KEPT.")
 
 
-class ReplicaSerializer(serializers.ModelSerializer):
+class ReplicaSerializer(PlainFieldsRepresentation, serializers.ModelSerializer):
     name = serializers.CharField(read_only=True)
     usage = serializers.SerializerMethodField(help_text="The newest CPU and memory sample; null before the first.")
 
@@ -38,7 +39,7 @@ class ReplicaSerializer(serializers.ModelSerializer):
         return UsagePointSerializer(point).data if point else None
 
 
-class JobEventSerializer(serializers.ModelSerializer):
+class JobEventSerializer(PlainFieldsRepresentation, serializers.ModelSerializer):
     replica = serializers.CharField(source="replica.name", default=None, read_only=True, allow_null=True,
                                     help_text="The replica it concerns; null for the job itself.")
 
@@ -47,7 +48,7 @@ class JobEventSerializer(serializers.ModelSerializer):
         fields = ["created", "replica", "state", "reason", "message"]
 
 
-class JobSerializer(serializers.ModelSerializer):
+class JobSerializer(PlainFieldsRepresentation, serializers.ModelSerializer):
     datacenter = serializers.CharField(source="datacenter.name", read_only=True)
     registry = serializers.CharField(source="registry.name", default=None, read_only=True, allow_null=True)
     cloned_from = serializers.CharField(source="cloned_from.name", default=None, read_only=True, allow_null=True,

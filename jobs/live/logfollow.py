@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from django.conf import settings
 from inotify_simple import INotify, flags
@@ -52,6 +52,12 @@ def _open_inotify() -> INotify | None:
         return None
 
 
+class Wakeable(Protocol):
+    def fileno(self) -> int: ...
+
+    def drain(self) -> None: ...
+
+
 class LogFollower:
     """Pushes each followed log's new output once, in order, from a remembered offset: every
     replica's, and the job's build log."""
@@ -63,6 +69,8 @@ class LogFollower:
         self._inotify = _open_inotify()
         self._watches: dict[int, int] = {}  # job id -> inotify watch descriptor
         self._wd_jobs: dict[int, int] = {}  # watch descriptor -> job id
+        # job id -> its replicas' log names, where their writers close them as the replicas end
+        self._ends_close: dict[int, set[str]] = {}
         self._last_push = 0.0
         self._first_pass_done = False
         # A job's log directory appears with its first line, often after the pass that followed
@@ -73,16 +81,22 @@ class LogFollower:
     def inotify(self) -> bool:
         return self._inotify is not None
 
-    def follow(self, job: Job) -> None:
+    def follow(self, job: Job, ends_close_log: bool = False) -> None:
         """Take the job's current replicas and its build log, watch its log directory, and push what is new.
 
         A job first followed after the first pass came up while we watched: it may have written
         its first lines before this pass, to viewers who opened its page before they came, so its
         recent lines (up to MAX_PUSH) are pushed; viewers append what continues their panel. Jobs
         found on the first pass (the watcher started) get only what is new: their viewers fetched
-        the history themselves, and pushing it all would be a burst of every running job's log."""
+        the history themselves, and pushing it all would be a burst of every running job's log.
+
+        `ends_close_log`: the replicas' own writers close their logs once they ended (local
+        keepers), so a closed log wakes `wait`; not where this process appends the logs itself."""
         catch_up = self._first_pass_done and job.pk not in self.jobs
-        sources: list[logstore.LogSource] = [logstore.build_log(job), *job.replicas.all()]
+        replicas = list(job.replicas.all())
+        if ends_close_log:  # the names of the logs whose closing says a replica ended
+            self._ends_close[job.pk] = {logstore.path(r).name for r in replicas}
+        sources: list[logstore.LogSource] = [logstore.build_log(job), *replicas]
         self.jobs[job.pk] = {logstore.path(s).name: s for s in sources}
         self._watch(job.pk)
         self._push(job.pk, self.jobs[job.pk].values(), catch_up=catch_up)
@@ -92,6 +106,7 @@ class LogFollower:
         logs no longer grow."""
         self._first_pass_done = True
         for job_id in set(self.jobs) - job_ids:
+            self._ends_close.pop(job_id, None)
             for source in self.jobs.pop(job_id).values():
                 self.offsets.pop((job_id, source.name), None)
                 self.marked.pop((job_id, source.name), None)
@@ -103,17 +118,20 @@ class LogFollower:
                 except OSError:
                     pass  # the directory is gone (job deleted): the kernel dropped the watch itself
 
-    def wait(self, timeout: float, stopping: threading.Event) -> None:
-        """Until `timeout` passes or `stopping` is set, push log output as it is written."""
+    def wait(self, timeout: float, stopping: threading.Event, wake: Wakeable | None = None) -> bool:
+        """Until `timeout` passes or `stopping` is set, push log output as it is written. Returns
+        early, True, when `wake` becomes readable (it is drained) or a followed replica closed its
+        log (it ended: the loop's next pass should see it now, not in up to `timeout`)."""
         deadline = time.monotonic() + timeout
         while not stopping.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return
-            if self._inotify is None:
-                stopping.wait(min(remaining, STOP_CHECK))
-                continue
-            readable, _, _ = select.select([self._inotify.fileno()], [], [], min(remaining, STOP_CHECK))
+                return False
+            fds = [f for f in (self._inotify, wake) if f is not None]
+            readable, _, _ = select.select(fds, [], [], min(remaining, STOP_CHECK))
+            if wake is not None and wake in readable:
+                wake.drain()
+                return True
             if not readable:
                 continue
             noticed = time.monotonic()
@@ -121,8 +139,11 @@ class LogFollower:
             pause = self._last_push + BATCH_WINDOW - time.monotonic()
             if pause > 0:
                 stopping.wait(min(pause, remaining))
-            self._push_changed()
+            closed = self._push_changed()
             metrics_store.observe(metrics_store.LOG_PUSH, time.monotonic() - noticed)
+            if closed:
+                return True
+        return False
 
     def close(self) -> None:
         if self._inotify is not None:
@@ -146,18 +167,23 @@ class LogFollower:
     def _watch(self, job_id: int) -> None:
         if job_id in self._watches:
             return
-        wd = self._add_watch(logstore.job_dir(job_id), flags.MODIFY | flags.CREATE)
+        # CLOSE_WRITE: a replica's keeper closes its log once the replica's exit is recorded.
+        wd = self._add_watch(logstore.job_dir(job_id), flags.MODIFY | flags.CREATE | flags.CLOSE_WRITE)
         if wd is not None:
             self._watches[job_id] = wd
             self._wd_jobs[wd] = job_id
 
-    def _push_changed(self) -> None:
+    def _push_changed(self) -> bool:
+        """Push what the events say grew; whether a followed log was closed by its writer."""
         assert self._inotify is not None
         changed: dict[int, set[str]] = {}
+        closed = False
         for event in self._inotify.read(timeout=0):
             job_id = self._wd_jobs.get(event.wd)
             if job_id is not None:
                 changed.setdefault(job_id, set()).add(event.name)
+                closed = closed or bool(event.mask & flags.CLOSE_WRITE
+                                        and event.name in self._ends_close.get(job_id, ()))
             elif event.wd == self._root_wd and event.name.isdigit() and int(event.name) in self.jobs:
                 job_id = int(event.name)
                 self._watch(job_id)  # then read what it got before the watch was there
@@ -168,6 +194,7 @@ class LogFollower:
         for job_id, names in changed.items():
             files = self.jobs.get(job_id, {})
             self._push(job_id, [files[n] for n in names if n in files])
+        return closed
 
     def _push(self, job_id: int, replicas: Iterable[logstore.LogSource], catch_up: bool = False) -> None:
         for replica in replicas:

@@ -1,0 +1,42 @@
+"""Django under ASGI with one thread hop per request instead of one per middleware.
+
+Django's ASGI handler builds its middleware chain async: each sync-only middleware (WhiteNoise's)
+is wrapped to call back into the event loop, and each MiddlewareMixin middleware below it then
+runs its process_request and process_response through `sync_to_async`, each a trip from the
+event loop to a thread and back; the (sync) view is one more. Under load those trips queue behind
+every other connection on the loop: a dozen per request, most of a job detail's time
+(bench/web.py). Here the chain is built sync, as under WSGI, and the whole of it, views
+included, runs in the request's one thread (`thread_sensitive`, as Django runs sync views).
+Async views still work: the sync chain calls them through `async_to_sync`, as under WSGI.
+
+`get_response_async` and `load_middleware` are methods of Django's BaseHandler, not documented
+extension points: PINNED records the source of each in the pinned Django, and
+tests/test_library_seams.py fails when an upgrade changes one.
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+from django.core.handlers.asgi import ASGIHandler
+from django.http import HttpRequest, HttpResponseBase
+
+# Django internals this module relies on, as sha256 (first 16 hex digits) of their source in
+# the pinned Django (requirements.txt); checked by tests/test_library_seams.py.
+PINNED = {
+    "django.core.handlers.asgi:ASGIHandler.__init__": "41379d4f4b69f900",
+    "django.core.handlers.base:BaseHandler.load_middleware": "a1fb7ee5f8586195",
+    "django.core.handlers.base:BaseHandler.get_response": "3d6a79b124c2cccb",
+    "django.core.handlers.base:BaseHandler.get_response_async": "ad82c920df0cebbb",
+}
+
+
+class SyncChainASGIHandler(ASGIHandler):
+    """ASGIHandler whose middleware chain and view run in one thread per request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.load_middleware(is_async=False)
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        response: HttpResponseBase = await sync_to_async(self.get_response, thread_sensitive=True)(request)
+        return response

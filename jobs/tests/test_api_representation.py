@@ -1,0 +1,57 @@
+"""The job API's serializers read plain fields straight off the instance (core.api's
+PlainFieldsRepresentation): the answer is the same as DRF's own, field for field, for values of
+every kind (text, numbers, booleans, choices, JSON, dates, None, related names, nested lists)."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from rest_framework import serializers
+
+from accounts.models import Registry
+from jobs.api.serializers import JobDetailSerializer, JobEventSerializer, JobSerializer, ReplicaSerializer
+from jobs.models import Job, JobEvent, Replica, ReplicaSample
+from tests.support import make_job
+
+pytestmark = pytest.mark.django_db
+
+
+def drf(serializer_class):
+    """The same serializer with DRF's own to_representation."""
+    return type(f"DRF{serializer_class.__name__}", (serializer_class,),
+                {"to_representation": serializers.ModelSerializer.to_representation})
+
+
+@pytest.fixture
+def job(alice, datacenter):
+    source = make_job(alice, datacenter, name="source")
+    job = make_job(alice, datacenter, name="full", state="Running")
+    registry = Registry.objects.create(user=alice, name="reg", server="r.example.com", username="u", password="p")
+    Job.objects.filter(pk=job.pk).update(
+        cloned_from=source, registry=registry, env={"A": "1", "B": ""}, gpu=1, timeout=3600, priority=3,
+        queue_position=None, started=timezone.now(), reason="Running", message="all replicas run",
+        fail_fast=False, permanent_exit_codes=[2, 3])
+    job.refresh_from_db()
+    r0 = Replica.objects.create(job=job, role="trainer", index=0, state="Running", host="h", port=8001, pod="12",
+                                started=timezone.now())
+    Replica.objects.create(job=job, role="pserver", index=0, state="Failed", exit_code=-9, restarts=2)
+    ReplicaSample.objects.create(replica=r0, taken=timezone.now() - timedelta(seconds=1), cpu_percent=None,
+                                 memory_bytes=123)
+    JobEvent.objects.create(job=job, replica=r0, state="Running", reason="Started", message="")
+    JobEvent.objects.create(job=job, state="Running", reason="Running", message="ok")
+    return Job.objects.select_related("datacenter", "registry", "cloned_from").get(pk=job.pk)
+
+
+@pytest.mark.parametrize("serializer", [JobSerializer, JobDetailSerializer])
+def test_a_job_reads_the_same_as_with_drf_alone(job, serializer):
+    assert serializer(job).data == drf(serializer)(job).data
+
+
+def test_lists_of_jobs_replicas_and_events_read_the_same_as_with_drf_alone(job, alice, datacenter):
+    make_job(alice, datacenter, name="plain", state="Queued")
+    jobs = list(Job.objects.select_related("datacenter", "registry", "cloned_from"))
+    assert JobSerializer(jobs, many=True).data == drf(JobSerializer)(jobs, many=True).data
+    replicas = list(job.replicas.all())
+    assert ReplicaSerializer(replicas, many=True).data == drf(ReplicaSerializer)(replicas, many=True).data
+    events = list(job.events.select_related("replica"))
+    assert JobEventSerializer(events, many=True).data == drf(JobEventSerializer)(events, many=True).data
