@@ -19,8 +19,10 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import subprocess
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -149,9 +151,11 @@ class LocalBackend(Backend):
         ensure_checkpoint_dir(job)
         if cfg.sandboxed:  # what the service put there since is the job's too
             ask("share", root="pfs", path=str(home.disk), uid=sandbox.job_uid(job.user))
-        # Keepers start side by side (each is an interpreter starting up); then every one must
-        # have written its pid, so observe() never sees a gap.
-        starting = []
+        # Keepers start side by side (each is an interpreter starting up, and the launcher answers
+        # requests in parallel); then every one must have written its pid, so observe() never
+        # sees a gap.
+        starting: list[tuple[Replica, subprocess.Popen[bytes] | None]] = []
+        requests: list[replicas.Requests] = []
         for replica in all_replicas if wanted is None else [r for r in all_replicas if (r.role, r.index) in wanted]:
             if not Job.objects.filter(pk=job.pk, state=job.state).exists():
                 break  # killed or failed while we were starting replicas
@@ -161,8 +165,16 @@ class LocalBackend(Backend):
             state.mkdir(parents=True, exist_ok=True)
             work, tmp = replicas.prepare_files(job, replica, self.replica_dir(replica), self.job_dir(job) / "package")
             env = replicas.environment(job, replica, topo, bin_dir, home, work, cfg)
-            proc = replicas.start(job, replica, state, work, tmp, env, home, bin_dir, cfg)
-            starting.append((replica, proc))
+            started = replicas.start(job, replica, state, work, tmp, env, home, bin_dir, cfg)
+            if isinstance(started, list):
+                requests.append(started)
+                starting.append((replica, None))
+            else:
+                starting.append((replica, started))
+        if requests:
+            with ThreadPoolExecutor(len(requests)) as pool:
+                for _ in pool.map(lambda asks: [ask(op, **args) for op, args in asks], requests):
+                    pass  # a refusal is raised here
         deadline = time.monotonic() + 10
         for replica, proc in starting:
             if proc and proc.wait():

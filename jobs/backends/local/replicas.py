@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -22,7 +23,6 @@ from .. import contract
 from ..base import copy_tree_atomic
 from . import config, sandbox
 from .keepers import KEEPER
-from .launcher_client import ask
 
 
 def limits(job: Job, replica: Replica) -> tuple[int, int]:
@@ -62,10 +62,14 @@ def environment(job: Job, replica: Replica, topo: contract.Topology, bin_dir: Pa
     }
 
 
+Requests = list[tuple[str, dict[str, Any]]]
+
+
 def start(job: Job, replica: Replica, state: Path, work: Path, tmp: Path, env: dict[str, str], home: PfsPath,
-          bin_dir: Path, cfg: config.LocalSettings) -> subprocess.Popen[bytes] | None:
-    """Start the replica's keeper. Sandboxed, the launcher starts it and answers once it has
-    detached (None); else the returned process exits as soon as the keeper has detached."""
+          bin_dir: Path, cfg: config.LocalSettings) -> subprocess.Popen[bytes] | Requests:
+    """Start the replica's keeper. Sandboxed, what to ask the launcher for, in order (it answers
+    once the keeper has detached; the caller sends them, several replicas' side by side); else
+    the keeper's starter, a process that exits as soon as the keeper has detached."""
     argv = shlex.split(job.entry)
     if "/" not in argv[0]:
         argv[0] = shutil.which(argv[0], path=env["PATH"]) or argv[0]
@@ -75,16 +79,17 @@ def start(job: Job, replica: Replica, state: Path, work: Path, tmp: Path, env: d
     memory, cpu = limits(job, replica)
     if cfg.sandboxed:
         uid = sandbox.job_uid(job.user)
-        for path in (work, tmp):
-            ask("share", root="jobs", path=str(path), uid=uid)
         public = resolve(job.user, f"/pfs/{job.datacenter.name}/public")
-        ask("start_replica", job=job.pk, replica=replica.name, uid=uid, internet=cfg.internet, memory_bytes=memory,
-            cpu_millis=cpu, pids=cfg.pids_limit, disk_bytes=cfg.disk_limit, home=str(home.disk),
-            home_at=home.virtual, public=str(public.disk), public_at=public.virtual, argv=argv, env=env,
-            hostname=f"{job.k8s_name}-{replica.name}"[:63].rstrip("-"), username=job.user.get_username(),
-            grace=int(settings.KILL_GRACE_SECONDS), state=str(state), log=str(log), work=str(work), tmp=str(tmp),
-            venv=str(bin_dir.parent))
-        return None
+        return [*[("share", {"root": "jobs", "path": str(path), "uid": uid}) for path in (work, tmp)],
+                ("start_replica", {
+                    "job": job.pk, "replica": replica.name, "uid": uid, "internet": cfg.internet,
+                    "memory_bytes": memory, "cpu_millis": cpu, "pids": cfg.pids_limit, "disk_bytes": cfg.disk_limit,
+                    "home": str(home.disk), "home_at": home.virtual, "public": str(public.disk),
+                    "public_at": public.virtual, "argv": argv, "env": env,
+                    "hostname": f"{job.k8s_name}-{replica.name}"[:63].rstrip("-"),
+                    "username": job.user.get_username(), "grace": int(settings.KILL_GRACE_SECONDS),
+                    "state": str(state), "log": str(log), "work": str(work), "tmp": str(tmp),
+                    "venv": str(bin_dir.parent)})]
     # isolation "none": the keeper runs as the service's own user, started from here.
     fds = [os.open(state, os.O_RDONLY | os.O_DIRECTORY), os.open(log, os.O_WRONLY | os.O_APPEND),
            os.open(work, os.O_RDONLY | os.O_DIRECTORY)]
