@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,8 @@ def _env(value: object) -> dict[str, str]:
 class Launcher:
     def __init__(self, setup: Setup) -> None:
         self.setup = setup
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}  # one per network namespace, for its setup
         self.ops: dict[str, Callable[[dict[str, Any]], object]] = {
             "status": self.status, "start_replica": self.start_replica, "stop_replica": self.stop_replica,
             "release_job": self.release_job, "share": self.share, "start_build": self.start_build,
@@ -103,6 +106,23 @@ class Launcher:
 
     def _ns(self, key: str) -> str:
         return netns.name(self.setup.roots.paths["jobs"], key)
+
+    def _lock(self, ns: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(ns, threading.Lock())
+
+    def _network(self, ns: str, internet: bool) -> netns.Network:
+        """The namespace `ns` (and its route out), made once however many replicas ask at a time."""
+        with self._lock(ns):
+            network = netns.ensure(self.setup.state_dir, ns)
+            if internet:
+                egress.start(network, self.setup.state_dir / "slirp4netns" / f"{ns}.pid")
+        return network
+
+    def _drop_network(self, ns: str) -> None:
+        with self._lock(ns):
+            egress.stop(self.setup.state_dir / "slirp4netns" / f"{ns}.pid")
+            netns.remove(self.setup.state_dir, ns)
 
     # --- the vocabulary --------------------------------------------------------------------
     def status(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -164,10 +184,8 @@ class Launcher:
             except Refused:
                 pass  # no public area (yet)
             ns = self._ns(str(job))
-            network = netns.ensure(self.setup.state_dir, ns)
+            network = self._network(ns, internet)
             fds += network.fds
-            if internet:
-                egress.start(network, self.setup.state_dir / "slirp4netns" / f"{ns}.pid")
             inside_uid = sandbox.ROOTLESS_UID if self.setup.rootless else uid
             files = sandbox.account_files(inside_uid, username, home_at, hostname, RESOLV_CONF if internet else "")
             cgroup = cgroups.create(f"{ns}-{replica}", limits)
@@ -231,8 +249,7 @@ class Launcher:
         """Drop what a job held: its route out, its network namespace, its replicas' cgroups."""
         ns = self._ns(str(_int(req, "job", 1, 2**62)))
         replicas = [r for r in _strings(req.get("replicas"), "replicas") if REPLICA.fullmatch(r)]
-        egress.stop(self.setup.state_dir / "slirp4netns" / f"{ns}.pid")
-        netns.remove(self.setup.state_dir, ns)
+        self._drop_network(ns)
         for replica in replicas:
             cgroups.remove(f"{ns}-{replica}")
 
@@ -271,9 +288,8 @@ class Launcher:
                 if not path.startswith(("/usr/", "/etc/ssl/")):
                     spec.binds.append(("--ro-bind", path, path))
             spec.binds.append(("--bind", target, str(venv)))
-            network = netns.ensure(self.setup.state_dir, self._build_ns(str(venv)))
+            network = self._network(self._build_ns(str(venv)), internet=True)
             fds += network.fds
-            egress.start(network, self.setup.state_dir / "slirp4netns" / f"{self._build_ns(str(venv))}.pid")
             files = {"/etc/hosts": f"127.0.0.1 localhost {BUILD_HOSTNAME}\n", "/etc/resolv.conf": RESOLV_CONF}
             argv = [f"{venv}/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--no-input",
                     "--progress-bar", "off", "-r", f"{venv}/requirements.txt"]
@@ -290,8 +306,7 @@ class Launcher:
         fd = self.setup.roots.directory("venvs", venv)
         try:
             ns = self._build_ns(str(venv))
-            egress.stop(self.setup.state_dir / "slirp4netns" / f"{ns}.pid")
-            netns.remove(self.setup.state_dir, ns)
+            self._drop_network(ns)
             if not self.setup.rootless:
                 ownership.give(fd, self.setup.service_uid)
         finally:
