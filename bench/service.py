@@ -56,8 +56,11 @@ class Service:
         self.var = Path(tempfile.mkdtemp(prefix=f"pc-{name}-"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        # A job uid range of its own: the launcher refuses one that another instance on this host
+        # holds (a dev server, another bench). Which uids jobs run as costs nothing either way.
+        first = 30_000_000 + os.getpid() % 9973 * 10_000
         self.env = {**os.environ, "PADDLECLOUD_VAR": str(self.var), "PADDLECLOUD_PORT": str(self.port),
-                    "SITE_URL": self.url, **(env or {})}
+                    "SITE_URL": self.url, "JOB_UIDS": f"{first}-{first + 9_999}", **(env or {})}
         self.env.pop("DJANGO_SETTINGS_MODULE", None)
         self.database: tuple[str, str] | None = None
         if self.env.get("DATABASE_URL", "").startswith("postgres"):
