@@ -49,11 +49,24 @@ def test_parallel_requests_hold_no_more_sessions_than_the_pool(postgresql, alice
         assert sessions() <= before + pool_size
 
 
+def idle_pooled_sessions() -> list[int]:
+    """The backend pids of the connections now idle in this process's pool (taken out and put back)."""
+    pool = connection.pool
+    taken = [pool.getconn() for _ in range(pool.get_stats()["pool_available"])]
+    for conn in taken:
+        pool.putconn(conn)
+    return [conn.info.backend_pid for conn in taken]
+
+
 def test_a_connection_the_server_dropped_is_replaced_before_a_request_uses_it(postgresql, alice):
     token = issue_token(alice)
     with LiveASGI() as live:
         assert get_all(live, token, 20) == {200}
-        with connection.cursor() as cur:  # as a PostgreSQL restart would: every pooled session ends
-            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        # As a PostgreSQL restart would: end the sessions idle in the pool (only those: this
+        # process's other threads keep theirs).
+        pids = idle_pooled_sessions()
+        assert pids
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(pg_terminate_backend(pid)) FROM unnest(%s::int[]) AS pid", [pids])
+            assert cur.fetchone()[0] == len(pids)
         assert get_all(live, token, 20) == {200}

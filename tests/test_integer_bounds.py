@@ -10,7 +10,7 @@ from drf_spectacular.generators import SchemaGenerator
 
 from accounts.services import issue_token
 from jobs import services as jobs
-from notifications.models import Webhook
+from notifications.models import Delivery, Webhook
 from pfs import uploads
 from tests.support import LiveASGI, make_package, token_client
 
@@ -70,8 +70,9 @@ def api(alice):
     jobs.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py", "pservers": 1})
     upload = uploads.create(alice, "/pfs/local/home/alice/up.bin", 10)
     hook = Webhook.objects.create(user=alice, url="https://example.com/hook", events=["finished"], secret="s")
+    delivery = Delivery.objects.create(webhook=hook, event="finished", payload={})
     client = token_client(alice)
-    return client, {"name": "fit", "upload_id": str(upload.pk), "id": str(hook.pk)}, pkg
+    return client, {"name": "fit", "upload_id": str(upload.pk), "id": str(hook.pk), "delivery_id": str(delivery.pk)}, pkg
 
 
 def _base_body(path: str, pkg: str) -> dict:

@@ -87,10 +87,10 @@ def clock(monkeypatch):
 
 class Crowd:
     """Threads that send requests at the same instant (a barrier lets them go together), each
-    with its own database connection, as the processes of a web server would."""
+    taking a database connection for its request and giving it back at its end, as the threads
+    of a web server do."""
 
     def __init__(self, size: int):
-        self.size = size
         self.pool = ThreadPoolExecutor(size)
 
     def send(self, calls):
@@ -98,12 +98,14 @@ class Crowd:
 
         def run(call):
             barrier.wait(timeout=60)
-            return call()
+            try:
+                return call()
+            finally:  # as a server ends each request (the test Client does not)
+                connections.close_all()
 
         return list(self.pool.map(run, calls))
 
     def close(self):
-        self.send([connections.close_all] * self.size)
         self.pool.shutdown()
 
 
