@@ -72,7 +72,8 @@ def api(alice):
     hook = Webhook.objects.create(user=alice, url="https://example.com/hook", events=["finished"], secret="s")
     delivery = Delivery.objects.create(webhook=hook, event="finished", payload={})
     client = token_client(alice)
-    return client, {"name": "fit", "upload_id": str(upload.pk), "id": str(hook.pk), "delivery_id": str(delivery.pk)}, pkg
+    objects = {"name": "fit", "upload_id": str(upload.pk), "id": str(hook.pk), "delivery_id": str(delivery.pk)}
+    return client, objects, pkg
 
 
 def _base_body(path: str, pkg: str) -> dict:
