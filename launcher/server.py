@@ -60,6 +60,9 @@ class Handler(socketserver.StreamRequestHandler):
 
 class Server(socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
+    # A launch asks for all of a job's replicas at once, and jobs launch side by side: socketserver's
+    # default backlog of 5 turned connections away on a busy machine (EAGAIN at the caller).
+    request_queue_size = 128
 
     def __init__(self, path: str, launcher: Launcher, service_uid: int) -> None:
         self.launcher, self.service_uid = launcher, service_uid

@@ -2,7 +2,8 @@
 
 Every root operation of the local backend goes through here; the launcher checks each request
 itself. A launcher that is not (yet) listening is waited for briefly, as at start-up, when the
-service's processes and the launcher start side by side.
+service's processes and the launcher start side by side, and so is one whose backlog of
+connections is full (a burst of launches on a busy machine).
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ def ask(op: str, **args: Any) -> Any:
             try:
                 sock.connect(path)
                 break
-            except (FileNotFoundError, ConnectionRefusedError) as e:
+            except (FileNotFoundError, ConnectionRefusedError, BlockingIOError) as e:
                 if time.monotonic() > deadline:
+                    if isinstance(e, BlockingIOError):
+                        raise LauncherError(f"the launcher on {path} is too busy to take the request "
+                                            f"({CONNECT_WAIT:.0f} s)") from None
                     raise LauncherError(f"the launcher is not running (no answer on {path}: {e.strerror}); "
                                         "`make run` starts it, or run `python -m paddleweb.launcher`") from None
                 time.sleep(0.05)
