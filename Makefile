@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: run test test-slow check lint bench clean
+.PHONY: run test test-unit test-slow check lint bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,10 +30,19 @@ run: $(VENV)/.installed
 ## than compute, so two cores keep four busy; TEST_WORKERS=0 runs it in this one process)
 ## test-slow: what must be slow: real PaddlePaddle trainings (the first run installs paddlepaddle
 ## into var/test/venvs) and a 4 GiB transfer
-## check: both, as CI runs them
+## test-unit: only the table tests of the pure decision functions (marked unit), in this one process:
+## no database, Redis or launcher is started, so it takes seconds (make test runs them too)
+## check: test and test-slow, as CI runs them
 TEST_WORKERS ?= 4
 test: lint
 	$(BIN)/pytest -n $(TEST_WORKERS) -m "not e2e and not slow" $(PYTEST_ARGS)
+
+# Only the files that mark tests unit are collected: collecting the whole suite alone takes longer
+# than running every unit test.
+UNIT_TEST_FILES = $(shell grep -rlE --include='test_*.py' 'mark\.unit' launcher accounts jobs pfs quotas legacy \
+	notifications tests client/tests)
+test-unit: $(VENV)/.installed-dev
+	$(BIN)/pytest -n 0 -m unit $(UNIT_TEST_FILES) $(PYTEST_ARGS)
 
 test-slow: $(VENV)/.installed-dev
 	$(BIN)/pytest -n $(TEST_WORKERS) -m "e2e or slow" $(PYTEST_ARGS)

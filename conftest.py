@@ -19,11 +19,25 @@ def pytest_collection_modifyitems(items):
     they would otherwise come last and leave the other workers idle at the end. (pytest-django's
     own ordering, which sorts after this one and keeps it within each of its groups, stands.)"""
     items.sort(key=lambda item: item.get_closest_marker("e2e") is None and item.get_closest_marker("slow") is None)
+    for item in items:
+        if item.get_closest_marker("unit") and (item.get_closest_marker("django_db") or
+                                                 {"db", "transactional_db", "live_server"} & set(item.fixturenames)):
+            raise pytest.UsageError(f"{item.nodeid} is marked unit but uses the database")
+
+
+def _unit_only(request) -> bool:
+    """Whether this run holds only unit tests (pure functions: `make test-unit`): then the
+    database, Redis and the launcher are never started, and a test that reached for the database
+    would fail (pytest-django blocks it unless a test asks for it)."""
+    return all(item.get_closest_marker("unit") for item in request.session.items)
 
 
 @pytest.fixture(scope="session", autouse=True)
-def redis_server():
+def redis_server(request):
     """With REDIS_URL unset, the bundled Redis serves the test session (as for a newcomer)."""
+    if _unit_only(request):
+        yield
+        return
     proc = embedded_redis.ensure_running(settings.EMBEDDED_REDIS_SOCKET) if settings.EMBEDDED_REDIS_SOCKET else None
     yield
     if proc:
@@ -32,10 +46,14 @@ def redis_server():
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _end_leftover_sessions(django_db_setup, django_db_blocker):
+def _end_leftover_sessions(request, django_db_blocker):
     """A Celery worker thread opens a connection at start-up (Django's system checks) that no task
     closes; on PostgreSQL it would stop the test database from being dropped. At the very end,
     after every test, end whatever sessions are left."""
+    if _unit_only(request):
+        yield
+        return
+    request.getfixturevalue("django_db_setup")
     yield
     from django.db import connection
 
@@ -47,11 +65,14 @@ def _end_leftover_sessions(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _sqlite_database_opened_only_by_sqlite(django_db_setup):
+def _sqlite_database_opened_only_by_sqlite(request):
     """On SQLite, nothing in the test process may open the database's files itself: closing such a
     descriptor drops every lock this process's SQLite connections hold, and a worker process could
     then checkpoint and delete the write-ahead log under them, losing rows and corrupting the file
     (https://sqlite.org/howtocorrupt.html, 2.2). SQLite's own opens raise no audit event."""
+    if _unit_only(request):
+        return
+    request.getfixturevalue("django_db_setup")
     from django.db import connection
 
     if connection.vendor != "sqlite":
@@ -71,10 +92,13 @@ def _sqlite_database_opened_only_by_sqlite(django_db_setup):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def launcher_service(tmp_path_factory):
+def launcher_service(request, tmp_path_factory):
     """The launcher (launcher/) this run's local jobs go through, as `make run` starts it: as root
     a real root launcher for this process's uid, as a normal user the rootless one. Its roots hold
     every test's storage directories (below pytest's base temporary directory) and the runtimes."""
+    if _unit_only(request):
+        yield None
+        return
     base = tmp_path_factory.getbasetemp()
     venvs = settings.VAR_DIR / "venvs"
     venvs.mkdir(parents=True, exist_ok=True)
@@ -85,9 +109,15 @@ def launcher_service(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def storage_dirs(settings, tmp_path, launcher_service):
+def storage_dirs(request):
     """Each test gets empty PFS, job and log directories (ids restart between tests).
-    Runtime virtualenvs stay shared: building paddlepaddle's once is enough."""
+    Runtime virtualenvs stay shared: building paddlepaddle's once is enough. (A unit test touches
+    no file: it gets none.)"""
+    if request.node.get_closest_marker("unit"):
+        yield None
+        return
+    settings, tmp_path = request.getfixturevalue("settings"), request.getfixturevalue("tmp_path")
+    launcher_service = request.getfixturevalue("launcher_service")
     settings.PFS_ROOT = tmp_path / "pfs"
     settings.JOBS_ROOT = tmp_path / "jobs"
     settings.LOGS_ROOT = tmp_path / "logs"

@@ -10,21 +10,43 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core import health
 from jobs.backends.local.backend import LocalBackend
+from jobs.lifecycle.sync import sync_job
 from jobs.models import Job
+from jobs.tasks import launch_job
 from jobs.tests.test_local_backend import run_until_done, submit
 from jobs.watch import WatchLoop
+from pfs.services import home_of
+from tests.support import wait_for
 
 TOKEN = "s3cret-scrape-token"
 
-# Trainers live long enough for the job to be seen Running (one that ends before any pass saw all
-# its replicas started goes from Starting straight to its end, and is never observed Running).
+# Trainers end only once the test has seen the job Running (its signal file in the home): one that
+# ended before any pass saw all its replicas started would take the job from Starting straight to
+# its end, never observed Running, and on a busy machine no fixed sleep is long enough.
 WORKLOAD = """
 import os, sys, time
 if os.environ["TRAINING_ROLE"] == "PSERVER":
     time.sleep(600)
-time.sleep(2)
+go = os.path.join(os.environ["PADDLE_PFS_HOME"], "go-" + os.environ["PADDLE_JOB_NAME"])
+deadline = time.monotonic() + 240
+while not os.path.exists(go) and time.monotonic() < deadline:
+    time.sleep(0.05)
 sys.exit(3 if os.environ.get("FAIL_TRAINER") == os.environ["PADDLE_TRAINER_ID"] else 0)
 """
+
+
+def run_seen_running(job: Job) -> Job:
+    """Launch the job and observe it until it runs, then let its trainers end; run it to its end."""
+    launch_job(job.pk)
+
+    def running() -> bool:
+        job.refresh_from_db()
+        sync_job(job)
+        return job.state == "Running"
+
+    wait_for(running, 60, what=lambda: f"job {job.name} to run (state {job.state}: {job.message})")
+    (home_of(job.user, "local").disk / f"go-{job.name}").touch()
+    return run_until_done(job)
 
 
 @pytest.fixture
@@ -68,8 +90,8 @@ def test_metrics_answers_only_the_configured_bearer_token(client, settings):
 def test_a_scrape_after_jobs_ran_counts_them_by_state_and_observes_their_waits(alice, scrape):
     before = scrape()
     try:
-        ok = run_until_done(submit(alice, "ok", {"train.py": WORKLOAD}))
-        failed = run_until_done(submit(alice, "bad", {"train.py": WORKLOAD}, env={"FAIL_TRAINER": "1"}))
+        ok = run_seen_running(submit(alice, "ok", {"train.py": WORKLOAD}))
+        failed = run_seen_running(submit(alice, "bad", {"train.py": WORKLOAD}, env={"FAIL_TRAINER": "1"}))
     finally:
         for job in Job.objects.select_related("datacenter"):
             LocalBackend(job.datacenter).delete(job)

@@ -3,14 +3,17 @@ has ended, and resumes after dropped connections without losing or repeating a l
 
 from __future__ import annotations
 
+import io
+import re
 import threading
 import time
+from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 from django.db import connection
 from tests.support import make_package, wait_for
 
-from .conftest import run_cli
+from .conftest import Result, run_cli
 from .proxy import CuttableProxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -91,31 +94,42 @@ def test_follow_resumes_after_cut_connections_without_loss_or_repeats(live_serve
 
 def test_cli_follow_waits_while_pending_and_stops_at_the_end(config, alice):
     from jobs.live import logstore
+    from paddlectl.cli.main import main
 
     job, (t0, t1) = _job(alice, "pend")
+    out, err = io.StringIO(), io.StringIO()
+    problems: list[BaseException] = []
 
     def lifecycle():
+        # Each step waits for the follower to have shown the one before (an event, not a window
+        # it must hit on a busy machine): pending, then the first lines, then the end.
         try:
-            time.sleep(1.5)
+            wait_for(lambda: "job pend Queued" in err.getvalue(), what=lambda: f"Queued in {err.getvalue()!r}")
             _set_states(job, "Running", "Running")
             logstore.append(t0, b"started 0\n")
             logstore.append(t1, b"started 1\n")
-            time.sleep(1.5)
+            wait_for(lambda: "[trainer-0] started 0" in out.getvalue() and "[trainer-1] started 1" in out.getvalue(),
+                     what=lambda: f"the first lines in {out.getvalue()!r}")
             logstore.append(t0, b"done 0\n")
-            _set_states(job, "Succeeded", "Succeeded")
+        except BaseException as e:  # surfaced below; the job ends all the same so the follower returns
+            problems.append(e)
         finally:
+            _set_states(job, "Succeeded", "Succeeded")
             connection.close()
 
     thread = threading.Thread(target=lifecycle, daemon=True)
     thread.start()
-    started = time.monotonic()
-    res = run_cli("logs", "-f", "pend")
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(["logs", "-f", "pend"])
     thread.join(10)
+    res = Result(code, out.getvalue(), err.getvalue())
+    assert not problems, problems
     assert res.code == 0, res.err
-    assert time.monotonic() - started >= 3.0
     assert sorted(res.lines) == ["[trainer-0] done 0", "[trainer-0] started 0", "[trainer-1] started 1"]
     assert res.lines.index("[trainer-0] started 0") < res.lines.index("[trainer-0] done 0")
-    assert "Queued" in res.err and "Succeeded" in res.err  # state changes go to stderr
+    states = re.findall(r"^\[paddlectl\] job pend (\w+)", res.err, re.MULTILINE)
+    # State changes go to stderr; it waited while queued and stopped only once it saw the end.
+    assert states[0] == "Queued" and states[-1] == "Succeeded", res.err
 
 
 def test_cli_follows_the_build_from_its_start_and_stops_when_the_job_starts(config, alice):

@@ -88,7 +88,7 @@ def admit(datacenter: Datacenter) -> Pass:
                   .only("user_id", "name", "priority", "queued_at", "created", "state", "reason", "message",
                         "queue_position", "datacenter_id", *RESOURCE_FIELDS))
         lines: defaultdict[int, list[Job]] = defaultdict(list)
-        for job in sorted(queued, key=_within_user):
+        for job in sorted(queued, key=within_user):
             lines[job.user_id].append(job)
         quotas = _quotas(dc, set(lines))
         patience = timezone.now() - timedelta(seconds=settings.QUEUE_BACKFILL_SECONDS)
@@ -97,8 +97,7 @@ def admit(datacenter: Datacenter) -> Pass:
         position = 0
 
         def next_user(user_id: int) -> tuple[int, float, object, int]:
-            head = lines[user_id][0]
-            return (-head.priority, books.share(user_id), head.queued_at or head.created, head.pk)
+            return turn(lines[user_id][0], books.share(user_id))
 
         while lines:
             user_id = min(lines, key=next_user)
@@ -143,8 +142,15 @@ def held(user: User, datacenter: Datacenter) -> tuple[Resources, int]:
     return total, count
 
 
-def _within_user(job: Job) -> tuple[int, object, int]:
+def within_user(job: Job) -> tuple[int, object, int]:
+    """A job's place among its user's queued jobs: priority (highest first), then first in, first out."""
     return (-job.priority, job.queued_at or job.created, job.pk)
+
+
+def turn(head: Job, share: float) -> tuple[int, float, object, int]:
+    """A user's place among the users with queued jobs, by `head`, their next job: its priority
+    (highest first), then the user's `share` of the datacenter (smallest first), then its age."""
+    return (-head.priority, share, head.queued_at or head.created, head.pk)
 
 
 def _quotas(dc: Datacenter, user_ids: set[int]) -> dict[int, Quota]:

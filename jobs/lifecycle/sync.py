@@ -23,8 +23,8 @@ from ..state.transitions import set_reason, transition
 from . import restarts, waiting
 
 
-def _observed(replica: Replica, status: ReplicaStatus, job_done: bool, suspended: bool,
-              job_restarts: int) -> dict[str, Any] | None:
+def observed(replica: Replica, status: ReplicaStatus, job_done: bool, suspended: bool,
+             job_restarts: int) -> dict[str, Any] | None:
     """The replica's fields as `status` says they are now; None when the observation must not
     change the replica. A finished replica (REPLICA_DONE) never changes again from an observation,
     whatever is observed later: a cluster deletes the pods of a failed job, and a pod being deleted
@@ -56,8 +56,8 @@ def _observed(replica: Replica, status: ReplicaStatus, job_done: bool, suspended
 
 def _apply(replica: Replica, status: ReplicaStatus, job_done: bool, suspended: bool = False,
            job_restarts: int = 0) -> bool:
-    """Record what a backend observed of a replica's current attempt (see _observed)."""
-    fields = _observed(replica, status, job_done, suspended, job_restarts)
+    """Record what a backend observed of a replica's current attempt (see observed)."""
+    fields = observed(replica, status, job_done, suspended, job_restarts)
     if fields is None or all(getattr(replica, k) == v for k, v in fields.items()):
         return False
     changed_state = replica.state != fields["state"]

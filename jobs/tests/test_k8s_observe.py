@@ -12,6 +12,8 @@ from jobs.backends.kubernetes.layouts import JobSetLayout, Plain
 from jobs.backends.kubernetes.observe import INDEX_FAILURES, JobFacts, Seen, observe_job
 from jobs.backends.kubernetes.status import Warning
 
+pytestmark = pytest.mark.unit
+
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z", "2026-01-01T00:09:00Z"
 SETTINGS = parse("k8s", {})
 KUEUE = parse("k8s", {"gang_scheduler": "kueue", "kueue_queue": "q"})

@@ -5,6 +5,8 @@ import pytest
 from jobs.backends.kubernetes.manifests import COMPLETION_INDEX, LABEL_JOB_ID, LABEL_ROLE
 from jobs.backends.kubernetes.status import Warning, pod_status, replica_key, workload_failure
 
+pytestmark = pytest.mark.unit
+
 
 def pod(phase="Pending", *, main=None, init=None, conditions=(), deleting=False, node="n1", reason=None,
         message=None):

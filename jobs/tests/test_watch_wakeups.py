@@ -8,8 +8,9 @@ import time
 
 import pytest
 
+from core import health
 from jobs.backends.base import Watcher
-from jobs.live import logstore
+from jobs.live import logstore, wake
 from jobs.models import JobState, Replica
 from jobs.state.transitions import transition
 from jobs.watch import HURRY_INTERVAL, WatchLoop
@@ -26,6 +27,7 @@ class Recorder(Watcher):
     def __init__(self) -> None:
         super().__init__("local")
         self.passes = 0
+        self.passes_done = 0  # passes whose pushes (and so their log watches) are in place
         self.follow: list = []
 
     def start(self) -> None:
@@ -35,6 +37,7 @@ class Recorder(Watcher):
         self.passes += 1
         for job in self.follow:
             ctx.push_logs(job)
+        self.passes_done += 1
 
     def stop(self) -> None:
         pass
@@ -48,7 +51,9 @@ def loop():
     thread = threading.Thread(target=watch.run, args=(stopping, INTERVAL), daemon=True)
     thread.start()
     wait_for(lambda: recorder.passes == 1, 30, what="the first pass")
-    time.sleep(1)  # the wake-up listener has subscribed
+    # The wake-up listener subscribes in a thread of its own: a change before that would be missed.
+    wait_for(lambda: health.redis_client().pubsub_numsub(wake.channel())[0][1] >= 1, 30,
+             what="the wake-up listener's subscription")
     yield recorder
     stopping.set()
     thread.join(30)
@@ -80,8 +85,7 @@ def test_a_local_replica_closing_its_log_wakes_the_loop(loop, alice, datacenter,
     writer = open(log, "ab")
     loop.follow.append(job)
     transition(job, JobState.RUNNING, "Restarted", from_states=[JobState.RUNNING])  # a pass that follows it
-    wait_for(lambda: loop.passes >= 2, 10, what="the pass that follows the job")
-    time.sleep(0.5)
+    wait_for(lambda: loop.passes_done >= 2, 10, what="the pass that follows the job")
     passes = loop.passes
     writer.write(b"last line\n")
     writer.close()  # as the keeper does once the replica's exit is recorded

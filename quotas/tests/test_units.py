@@ -12,6 +12,7 @@ PLAIN = ["1", "0.5", "500m", "1.5", "2k", "3M", "4G", "5T", "6P", "7E", "1Ki", "
          "3Pi", "4Ei", "0.001m", "123456789012345678901234567890", "1.0000000000000000000000000001Ei", " 1Gi "]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("value", PLAIN)
 def test_plain_quantities_parse_as_the_kubernetes_client_parses_them(value):
     ours = quantity(value)
@@ -19,12 +20,14 @@ def test_plain_quantities_parse_as_the_kubernetes_client_parses_them(value):
     assert ours == theirs and str(ours) == str(theirs)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("value", ["", "1e3", "-1", "+1", "1ki", "1Kib", "m", "1.", ".5", "1 Gi", "0x10", None, 5])
 def test_anything_but_a_plain_quantity_is_refused(value):
     with pytest.raises(ValueError):
         quantity(value)
 
 
+@pytest.mark.unit
 def test_users_get_millicores_and_bytes_rounded_up():
     assert cpu_millicores("0.0005") == 1 and cpu_millicores("2") == 2000 and cpu_millicores("250m") == 250
     assert memory_bytes("1Gi") == 2**30 and memory_bytes("1.5Mi") == 3 * 2**19
