@@ -78,7 +78,11 @@ def launch_job(job_id: int) -> None:
     backend = get_backend(job.datacenter)
     try:
         if job.state == JobState.BUILDING:
-            backend.prepare(job, heartbeat)
+            if not backend.prepare(job, heartbeat):
+                # Made in the background (a cluster's image build): this worker is free again,
+                # and the launch continues once the watcher sees it ready (lifecycle/preparing.py).
+                Job.objects.filter(pk=job.pk, state=JobState.BUILDING).update(heartbeat=None)
+                return
             if not transition(job, JobState.STARTING, "Launching", "starting the replicas",
                               from_states=[JobState.BUILDING], heartbeat=timezone.now()):
                 return  # killed meanwhile

@@ -61,6 +61,21 @@ class ReplicaStatus:
     queued: bool = False
 
 
+@dataclass(frozen=True)
+class Preparation:
+    """A job's runtime being made in the background (Backend.prepare returned False), as its
+    backend observes it; the lifecycle decides (jobs/lifecycle/preparing.py)."""
+
+    state: str  # PREPARING (under way), PENDING (waiting to start), READY or FAILED
+    reason: str = ""
+    message: str = ""
+    what: str = "the runtime"  # what is being made, for the user's message
+    pending_since: datetime | None = None  # PENDING: since when it waits (its pending timeout counts from then)
+
+
+PREPARING, PENDING, READY, FAILED = "Preparing", "Pending", "Ready", "Failed"
+
+
 class WatchContext(Protocol):
     """What the watch loop (manage.py watch_jobs) gives each backend's watcher: the lifecycle
     and the live-log push live above the backends, so they are handed down, not imported."""
@@ -140,8 +155,16 @@ class Backend(ABC):
         return Capacity(None, None, None)
 
     @abstractmethod
-    def prepare(self, job: Job, heartbeat: Callable[[], None]) -> None:
-        """Make the runtime (package copy, environment from requirements.txt). Idempotent."""
+    def prepare(self, job: Job, heartbeat: Callable[[], None]) -> bool:
+        """Make the runtime (package copy, environment from requirements.txt). Idempotent. True
+        once it is ready; False when it is being made in the background (a cluster's image
+        build): the launch ends there, the job stays Building, and its backend's preparation()
+        tells the lifecycle when the launch may continue."""
+
+    def preparation(self, job: Job) -> Preparation | None:
+        """How the runtime prepare() left to the background is coming on; None: nothing is
+        being made, or nothing is known of it here (another process observes it)."""
+        return None
 
     @abstractmethod
     def launch(self, job: Job) -> None:

@@ -1,6 +1,6 @@
 """Deriving a job's state from its replicas, as its backend observes them: the facts each backend
 reports are recorded here, and the same rules move every job on, whatever runs it (restarts in
-restarts.py, waiting replicas in waiting.py).
+restarts.py, waiting replicas in waiting.py, a runtime made in the background in preparing.py).
 
 Every change is a conditional UPDATE on the current state (jobs/state/transitions.py), so the watcher,
 the periodic reconcile and a task running twice can all call these at once and the outcome is
@@ -20,7 +20,7 @@ from ..backends.registry import get_backend
 from ..live import notify
 from ..models import REPLICA_DONE, TERMINAL_STATES, Job, JobEvent, JobState, Replica, ReplicaState
 from ..state.transitions import set_reason, transition
-from . import restarts, waiting
+from . import preparing, restarts, waiting
 
 
 def observed(replica: Replica, status: ReplicaStatus, job_done: bool, suspended: bool,
@@ -108,6 +108,9 @@ def sync_job(job: Job) -> None:
             backend.suspend(job)
         elif running:
             backend.stop(job, running)
+        return
+    if job.state == JobState.BUILDING:
+        preparing.check(job, backend)  # a runtime made in the background: its launch continues once ready
         return
     if job.state not in (JobState.STARTING, JobState.RUNNING):
         return  # still being launched: the launcher moves it on

@@ -119,3 +119,22 @@ def part(k8s_dc):
     yield p
     p.part.stop()
     k8s_informer.stop_all()
+
+
+@pytest.fixture
+def watch(part):
+    """The watcher's Kubernetes part, ticked from the test; the launch a pass continues runs in
+    this process as the worker would run it (Celery's documented eager mode, during the pass)."""
+    from paddleweb.celery import app
+
+    tick = part.tick
+
+    def eager_tick():
+        app.conf.task_always_eager = True
+        try:
+            tick()
+        finally:
+            app.conf.task_always_eager = False
+
+    part.tick = eager_tick
+    return part

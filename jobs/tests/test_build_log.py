@@ -4,10 +4,8 @@
 and on Kubernetes copied from the build pod while it runs."""
 
 import re
-import threading
 
 import pytest
-from django.db import connection
 
 from jobs import logs, services
 from jobs.live import logstore
@@ -15,7 +13,7 @@ from jobs.models import JobState
 from jobs.state.transitions import transition
 from tests.support import make_package, wait_for
 
-from .k8s_fixtures import cluster, k8s_dc, ns_of  # noqa: F401
+from .k8s_fixtures import cluster, k8s_dc, ns_of, part, watch  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -111,7 +109,7 @@ def test_the_build_state_is_the_latest_builds(job):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_cluster_image_builds_output_is_copied_into_the_build_log_as_it_runs(alice, k8s_dc, cluster):
+def test_the_cluster_image_builds_output_is_copied_into_the_build_log_as_it_runs(alice, k8s_dc, cluster, watch):
     from jobs.tasks import launch_job
 
     cluster.store.create("namespaces", None, {"metadata": {"name": "paddlecloud"}})
@@ -121,27 +119,16 @@ def test_the_cluster_image_builds_output_is_copied_into_the_build_log_as_it_runs
     job = services.submit_job(alice, {"name": "img", "datacenter": "k8s", "package": pkg, "entry": "python train.py",
                                       "mode": "collective", "pservers": 0, "trainers": 1})
     ns = ns_of(job)
-
-    def run():
-        try:
-            launch_job.run(job.pk)
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    try:
-        wait_for(lambda: ("jobs", "img-build") in cluster.objects_in(ns), 20, "the build Job")
-        [pod] = cluster.run_job(ns, "img-build")
-        cluster.log(ns, pod, "INFO[0000] Retrieving image manifest python:3.11")
-        cluster.pod_running(ns, pod)
-        text = lambda: logstore.read(logstore.build_log(job)).text  # noqa: E731
-        wait_for(lambda: "Retrieving image manifest" in text(), 20, "kaniko's first line in the build log")
-        cluster.log(ns, pod, "Successfully installed numpy-1.26.4")
-        wait_for(lambda: text().endswith("Successfully installed numpy-1.26.4\n"), 20, "the next line")
-        cluster.job_condition(ns, "img-build", "Complete", "Completed", "")
-    finally:
-        thread.join(30)
-    job.refresh_from_db()
+    launch_job.run(job.pk)  # starts the build; the watcher follows it
+    wait_for(lambda: ("jobs", "img-build") in cluster.objects_in(ns), 20, "the build Job")
+    [pod] = cluster.run_job(ns, "img-build")
+    cluster.log(ns, pod, "INFO[0000] Retrieving image manifest python:3.11")
+    cluster.pod_running(ns, pod)
+    text = lambda: logstore.read(logstore.build_log(job)).text  # noqa: E731
+    watch.until(lambda: "Retrieving image manifest" in text(), 20, "kaniko's first line in the build log")
+    cluster.log(ns, pod, "Successfully installed numpy-1.26.4")
+    watch.until(lambda: text().endswith("Successfully installed numpy-1.26.4\n"), 20, "the next line")
+    cluster.job_condition(ns, "img-build", "Complete", "Completed", "")
+    watch.until(lambda: watch.job(job).state != JobState.BUILDING, 20, "the launch continued")
     assert job.state == JobState.STARTING, job.message
     assert text() == "INFO[0000] Retrieving image manifest python:3.11\nSuccessfully installed numpy-1.26.4\n"

@@ -1,7 +1,8 @@
 # ruff: noqa: F811 - pytest fixtures imported from k8s_fixtures are used as parameters
 """Runtime images from requirements.txt built in the cluster (seed 001): kaniko builds in an
 init container that never holds the push credentials; a second container pushes the tarball
-with a Secret made for this build alone and deleted when it ends."""
+with a Secret made for this build alone and deleted when it ends. The launch task only starts
+the build: the watcher follows it and the launch continues once it is built."""
 
 import base64
 import json
@@ -16,7 +17,7 @@ from jobs.backends.kubernetes.runtime import IMAGE_TAR, PUSH_AUTH
 from jobs.models import JobState
 from tests.support import wait_for
 
-from .k8s_fixtures import cluster, k8s_dc, ns_of  # noqa: F401
+from .k8s_fixtures import cluster, k8s_dc, launch, ns_of, part, watch  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 REQS = "paddlepaddle==2.6.2\nnumpy<2\n"
@@ -40,21 +41,23 @@ def build_dc(k8s_dc, cluster):
     return k8s_dc
 
 
-def submit_with_requirements(user, name, **fields):
+def submit_with_requirements(user, name, reqs=REQS, **fields):
     from jobs.services import submit_job
     from tests.support import make_package
 
-    package = make_package(user, name, {"train.py": "print(1)\n", "requirements.txt": REQS}, datacenter="k8s")
+    package = make_package(user, name, {"train.py": "print(1)\n", "requirements.txt": reqs}, datacenter="k8s")
     return submit_job(user, {"name": name, "datacenter": "k8s", "package": package, "entry": "python train.py",
                              "mode": "collective", "pservers": 0, "trainers": 1, **fields})
 
 
-def launch_in_background(job):
+def one_worker(jobs):
+    """Their launch tasks, one after the other in one thread: a single Celery worker."""
     from jobs.tasks import launch_job
 
     def run():
         try:
-            launch_job.run(job.pk)
+            for job in jobs:
+                launch_job.run(job.pk)
         finally:
             connection.close()
 
@@ -69,14 +72,25 @@ def auths_of(cluster, ns, name) -> dict:
 
 
 def build_pod_spec(cluster, ns) -> dict:
-    wait_for(lambda: ("jobs", "fit-build") in cluster.objects_in(ns), 20, "the build Job")
-    return cluster.store.get("jobs", ns, "fit-build")["spec"]["template"]["spec"]
+    return build_pod_spec_of(cluster, ns, "fit-build")
 
 
-def test_the_runtime_image_is_built_once_and_used(alice, build_dc, cluster):
+def build_pod_spec_of(cluster, ns, name) -> dict:
+    wait_for(lambda: ("jobs", name) in cluster.objects_in(ns), 20, f"the build Job {name}")
+    return cluster.store.get("jobs", ns, name)["spec"]["template"]["spec"]
+
+
+def built(watch, job):
+    """Once its build Job is Complete, the watcher's passes continue the job's launch."""
+    watch.until(lambda: watch.job(job).state != JobState.BUILDING, 20, f"{job.name} launched after its build")
+    assert job.state == JobState.STARTING, job.message
+
+
+def test_the_runtime_image_is_built_once_and_used(alice, build_dc, cluster, watch):
     job = submit_with_requirements(alice, "fit")
     ns = ns_of(job)
-    t = launch_in_background(job)
+    launch(job)
+    assert job.state == JobState.BUILDING, "the launch task returns once the build is started"
     spec = build_pod_spec(cluster, ns)
     [kaniko], [push] = spec["initContainers"], spec["containers"]
     image = next(a.split("=", 1)[1] for a in kaniko["args"] if a.startswith("--destination="))
@@ -85,28 +99,25 @@ def test_the_runtime_image_is_built_once_and_used(alice, build_dc, cluster):
     assert "--no-push" in kaniko["args"] and f"--tar-path={IMAGE_TAR}" in kaniko["args"]
     assert push["args"] == ["push", IMAGE_TAR, image]
     cluster.job_condition(ns, "fit-build", "Complete", "Completed", "")
-    t.join(30)
-    job.refresh_from_db()
-    assert job.state == JobState.STARTING, job.message
+    built(watch, job)
     spec = cluster.store.get("jobs", ns, "fit-trainer")["spec"]["template"]["spec"]
     assert spec["containers"][0]["image"] == image
     env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
     assert env["PADDLECLOUD_RUNTIME_READY"] == "1"
     second = submit_with_requirements(alice, "again")
-    t = launch_in_background(second)
-    t.join(30)
-    second.refresh_from_db()
+    launch(second)
     assert second.state == JobState.STARTING and ("jobs", "again-build") not in cluster.objects_in(ns)
 
 
-def test_only_the_push_container_holds_the_push_credentials_and_only_while_the_build_runs(alice, build_dc, cluster):
+def test_only_the_push_container_holds_the_push_credentials_and_only_while_the_build_runs(alice, build_dc, cluster,
+                                                                                         watch):
     shared_secret(cluster, "registry-pull", PULL)
     build_dc.config = {**build_dc.config, "build": {**build_dc.config["build"], "pull_secret": "registry-pull"}}
     build_dc.save()
     reg = Registry.objects.create(user=alice, name="mine", server="hub.alice.example", username="a", password="pw")
     job = submit_with_requirements(alice, "fit", image="hub.alice.example/base:1", registry=reg.name)
     ns = ns_of(job)
-    t = launch_in_background(job)
+    launch(job)
     spec = build_pod_spec(cluster, ns)
     [kaniko], [push] = spec["initContainers"], spec["containers"]
     volumes = {v["name"]: v for v in spec["volumes"]}
@@ -131,26 +142,22 @@ def test_only_the_push_container_holds_the_push_credentials_and_only_while_the_b
                                        "allowPrivilegeEscalation": False, "privileged": False,
                                        "capabilities": {"drop": ["ALL"]}}
     cluster.job_condition(ns, "fit-build", "Complete", "Completed", "")
-    t.join(30)
-    job.refresh_from_db()
-    assert job.state == JobState.STARTING, job.message
+    built(watch, job)
     left = {name for plural, name in cluster.objects_in(ns) if plural == "secrets"}
     assert left == {"fit-pull"}, "the build's secrets are deleted when it ends"
     # Pods pull the runtime image with the read-only credentials.
     assert auths_of(cluster, ns, "fit-pull")["registry.example.com"] == PULL["registry.example.com"]
 
 
-def test_without_a_pull_secret_the_push_credentials_never_outlive_the_build(alice, build_dc, cluster):
+def test_without_a_pull_secret_the_push_credentials_never_outlive_the_build(alice, build_dc, cluster, watch):
     """build.pull_secret unset (the default): pods pull the runtime image anonymously; the push
     robot's credentials are in no Secret of the user's namespace once the build has ended."""
     job = submit_with_requirements(alice, "fit")
     ns = ns_of(job)
-    t = launch_in_background(job)
+    launch(job)
     build_pod_spec(cluster, ns)
     cluster.job_condition(ns, "fit-build", "Complete", "Completed", "")
-    t.join(30)
-    job.refresh_from_db()
-    assert job.state == JobState.STARTING, job.message
+    built(watch, job)
     for secret in cluster.store.find("secrets", ns):
         data = secret.get("data") or {}
         if ".dockerconfigjson" in data:
@@ -160,23 +167,131 @@ def test_without_a_pull_secret_the_push_credentials_never_outlive_the_build(alic
 
 
 @pytest.mark.parametrize("job_marked_failed", [True, False], ids=["job-failed", "pod-failed-first"])
-def test_a_failed_build_fails_the_job_with_the_build_log(alice, build_dc, cluster, job_marked_failed):
+def test_a_failed_build_fails_the_job_with_the_build_log(alice, build_dc, cluster, watch, job_marked_failed):
     """Whether the backend first sees the failed pod or the Job marked Failed (in a cluster
     the pod fails a moment before the Job controller says so), kaniko's log's end is reported."""
     job = submit_with_requirements(alice, "fit")
     ns = ns_of(job)
-    t = launch_in_background(job)
+    launch(job)
     build_pod_spec(cluster, ns)
     pod = cluster.run_job(ns, "fit-build")[0]
     cluster.log(ns, pod, "ERROR: No matching distribution found for paddlepaddle==2.6.2")
     cluster.init_failed(ns, pod, "kaniko", exit_code=1)
     if job_marked_failed:
         cluster.job_condition(ns, "fit-build", "Failed", "BackoffLimitExceeded", "")
-    t.join(30)
-    job.refresh_from_db()
+    watch.until(lambda: watch.job(job).state != JobState.BUILDING, 20, "the job to end with its build")
     assert job.state == JobState.FAILED and job.reason == "RuntimeImageBuildFailed"
     assert "No matching distribution" in job.message
     assert any(f"/pods/{pod}/log?" in p and "container=kaniko" in p for _, _, p in cluster.requests)
     if not job_marked_failed:
         assert "building: exited with code 1" in job.message
     wait_for(lambda: cluster.objects_in(ns) == [], 10, f"the build removed with the job: {cluster.objects_in(ns)}")
+
+
+def test_a_burst_of_builds_is_launched_by_one_worker_without_waiting_for_them(alice, build_dc, cluster, watch):
+    """Six jobs needing an image build, launched by one worker: every build is started before any
+    ends (the launch task does not wait for its build), and each job goes on when its own does."""
+    jobs = [submit_with_requirements(alice, f"b{i}", reqs=f"numpy=={i}.0\n") for i in range(6)]
+    ns = ns_of(jobs[0])
+    worker = one_worker(jobs)
+    worker.join(60)
+    assert not worker.is_alive(), "a launch task waited for its build"
+    builds = {name for plural, name in cluster.objects_in(ns) if plural == "jobs"}
+    assert builds == {f"b{i}-build" for i in range(6)}
+    assert not any((cluster.store.get("jobs", ns, b).get("status") or {}).get("conditions") for b in builds)
+    assert {watch.job(j).state for j in jobs} == {JobState.BUILDING}
+    for i, job in enumerate(jobs):
+        cluster.job_condition(ns, f"b{i}-build", "Complete", "Completed", "")
+        built(watch, job)
+        [pod] = cluster.run_job(ns, f"b{i}-trainer")
+        cluster.pod_running(ns, pod)
+        watch.until(lambda job=job: watch.job(job).state == JobState.RUNNING, 20, f"{job.name} running")
+        assert all(watch.job(j).state == JobState.BUILDING for j in jobs[i + 1:]), "they wait for their builds"
+
+
+def test_two_jobs_with_the_same_requirements_at_once_each_build_it(alice, build_dc, cluster, watch):
+    """The chosen behaviour: each builds (the same image); neither waits on the other's build,
+    which the other's kill would take away. A job launched after either is built reuses it."""
+    first, second = submit_with_requirements(alice, "fit"), submit_with_requirements(alice, "again")
+    ns = ns_of(first)
+    launch(first)
+    launch(second)
+    destination = {name: next(a for a in build_pod_spec_of(cluster, ns, name)["initContainers"][0]["args"]
+                              if a.startswith("--destination=")) for name in ("fit-build", "again-build")}
+    assert destination["fit-build"] == destination["again-build"]
+    cluster.job_condition(ns, "again-build", "Complete", "Completed", "")
+    built(watch, second)
+    assert watch.job(first).state == JobState.BUILDING, "its own build is still under way"
+    cluster.job_condition(ns, "fit-build", "Complete", "Completed", "")
+    built(watch, first)
+    third = submit_with_requirements(alice, "third")
+    launch(third)
+    assert third.state == JobState.STARTING and ("jobs", "third-build") not in cluster.objects_in(ns)
+
+
+def test_the_launch_queued_again_during_a_build_is_harmless_and_settles_one_nobody_followed(alice, build_dc,
+                                                                                             cluster):
+    """The reconcile queues the launch of a Building job nobody holds again: during the build it
+    changes nothing; once the build has ended unseen by a watcher (none running, or the job was
+    suspended meanwhile) it does what the watcher would have and starts the replicas."""
+    job = submit_with_requirements(alice, "fit")
+    ns = ns_of(job)
+    launch(job)
+    before = cluster.objects_in(ns)
+    launch(job)
+    assert job.state == JobState.BUILDING and job.heartbeat is None and cluster.objects_in(ns) == before
+    cluster.job_condition(ns, "fit-build", "Complete", "Completed", "")
+    launch(job)
+    assert job.state == JobState.STARTING, job.message
+    assert ("secrets", "fit-push") not in cluster.objects_in(ns) and ("jobs", "fit-trainer") in cluster.objects_in(ns)
+
+
+def deleted(cluster, ns, name) -> bool:
+    return any(m == "DELETE" and p.startswith(f"/api/v1/namespaces/{ns}/secrets/{name}")
+               for _, m, p in cluster.requests)
+
+
+@pytest.mark.parametrize("outcome", ["complete", "failed", "killed"])
+def test_the_push_secret_is_deleted_when_the_build_ends(alice, build_dc, cluster, watch, outcome):
+    """Completed or failed, the build's push credentials are deleted as it ends (the watcher
+    deletes them, not only the cascade of the job's end); a kill removes the build with them."""
+    from jobs.services import kill_job
+    from jobs.tasks import stop_job
+
+    job = submit_with_requirements(alice, "fit")
+    ns = ns_of(job)
+    launch(job)
+    build_pod_spec(cluster, ns)
+    assert ("secrets", "fit-push") in cluster.objects_in(ns)
+    [pod] = cluster.run_job(ns, "fit-build")
+    if outcome == "complete":
+        cluster.job_condition(ns, "fit-build", "Complete", "Completed", "")
+        built(watch, job)
+        assert ("secrets", "fit-push") not in cluster.objects_in(ns) and deleted(cluster, ns, "fit-push")
+        assert ("jobs", "fit-trainer") in cluster.objects_in(ns)
+    elif outcome == "failed":
+        cluster.init_failed(ns, pod, "kaniko", exit_code=1)
+        watch.until(lambda: watch.job(job).state == JobState.FAILED, 20, "the job failed with its build")
+        assert deleted(cluster, ns, "fit-push")
+    else:
+        kill_job(job)
+        stop_job.run(job.pk)
+        assert watch.job(job).state == JobState.KILLED
+    if outcome != "complete":
+        wait_for(lambda: cluster.objects_in(ns) == [], 10, lambda: f"the build removed: {cluster.objects_in(ns)}")
+
+
+def test_a_build_that_cannot_start_fails_the_job_after_the_pending_timeout(alice, build_dc, cluster, watch):
+    build_dc.config = {**build_dc.config, "pending_timeout": 1}
+    build_dc.save()
+    job = submit_with_requirements(alice, "fit")
+    ns = ns_of(job)
+    launch(job)
+    build_pod_spec(cluster, ns)
+    [pod] = cluster.run_job(ns, "fit-build")
+    cluster.pod_unschedulable(ns, pod, "0/3 nodes are available: 3 Insufficient cpu.")
+    watch.until(lambda: watch.job(job).state == JobState.FAILED, 20, "the job failed: its build never started")
+    assert job.reason == "Unschedulable", job.reason
+    assert job.message == ("the image build did not start within 1 s: "
+                           "0/3 nodes are available: 3 Insufficient cpu."), job.message
+    wait_for(lambda: cluster.objects_in(ns) == [], 10, lambda: f"the build removed: {cluster.objects_in(ns)}")

@@ -29,7 +29,7 @@ class SelfRestartingCluster(Backend):
         pass
 
     def prepare(self, job, heartbeat):
-        pass
+        return True
 
     def launch(self, job):
         pass

@@ -34,7 +34,7 @@ class Facts(Backend):
         return TIMEOUT["seconds"]
 
     def prepare(self, job, heartbeat):
-        pass
+        return True
 
     def launch(self, job):
         pass

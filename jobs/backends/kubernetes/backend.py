@@ -3,8 +3,10 @@ datacenter's layout (layouts/: plain StatefulSet + Indexed Job, or one JobSet) w
 scheduler's add-on (gang.py).
 
 prepare: the package is snapshotted in PFS (as the local backend copies it), the user's
-  namespace is set up (setup.py: once, and again when it changes), and the runtime image is built
-  if the datacenter builds them (runtime.py).
+  namespace is set up (setup.py: once, and again when it changes), and the runtime image's build
+  is started if the datacenter builds them (runtime.py): the launch task returns without
+  waiting for it, the watcher follows it, and preparation() reports it to the lifecycle, which
+  continues the launch once it is built.
 launch: the root ConfigMap (root.py: it owns everything else), the pull Secret, the job's
   NetworkPolicy, then the current attempt's objects as its layout makes them; what waits for
   the job's progress (the plain layout's trainers: for the pservers) is made by the watcher.
@@ -13,7 +15,8 @@ restart: a gang restart (the lifecycle's; a failed trainer alone is retried by i
   attempt's created under new names (manifests.attempt_suffix).
 suspend, stop: the layout's; stopping everything deletes the root, and its cascade the rest.
 delete: a foreground delete of the root, waited for, so the name is free when the job row goes.
-observe: from the watcher's in-memory state (observe.py); no API call per job.
+observe, preparation: from the watcher's in-memory state (observe.py, runtime.py); no API call
+  per job.
 
 Every step is idempotent: creates that meet 409 and deletes that meet 404 count as done.
 """
@@ -30,7 +33,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ...live.usage import Usage
 from ...models import TERMINAL_STATES, Job, JobState, Replica
-from ..base import Backend, LaunchError, ReplicaStatus, ensure_checkpoint_dir, snapshot_package
+from ..base import Backend, LaunchError, Preparation, ReplicaStatus, ensure_checkpoint_dir, snapshot_package
 from . import discovery, manifests, pull, root, runtime, setup
 from .config import K8sSettings, parse
 from .context import ClusterContext, context_for
@@ -77,15 +80,14 @@ class KubernetesBackend(Backend):
         return self.ctx.job_namespace(job)
 
     # --- prepare ---------------------------------------------------------------------------
-    def prepare(self, job: Job, heartbeat: Callable[[], None]) -> None:
+    def prepare(self, job: Job, heartbeat: Callable[[], None]) -> bool:
         snapshot_package(job, self.ctx.snapshot(job) / "package")
         # subPath mounts of missing directories would be created by the kubelet as root.
         (self.ctx.pfs_root / "home" / job.user.get_username()).mkdir(parents=True, exist_ok=True)
         (self.ctx.pfs_root / "public").mkdir(parents=True, exist_ok=True)
         ensure_checkpoint_dir(job)
         setup.ensure_namespace(self.ctx, job.user, self.datacenter)
-        if runtime.runtime(self.ctx, job)[1]:
-            runtime.ensure_runtime_image(self.ctx, job, heartbeat)
+        return not runtime.runtime(self.ctx, job)[1] or runtime.ensure_runtime_image(self.ctx, job)
 
     # --- launch ----------------------------------------------------------------------------
     def launch(self, job: Job) -> None:
@@ -153,6 +155,13 @@ class KubernetesBackend(Backend):
         if watcher is None or watcher.usage is None or not watcher.state.ready():
             return {}
         return pod_usage(watcher.usage, watcher.state.pods_of(job.pk)[0])
+
+    def preparation(self, job: Job) -> Preparation | None:
+        """The runtime image's build as the watcher process has seen it (elsewhere: nothing)."""
+        watcher = running(self.datacenter.pk)
+        if watcher is None or not watcher.state.ready():
+            return None
+        return runtime.build_status(self.ctx, watcher.state, job)
 
     def observe(self, job: Job) -> dict[tuple[str, int], ReplicaStatus]:
         """What the watcher process has seen. Elsewhere (worker, web) nothing is reported and

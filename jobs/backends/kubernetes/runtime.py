@@ -17,35 +17,42 @@ for this build only into a Secret `<job>-push` mounted into that container alone
 soon as the build ends (and with the job's root if the job is killed). What is not protected
 here: the push credentials are the datacenter's, so the registry must scope them (a robot
 account that may push only to <registry>/paddlecloud-runtime); the remote layer cache is off
-(it would need push credentials inside kaniko). The build runs while the job
-is Building, awaited by the launch task (whose heartbeat keeps its lease); kaniko's output is
-copied into the job's `build` log as it comes (BuildLogCopy); a failed build fails
-the job with the build log's tail, a build stuck Pending fails it with the reason.
+(it would need push credentials inside kaniko).
+
+The build runs while the job is Building, and no worker waits for it: the launch task creates
+its Secrets and Job (ensure_runtime_image) and returns. The watcher follows it on its passes
+(BuildFollower, every POLL_SECONDS while it runs): kaniko's output is copied into the job's
+`build` log as it comes (BuildLogCopy), and once the build ended its Secrets are deleted and, if
+it succeeded, the marker is made. build_status() tells the lifecycle (jobs/lifecycle/preparing.py)
+how it went: built, and the launch task runs again and starts the replicas; failed, and the job
+fails with the build log's tail (RuntimeImageBuildFailed); Pending past the pending timeout, and
+it fails with the pod's reason. A kill deletes the build with the job's root. Two jobs of one
+user with the same requirements launched together both build (the same image, pushed twice):
+waiting for another job's build would tie a job to one that may be killed, for a case that only
+costs a second build.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import time
-from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings as django_settings
-from django.utils import timezone
 
 from ...live import logstore
-from ...models import Job, JobState
-from ..base import LaunchError
+from ...models import Job, ReplicaState
+from ..base import FAILED, PENDING, PREPARING, READY, LaunchError, Preparation
 from . import hardening, manifests, root
 from .client import Api
 from .config import K8sSettings
 from .context import ClusterContext
+from .informer import JOB, ClusterState
 from .pull import pull_secret_names, shared_auths
-from .status import describe_exit, parse_time, pod_status
+from .status import describe_exit, meta, parse_time, pod_status, workload_finished
 from .workloads import PodOptions
 
-POLL_SECONDS = 2.0
+POLL_SECONDS = 2.0  # how often the watcher looks at the builds under way (their logs)
 LOG_TAIL_LINES = 25
 IMAGE_TAR = "/image/image.tar"
 PUSH_AUTH = "/push-auth"
@@ -171,59 +178,152 @@ def marker_name(image: str) -> str:
     return "paddlecloud-runtime-" + image.rsplit(":", 1)[1]
 
 
-def ensure_runtime_image(ctx: ClusterContext, job: Job, heartbeat: Callable[[], None]) -> None:
+def build_name(job: Job) -> str:
+    return f"{job.k8s_name}-build"
+
+
+def ensure_runtime_image(ctx: ClusterContext, job: Job) -> bool:
+    """True once the job's runtime image is built; else its build is started (once) and False:
+    the launch ends there and the watcher follows the build (BuildFollower, build_status)."""
     api, st = ctx.api, ctx.settings
     image, _ = runtime(ctx, job)
     ns = ctx.job_namespace(job)
     if api.raw(api.core.read_namespaced_config_map, marker_name(image), ns) is not None:
-        return  # built before
+        return True  # built before
+    build = api.raw(api.batch.read_namespaced_job, build_name(job), ns)
+    if build is not None:  # started by an earlier launch of this job: its Secrets exist already
+        return _ended_unfollowed(ctx, job, ns, image, build)
     owner = manifests.owner_reference(root.ensure(ctx, job, ns))
     (ctx.snapshot(job) / "Dockerfile").write_text(build_dockerfile(manifests.image_for(job, st)))
     secrets = _build_secrets(ctx, job, ns, owner)
     try:
         api.create(api.batch.create_namespaced_job, ns, body=build_job(
             job, st, ns, owner, destination=image, pull_auth=secrets[0], push_auth=secrets[1]))
-        _await_build(ctx, job, image, ns, heartbeat)
-    finally:
-        # The push credentials live only as long as the build.
-        for name in filter(None, secrets):
-            api.delete(api.core.delete_namespaced_secret, name, ns)
+    except BaseException:
+        _delete_secrets(ctx, job, ns)  # no build will use them
+        raise
+    return False
 
 
-def _await_build(ctx: ClusterContext, job: Job, image: str, ns: str, heartbeat: Callable[[], None]) -> None:
-    api, st = ctx.api, ctx.settings
-    name = f"{job.k8s_name}-build"
-    started = timezone.now()
-    copied = BuildLogCopy(job)
-    while True:
-        heartbeat()
-        if not Job.objects.filter(pk=job.pk, state=JobState.BUILDING).exists():
-            return  # killed: stop() removes the build with everything else
-        build = api.raw(api.batch.read_namespaced_job, name, ns) or {}
-        conditions = {c.get("type"): c for c in (build.get("status") or {}).get("conditions") or []}
-        pod = _build_pod(api, ns, name)
-        copied.update(api, ns, pod)
-        if (conditions.get("Complete") or {}).get("status") == "True":
-            marker = {"apiVersion": "v1", "kind": "ConfigMap",
-                      "metadata": {"name": marker_name(image), "namespace": ns, "labels": dict(manifests.MANAGED_BY)},
-                      "data": {"image": image}}
-            api.create(api.core.create_namespaced_config_map, ns, body=marker)
+def _ended_unfollowed(ctx: ClusterContext, job: Job, ns: str, image: str, build: Obj) -> bool:
+    """A build that ended while no watcher followed it (the job was suspended meanwhile, or the
+    watcher failed to record the end): settled here as the watcher would have. False: under way."""
+    pod = _build_pod(ctx.api, ns, build_name(job))
+    ended = _ended(build, pod)
+    if ended == READY:
+        _built(ctx, job, ns, image)
+    elif ended == FAILED:
+        _delete_secrets(ctx, job, ns)
+        raise LaunchError(*_failure(ctx.api, ns, image, pod))
+    return ended == READY
+
+
+def _built(ctx: ClusterContext, job: Job, ns: str, image: str) -> None:
+    """Record the image as built (the next job of its user with these requirements skips the build)."""
+    api = ctx.api
+    marker = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": marker_name(image), "namespace": ns, "labels": dict(manifests.MANAGED_BY)},
+              "data": {"image": image}}
+    api.create(api.core.create_namespaced_config_map, ns, body=marker)
+    _delete_secrets(ctx, job, ns)
+
+
+def _delete_secrets(ctx: ClusterContext, job: Job, ns: str) -> None:
+    """The push credentials live only as long as the build."""
+    api = ctx.api
+    for suffix in ("build-pull", "push"):
+        api.delete(api.core.delete_namespaced_secret, f"{job.k8s_name}-{suffix}", ns)
+
+
+def _ended(build: Obj, pod: Obj | None) -> str | None:
+    """READY (the Job is Complete), FAILED (the Job, or its pod a moment before), or None."""
+    conditions = {c.get("type"): c for c in (build.get("status") or {}).get("conditions") or []}
+    if (conditions.get("Complete") or {}).get("status") == "True":
+        return READY
+    if (conditions.get("Failed") or {}).get("status") == "True" or _pod_failed(pod):
+        return FAILED
+    return None
+
+
+def _pod_failed(pod: Obj | None) -> bool:
+    return pod is not None and pod_status(pod, "build").state == ReplicaState.FAILED
+
+
+def _failure(api: Api, ns: str, image: str, pod: Obj | None) -> tuple[str, str]:
+    """The failed build's reason and message: the pod's reason and the end of the build log."""
+    # The pod fails a moment before the Job controller marks the Job Failed: either way the user
+    # gets the pod's reason and the end of the build log.
+    container, why = _failed_step(pod) if pod is not None and _pod_failed(pod) else ("kaniko", "")
+    return ("RuntimeImageBuildFailed", f"building the runtime image {image} from requirements.txt failed{why}. "
+                                       f"Last log lines:\n{_tail(api, ns, pod, container)}")
+
+
+def _watched_build(state: ClusterState, job: Job, ns: str) -> tuple[Obj | None, Obj | None]:
+    """The job's build Job and its newest pod, as the watches saw them."""
+    build = state.workload(JOB, ns, build_name(job))
+    live, _ = state.pods_of(job.pk)
+    pods = [p for p in live if (meta(p).get("labels") or {}).get(manifests.LABEL_ROLE) == "build"]
+    return build, max(pods, key=lambda p: meta(p).get("creationTimestamp") or "") if pods else None
+
+
+def build_status(ctx: ClusterContext, state: ClusterState, job: Job) -> Preparation | None:
+    """The build of a Building job as the watches saw it, for the lifecycle (no API call but
+    for the build log's end when it failed)."""
+    ns = ctx.job_namespace(job)
+    build, pod = _watched_build(state, job, ns)
+    if build is None:
+        return None
+    ended = _ended(build, pod)
+    if ended == READY:
+        return Preparation(READY)
+    if ended == FAILED:
+        return Preparation(FAILED, *_failure(ctx.api, ns, runtime(ctx, job)[0], pod))
+    status = pod_status(pod, "build") if pod is not None else None
+    if status is not None and pod is not None and status.state == ReplicaState.PENDING:
+        since = parse_time(meta(pod).get("creationTimestamp")) or parse_time(meta(build).get("creationTimestamp"))
+        return Preparation(PENDING, status.reason, status.message, "the image build", since)
+    return Preparation(PREPARING)
+
+
+def unfinished_builds(state: ClusterState) -> set[int]:
+    """The jobs whose build the watches see under way."""
+    with state.lock:
+        jobs = list(state.objects[JOB].values())
+    return {i for o in jobs if (meta(o).get("labels") or {}).get(manifests.LABEL_ROLE) == "build"
+            and not workload_finished(o) and (i := ClusterState.job_id(o)) is not None}
+
+
+class BuildFollower:
+    """The watcher's side of a datacenter's builds, on each of its passes over a Building job:
+    kaniko's output copied into the job's build log, and once the build ended its push
+    credentials deleted and, if it succeeded, the image recorded as built (then the lifecycle
+    continues the launch, told by build_status)."""
+
+    def __init__(self, ctx: ClusterContext):
+        self.ctx = ctx
+        self.copies: dict[int, BuildLogCopy] = {}
+
+    def follow(self, job: Job, state: ClusterState) -> None:
+        ns = self.ctx.job_namespace(job)
+        build, pod = _watched_build(state, job, ns)
+        if build is None:
             return
-        status = pod_status(pod, "build") if pod is not None else None
-        pod_failed = status is not None and status.state == "Failed"
-        # The pod fails a moment before the Job controller marks the Job Failed: either way the
-        # user gets the pod's reason and the end of the build log.
-        if pod_failed or (conditions.get("Failed") or {}).get("status") == "True":
-            container, why = _failed_step(pod) if pod is not None and pod_failed else ("kaniko", "")
-            raise LaunchError("RuntimeImageBuildFailed",
-                              f"building the runtime image {image} from requirements.txt failed{why}. "
-                              f"Last log lines:\n{_tail(api, ns, pod, container)}")
-        if status is not None and pod is not None:
-            since = parse_time((pod.get("metadata") or {}).get("creationTimestamp")) or started
-            if status.state == "Pending" and (timezone.now() - since).total_seconds() > st.pending_timeout:
-                raise LaunchError(status.reason or "PendingTimeout",
-                                  f"the image build did not start within {st.pending_timeout} s: {status.message}")
-        time.sleep(POLL_SECONDS)
+        if (copy := self.copies.get(job.pk)) is None:
+            # What is in the build log is this build's (a job builds once): a watcher that
+            # starts over goes on from there rather than copying it again.
+            copy = self.copies[job.pk] = BuildLogCopy(job, logstore.size(logstore.build_log(job)))
+        if copy.ended:
+            return
+        copy.update(self.ctx.api, ns, pod)
+        ended = _ended(build, pod)
+        if ended == READY:
+            _built(self.ctx, job, ns, runtime(self.ctx, job)[0])
+        elif ended == FAILED:
+            _delete_secrets(self.ctx, job, ns)
+        copy.ended = ended is not None
+
+    def forget(self, job_id: int) -> None:
+        self.copies.pop(job_id, None)
 
 
 class BuildLogCopy:
@@ -232,15 +332,15 @@ class BuildLogCopy:
     whole container log is read on each poll (a build log is small) and what is past the bytes
     already copied is appended."""
 
-    def __init__(self, job: Job):
-        self.job, self.pod, self.copied = job, "", 0
+    def __init__(self, job: Job, copied: int = 0):
+        self.job, self.pod, self.copied, self.ended = job, "", copied, False
 
     def update(self, api: Api, ns: str, pod: Obj | None) -> None:
         if pod is None or not _kaniko_started(pod):
             return
         name = pod["metadata"]["name"]
-        if name != self.pod:  # a new build pod (the launch was taken over): its log starts over
-            self.pod, self.copied = name, 0
+        if name != self.pod:  # another build pod: its log starts over
+            self.pod, self.copied = name, 0 if self.pod else self.copied
         try:
             data = api.call_raw(api.core.read_namespaced_pod_log, name, ns, container="kaniko").data
         except Exception:  # noqa: BLE001 - the next poll reads it again; a failure reports the tail

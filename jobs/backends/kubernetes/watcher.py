@@ -4,10 +4,13 @@ changed are synced.
 
 Syncing a job is the lifecycle's (replica rows, events, the job's state, its pending timeout and
 reasons; handed in by the watch loop), fed by observe.py from the watched state. What only the
-cluster needs is done here: the job's layout takes it a step on once it may (the plain layout's
-trainers once the pservers are ready), each pod gets its index label, and objects whose job is
-gone are swept. A slower full pass over the datacenter's active jobs catches what changes with
-time alone (deadlines, pending timeouts).
+cluster needs is done here: a Building job's runtime image build is followed (runtime.py's
+BuildFollower: its log copied, every POLL_SECONDS while it runs; once it ended its push
+credentials deleted and the image recorded) before the lifecycle hears how it went, the job's
+layout takes it a step on once it may (the plain layout's trainers once the pservers are
+ready), each pod gets its index label, and objects whose job is gone are swept. A slower full
+pass over the datacenter's active jobs catches what changes with time alone (deadlines, pending
+timeouts).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class Cluster:
         self.watcher.logs = LogCollector(ctx.api, self.watcher.stop_event)
         self.watcher.state.listeners.append(self.watcher.logs.consider)
         self.watcher.usage = UsageSampler(ctx.api, self.watcher.stop_event)
+        self.builds = runtime.BuildFollower(ctx)
         self.labelled: set[str | None] = set()
 
     def start(self) -> None:
@@ -65,6 +69,7 @@ class KubernetesWatcher(Watcher):
         self.clusters: dict[int, Cluster] = {}
         self.next_refresh = 0.0
         self.next_full = 0.0
+        self.next_builds = 0.0
         self.next_sweep = 0.0
 
     @property
@@ -113,9 +118,11 @@ class KubernetesWatcher(Watcher):
         if now >= self.next_refresh:
             self.next_refresh = now + REFRESH_SECONDS
             self.refresh()
-        full, sweep = now >= self.next_full, now >= self.next_sweep
+        full, builds, sweep = now >= self.next_full, now >= self.next_builds, now >= self.next_sweep
         if full:
             self.next_full = now + FULL_PASS_SECONDS
+        if builds:
+            self.next_builds = now + runtime.POLL_SECONDS
         if sweep:
             self.next_sweep = now + SWEEP_SECONDS
         for dc_id, cluster in list(self.clusters.items()):
@@ -124,6 +131,8 @@ class KubernetesWatcher(Watcher):
             ids = cluster.watcher.state.take_dirty()
             if full:
                 ids |= set(ctx.jobs_to_watch().filter(datacenter_id=dc_id).values_list("pk", flat=True))
+            if builds:  # their logs grow with no change to a watched object
+                ids |= runtime.unfinished_builds(cluster.watcher.state)
             jobs = Job.objects.filter(pk__in=ids, datacenter_id=dc_id, deleting=False).select_related(
                 "datacenter", "user", "registry")
             for job in jobs:
@@ -137,6 +146,10 @@ class KubernetesWatcher(Watcher):
     def sync(self, cluster: Cluster, job: Job, ctx: WatchContext) -> None:
         state = cluster.watcher.state
         cluster.watcher.logs.drain(job.pk)
+        if job.state == JobState.BUILDING:  # before the lifecycle hears of the build's end
+            cluster.builds.follow(job, state)
+        else:
+            cluster.builds.forget(job.pk)
         ctx.sync(job)
         ns = cluster.ctx.job_namespace(job)
         if job.state in (JobState.STARTING, JobState.RUNNING):

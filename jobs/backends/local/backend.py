@@ -110,7 +110,7 @@ class LocalBackend(Backend):
         return self.replica_dir(replica) / ("state" if not replica.attempt else f"state-{replica.attempt}")
 
     # --- prepare ---------------------------------------------------------------------------
-    def prepare(self, job: Job, heartbeat: Callable[[], None]) -> None:
+    def prepare(self, job: Job, heartbeat: Callable[[], None]) -> bool:
         cfg = self.settings()
         self._check_sandbox(cfg)
         snapshot_package(job, self.job_dir(job) / "package")
@@ -120,6 +120,7 @@ class LocalBackend(Backend):
                                say=lambda line: logstore.append_build(job, f"paddlecloud: {line}\n".encode()))
         except runtime.RuntimeEnvError as e:
             raise LaunchError("RuntimeEnvFailed", f"{e.message}:\n{e.log_tail}") from e
+        return True  # made here, while the launch task waits
 
     def _requirements(self, job: Job) -> str:
         return keepers.read(self.job_dir(job) / "package" / "requirements.txt") or ""
