@@ -1,11 +1,12 @@
 """Shared pieces of the /api/v2 views: the owner-only base class and service error mapping."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import JsonResponse
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import fields as drf_fields
 from rest_framework import serializers, viewsets
@@ -15,7 +16,7 @@ from rest_framework.settings import api_settings
 
 
 @contextmanager
-def field_errors():
+def field_errors() -> Iterator[None]:
     """Turn a service's ValidationError({field: [...]}) into DRF's 400 with the same fields."""
     try:
         yield
@@ -26,15 +27,18 @@ def field_errors():
         raise serializers.ValidationError(detail) from e
 
 
-class OwnedViewSet(viewsets.GenericViewSet):
+_M = TypeVar("_M", bound=Model)
+
+
+class OwnedViewSet(viewsets.GenericViewSet[_M]):
     """Per-object permission in one place: a user only ever sees their own objects (404 else)."""
 
     owner_field = "user"
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[_M]:
         return super().get_queryset().filter(**{self.owner_field: self.request.user})
 
-    def get_object(self):
+    def get_object(self) -> _M:
         # PostgreSQL refuses a NUL in a text lookup with an error (a 500); no object has one.
         if "\x00" in str(self.kwargs.get(self.lookup_url_kwarg or self.lookup_field, "")):
             raise NotFound()
@@ -42,13 +46,13 @@ class OwnedViewSet(viewsets.GenericViewSet):
 
 
 @csrf_exempt  # it changes nothing; a POST without a CSRF token gets the same 404
-def not_found(request, *args, **kwargs):
+def not_found(request: HttpRequest, *args: object, **kwargs: object) -> JsonResponse:
     """Any URL under /api/v2/ that no route takes (e.g. an id with a '.'): the API's JSON 404
     instead of the site's HTML page."""
     return JsonResponse({"detail": "Not found."}, status=404)
 
 
-def _plain_reader(field: drf_fields.Field) -> Callable[[Any], Any] | None:
+def _plain_reader(field: drf_fields.Field[Any, Any, Any, Any]) -> Callable[[Any], Any] | None:
     """A function giving what DRF's `field` would give for an instance, for the fields whose value
     is the stored attribute (a model column of its own): None for the others."""
     if len(field.source_attrs) != 1 or field.source == "*":
