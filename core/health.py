@@ -16,10 +16,14 @@ import functools
 import socket
 import sys
 import threading
+from typing import TYPE_CHECKING, Any
 
 import redis
 from django.conf import settings
 from django.db import connection
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
 
 ROLES = ("worker", "watcher")
 
@@ -86,10 +90,10 @@ class Heartbeat(threading.Thread):
             pass
 
 
-def status() -> dict[str, dict]:
+def status() -> dict[str, dict[str, Any]]:
     """Each part's state: {"web": {"up": True}, "db": ..., "redis": ..., "worker": {"up": bool,
     "hosts": [...]}, "watcher": ...}. Errors are named by kind only (no addresses or secrets)."""
-    parts: dict[str, dict] = {"web": {"up": True}}
+    parts: dict[str, dict[str, Any]] = {"web": {"up": True}}
     try:
         connection.ensure_connection()
         with connection.cursor() as cur:
@@ -118,7 +122,7 @@ def missing_processes() -> list[str]:
         return []
 
 
-def warning_context(request) -> dict:
+def warning_context(request: HttpRequest) -> dict[str, str]:
     """Template context processor: `service_warning`, shown by base.html to logged-in users
     when no worker or watcher is alive, so a job that stays Queued has a visible reason."""
     if not getattr(request, "user", None) or not request.user.is_authenticated:
