@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
@@ -33,6 +34,7 @@ from django.utils.http import parse_header_parameters
 
 from accounts.asgi import is_token
 from accounts.services import user_for_token
+from core.asgi_types import ASGIApp, Message, Receive, Scope, Send
 from core.headers import header
 from pfs.chunks import RangeWriter
 from pfs.paths import PathError
@@ -48,10 +50,10 @@ NO_END = "the chunk's body does not end with its closing boundary"
 class LegacyChunks:
     """The v1 chunk-upload route in front of `app`."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
             path, root = scope["path"], scope.get("root_path", "")
             if root and path.startswith(root):
@@ -102,7 +104,7 @@ def _part_head(buf: bytes, boundary: bytes) -> tuple[str, int] | None:
 class _Body:
     """The request body from `receive()`, with what was read before handed out first."""
 
-    def __init__(self, receive):
+    def __init__(self, receive: Receive) -> None:
         self._receive, self.buffered, self.more = receive, b"", True
         self.disconnected = self._replayed_end = False
 
@@ -117,9 +119,10 @@ class _Body:
             self.disconnected, self.more = True, False
             return b""
         self.more = message.get("more_body", False)
-        return message.get("body", b"")
+        body: bytes = message.get("body", b"")
+        return body
 
-    async def replay(self):
+    async def replay(self) -> Message:
         """receive() for an app that gets the whole body, the bytes read here first; after the
         body, the server's own (which tells of a disconnect)."""
         if self.buffered or not (self.more or self._replayed_end):
@@ -145,11 +148,12 @@ def _open(auth: str, path: str, offset: int, length: int) -> RangeWriter:
     return RangeWriter(user, path, offset, length)
 
 
-def _refused(exc: Exception) -> dict:
+def _refused(exc: Exception) -> dict[str, Any]:
     return {"err": services.error_text(exc)[1] or "refused", "results": None}
 
 
-async def _answer(send, body: dict, close: bool = False, status: int = 200, headers: tuple = ()) -> None:
+async def _answer(send: Send, body: dict[str, Any], close: bool = False, status: int = 200,
+                  headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
     payload = json.dumps(body).encode()
     head = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
             (b"x-content-type-options", b"nosniff"), *headers]
@@ -159,7 +163,7 @@ async def _answer(send, body: dict, close: bool = False, status: int = 200, head
     await send({"type": "http.response.body", "body": payload})
 
 
-async def _chunk(app, scope, receive, send, auth: str, boundary: bytes) -> None:
+async def _chunk(app: ASGIApp, scope: Scope, receive: Receive, send: Send, auth: str, boundary: bytes) -> None:
     length = int(header(scope, b"content-length") or 0)
     body = _Body(receive)
     head = b""
