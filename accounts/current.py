@@ -12,11 +12,14 @@ from rest_framework.request import Request
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+    from django_htmx.middleware import HtmxDetails
 
     class AuthenticatedHttpRequest(HttpRequest):
-        """The request of a page behind login_required (django-stubs' documented pattern)."""
+        """The request of a page behind login_required (django-stubs' documented pattern), with
+        the `htmx` details django-htmx's middleware adds to every request."""
 
         user: User
+        htmx: HtmxDetails
 
     class AuthenticatedRequest(Request):
         """The request of a DRF view behind IsAuthenticated, for the methods a view defines
