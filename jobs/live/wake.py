@@ -63,7 +63,8 @@ class Waker:
     def _listen(self) -> None:
         while not self._stopping.is_set():
             try:
-                pubsub = health.redis_client().pubsub(ignore_subscribe_messages=True)
+                pubsub = health.redis_client().pubsub(  # type: ignore[no-untyped-call]  # redis-py's is untyped
+                    ignore_subscribe_messages=True)
                 pubsub.subscribe(channel())
                 try:
                     while not self._stopping.is_set():

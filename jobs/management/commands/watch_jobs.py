@@ -11,7 +11,7 @@ from jobs.watch import WatchLoop
 class Command(BaseCommand):
     help = "Watch running jobs: replica states, job outcomes, live logs."
 
-    def handle(self, *args, **options):
+    def handle(self, *args: str, **options: object) -> None:
         stopping = threading.Event()
         signal.signal(signal.SIGTERM, lambda *a: stopping.set())
         self.stdout.write("watching jobs")
