@@ -23,7 +23,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import httpx
 
@@ -33,7 +33,7 @@ from .errors import APIError, ConnectionFailed, NotFound, PaddlectlError
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from .api import API
+    from .api import API, JsonObject
 
     class Client(Protocol):
         """What Storage needs of its client (paddlectl.sdk.Client, which imports this module)."""
@@ -86,7 +86,7 @@ class _FileSlice:
     """`length` bytes of the open file `f` from `offset`, read block by block as the request body
     goes out (counted in `sent` and on the meter); iterable again if the request is resent."""
 
-    def __init__(self, f, local: Path, offset: int, length: int, meter: _Meter):
+    def __init__(self, f: BinaryIO, local: Path, offset: int, length: int, meter: _Meter) -> None:
         self.f, self.local, self.offset, self.length, self.meter = f, local, offset, length, meter
         self.sent = 0
 
@@ -144,7 +144,7 @@ class Storage:
 
     # --- metadata -----------------------------------------------------------------------------
     def stat(self, path: str) -> dict[str, Any]:
-        return self.api.get("files/stat/", path=path)
+        return cast("JsonObject", self.api.get("files/stat/", path=path))
 
     def exists(self, path: str) -> bool:
         try:
@@ -155,7 +155,7 @@ class Storage:
 
     def is_dir(self, path: str) -> bool:
         try:
-            return self.stat(path)["type"] == "dir"
+            return bool(self.stat(path)["type"] == "dir")
         except NotFound:
             return False
 
@@ -172,20 +172,20 @@ class Storage:
 
     def mkdir(self, path: str) -> dict[str, Any]:
         self._ensure_home()
-        return self.api.post("files/mkdir/", {"path": path})
+        return cast("JsonObject", self.api.post("files/mkdir/", {"path": path}))
 
     def rm(self, path: str, recursive: bool = False) -> None:
         self.api.delete("files/", params={"path": path, "recursive": "true" if recursive else "false"})
 
     def mv(self, src: str, dst: str, overwrite: bool = False) -> dict[str, Any]:
-        return self.api.post("files/move/", {"src": src, "dst": dst, "overwrite": overwrite})
+        return cast("JsonObject", self.api.post("files/move/", {"src": src, "dst": dst, "overwrite": overwrite}))
 
     def copy(self, src: str, dst: str, overwrite: bool = False) -> dict[str, Any]:
         """Server-side copy within PFS."""
-        return self.api.post("files/copy/", {"src": src, "dst": dst, "overwrite": overwrite})
+        return cast("JsonObject", self.api.post("files/copy/", {"src": src, "dst": dst, "overwrite": overwrite}))
 
     def usage(self, datacenter: str | None = None) -> dict[str, Any]:
-        return self.api.get("storage/usage/", datacenter=datacenter or self.client.datacenter)
+        return cast("JsonObject", self.api.get("storage/usage/", datacenter=datacenter or self.client.datacenter))
 
     # --- upload -------------------------------------------------------------------------------
     def upload_file(self, local: str | Path, remote: str, progress: Progress | None = None,
@@ -199,13 +199,13 @@ class Storage:
             entry = self.api.request("PUT", "files/content/", params={"path": remote}, content=data,
                                      headers={"Content-Type": "application/octet-stream"})
             meter.add(len(data))
-            return entry
+            return cast("JsonObject", entry)
         return self._resumable(local, remote, size, meter)
 
     def _find_unfinished(self, remote: str, size: int, sha256: str) -> dict[str, Any] | None:
         for upload in self.api.paginate("uploads/"):
             if upload["path"] == remote and upload["size"] == size and upload.get("sha256") == sha256:
-                return upload
+                return cast("JsonObject", upload)
         return None
 
     def _resumable(self, local: Path, remote: str, size: int, meter: _Meter) -> dict[str, Any]:

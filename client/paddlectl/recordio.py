@@ -31,7 +31,7 @@ import weakref
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Union
+from typing import BinaryIO, Literal, Union
 
 from . import snappy
 
@@ -90,10 +90,10 @@ def _decompress(data: memoryview, compressor: int) -> bytes:
     return gzip.decompress(data)
 
 
-def _open(target: PathOrFile, mode: str) -> tuple[BinaryIO, str, bool]:
+def _open(target: PathOrFile, mode: Literal["rb"]) -> tuple[BinaryIO, str, bool]:
     if hasattr(target, "read") or hasattr(target, "write"):
-        return target, getattr(target, "name", "<stream>"), False  # type: ignore[return-value]
-    path = os.fspath(target)  # type: ignore[arg-type]
+        return target, getattr(target, "name", "<stream>"), False  # type: ignore[return-value]  # a file, by hasattr
+    path = os.fspath(target)
     return open(path, mode), path, True  # noqa: SIM115
 
 
@@ -130,10 +130,11 @@ class Writer:
         self.closed = False
         self.count = 0
         self._temp: str | None = None
+        self._file: BinaryIO
         if hasattr(target, "write"):
-            self._file, self.name = target, getattr(target, "name", "<stream>")  # type: ignore[assignment]
+            self._file, self.name = target, getattr(target, "name", "<stream>")  # type: ignore[assignment]  # as in _open
             return
-        self.name = os.fspath(target)  # type: ignore[arg-type]
+        self.name = os.fspath(target)
         directory, base = os.path.split(self.name)
         self._temp = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.tmp")
         # O_EXCL: never through a planted file or link; 0o666 so the umask decides, as for open().
@@ -165,7 +166,7 @@ class Writer:
         """Write the pending records as one chunk."""
         if not self._records:
             return
-        parts = []
+        parts: list[bytes] = []
         for r in self._records:
             parts += (struct.pack("<I", len(r)), r)
         data = _compress(b"".join(parts), self.compressor)
@@ -390,7 +391,8 @@ class Index:
 def load_index(target: PathOrFile) -> Index:
     f, name, owned = _open(target, "rb")
     try:
-        offsets, counts = [], []
+        offsets: list[int] = []
+        counts: list[int] = []
         while True:
             offset = f.tell()
             chunk = read_chunk(f, name)

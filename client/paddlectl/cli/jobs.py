@@ -268,9 +268,7 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
     c, fmt = ctx.client, ctx.output
     if kind == "jobs":
         data = [get_job(ctx, args.name)] if args.name else c.list(all=args.all)
-        if args.name and fmt in ("json", "yaml"):
-            data = data[0]
-        output.emit(data, fmt, JOB_COLUMNS, JOB_WIDE)
+        output.emit(data[0] if args.name and fmt in ("json", "yaml") else data, fmt, JOB_COLUMNS, JOB_WIDE)
     elif kind in ("workers", "events"):
         if not args.name:
             raise UsageError(f"get {kind} needs a job name: paddlectl get {kind} <job>")
