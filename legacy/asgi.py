@@ -224,7 +224,6 @@ async def _pump(body: _Body, writer: RangeWriter, delimiter: bytes) -> str | Non
     thread while the next arrives; then read the rest of the body. None when the part ended with
     the closing boundary, else why not."""
     loop = asyncio.get_running_loop()
-    keep = len(delimiter) - 1  # the most of a delimiter that one read can end with
     carry = b""  # held back: it may be the start of a delimiter split across reads
     batch: list[bytes | memoryview] = []
     have = 0
@@ -237,27 +236,8 @@ async def _pump(body: _Body, writer: RangeWriter, delimiter: bytes) -> str | Non
                 if not body.more:
                     break
                 continue
-            if carry:  # a delimiter that starts in `carry`, else `carry` is data
-                joint = carry + piece[:keep]
-                at = joint.find(delimiter)
-                if 0 <= at < len(carry):
-                    batch.append(carry[:at])
-                    after = joint[at + len(delimiter):] + piece[keep:keep + 2]
-                else:
-                    batch.append(carry)
-                have += len(batch[-1])
-                carry = b""
-            if after is None:
-                view = memoryview(piece)
-                at = piece.find(delimiter)
-                if at >= 0:
-                    batch.append(view[:at])
-                    after = piece[at + len(delimiter):at + len(delimiter) + 2]
-                else:
-                    cut = max(0, len(piece) - keep)
-                    batch.append(view[:cut])
-                    carry = piece[cut:]
-                have += len(batch[-1])
+            carry, after, added = _scan(piece, carry, delimiter, batch)
+            have += added
             if have >= BATCH or after is not None:
                 if pending is not None:
                     await pending
@@ -272,6 +252,44 @@ async def _pump(body: _Body, writer: RangeWriter, delimiter: bytes) -> str | Non
         if pending is not None:
             await asyncio.shield(pending)  # never leave a write running on a closed file
         raise
+    return await _ending(body, after)
+
+
+def _scan(piece: bytes, carry: bytes, delimiter: bytes,
+          batch: list[bytes | memoryview]) -> tuple[bytes, bytes | None, int]:
+    """The next `piece` of the body, after what was held back of the one before (`carry`), split at
+    the delimiter: its data appended to `batch`. Returns what to hold back now, the bytes after the
+    delimiter once it is found (else None), and how many bytes of data were appended."""
+    keep = len(delimiter) - 1  # the most of a delimiter that one read can end with
+    after = None
+    added = 0
+    if carry:  # a delimiter that starts in `carry`, else `carry` is data
+        joint = carry + piece[:keep]
+        at = joint.find(delimiter)
+        if 0 <= at < len(carry):
+            batch.append(carry[:at])
+            after = joint[at + len(delimiter):] + piece[keep:keep + 2]
+        else:
+            batch.append(carry)
+        added += len(batch[-1])
+        carry = b""
+    if after is None:
+        view = memoryview(piece)
+        at = piece.find(delimiter)
+        if at >= 0:
+            batch.append(view[:at])
+            after = piece[at + len(delimiter):at + len(delimiter) + 2]
+        else:
+            cut = max(0, len(piece) - keep)
+            batch.append(view[:cut])
+            carry = piece[cut:]
+        added += len(batch[-1])
+    return carry, after, added
+
+
+async def _ending(body: _Body, after: bytes | None) -> str | None:
+    """Read the rest of the body after the part's data: None when the part ended with the
+    closing boundary, else why not."""
     if after is None:
         return NO_END
     while len(after) < 2 and body.more:

@@ -116,6 +116,18 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _resume_etag(remote: str, part: Path, side: Path) -> str | None:
+    """The ETag a partial download of `remote` in `part` was made from (its side file says), or
+    None: then the partial copy cannot be resumed."""
+    if not (part.exists() and side.exists()):
+        return None
+    try:
+        info = json.loads(side.read_text())
+        return info.get("etag") if info.get("path") == remote else None
+    except (OSError, ValueError):
+        return None
+
+
 def _retry_connection(fn: Callable[[], Any], what: str, deadline: float) -> Any:
     """Call fn until it stops failing with a connection error, backing off, until deadline."""
     delay = 0.25
@@ -282,13 +294,7 @@ class Storage:
         if size is None:
             size = int(self.stat(remote).get("size", 0))
         meter = meter or _Meter(size, progress)
-        etag = None
-        if part.exists() and side.exists():
-            try:
-                info = json.loads(side.read_text())
-                etag = info.get("etag") if info.get("path") == remote else None
-            except (OSError, ValueError):
-                etag = None
+        etag = _resume_etag(remote, part, side)
         if etag is None:
             part.unlink(missing_ok=True)
         start_done = meter.done
@@ -299,33 +305,15 @@ class Storage:
             headers = {"Accept-Encoding": "identity"}
             if have and etag:
                 headers.update({"Range": f"bytes={have}-", "If-Range": etag})
+            seen: dict[str, str] = {}
             try:
-                if wire.usable(self.api):
-                    seen: dict[str, str] = {}
-                    try:
+                try:
+                    if wire.usable(self.api):
                         self._download_spliced(remote, part, headers, meter, start_done, have, seen)
-                    finally:
-                        etag = seen.get("etag") or etag  # resume from what arrived, if it drops
-                    break
-                with self.api.stream("GET", "files/content/", params={"path": remote}, headers=headers) as r:
-                    if r.headers.get("Content-Encoding", "identity") != "identity":
-                        raise PaddlectlError(f"download of {remote}: the server sent it encoded "
-                                             f"({r.headers['Content-Encoding']}) though asked not to")
-                    resumed = r.status_code == 206
-                    etag = r.headers.get("ETag") or etag
-                    if etag:
-                        side.write_text(json.dumps({"path": remote, "etag": etag}))
-                    mode = "ab" if resumed else "wb"
-                    meter.done = start_done + (have if resumed else 0)
-                    meter.report()
-                    with open(part, mode) as f:
-                        # Blocks as the connection reads them (64 KiB): iter_bytes/iter_raw with a
-                        # chunk size re-chunk them through a BytesIO, which took 2-3x the CPU and
-                        # made downloads a quarter of upload speed. A buffered file passes blocks
-                        # bigger than its buffer straight to write(2).
-                        for block in r.iter_raw():
-                            f.write(block)
-                            meter.add(len(block))
+                    else:
+                        self._download_streamed(remote, part, headers, meter, start_done, have, etag, seen)
+                finally:
+                    etag = seen.get("etag") or etag  # resume from what arrived, if it drops
                 break
             except APIError as e:
                 if e.status == 416 and have:  # our partial copy is already complete (or stale)
@@ -340,6 +328,32 @@ class Storage:
         os.replace(part, local)
         side.unlink(missing_ok=True)
         return local
+
+    def _download_streamed(self, remote: str, part: Path, headers: dict[str, str], meter: _Meter,
+                           start_done: int, have: int, etag: str | None, seen: dict[str, str]) -> None:
+        """download_file's request through httpx, the body appended to `part` (or replacing it
+        when the server sends the whole file); the ETag into `seen` as soon as it is known."""
+        side = part.with_name(part.name + ".json")
+        with self.api.stream("GET", "files/content/", params={"path": remote}, headers=headers) as r:
+            if r.headers.get("Content-Encoding", "identity") != "identity":
+                raise PaddlectlError(f"download of {remote}: the server sent it encoded "
+                                     f"({r.headers['Content-Encoding']}) though asked not to")
+            resumed = r.status_code == 206
+            etag = r.headers.get("ETag") or etag
+            if etag:
+                seen["etag"] = etag
+                side.write_text(json.dumps({"path": remote, "etag": etag}))
+            mode = "ab" if resumed else "wb"
+            meter.done = start_done + (have if resumed else 0)
+            meter.report()
+            with open(part, mode) as f:
+                # Blocks as the connection reads them (64 KiB): iter_bytes/iter_raw with a
+                # chunk size re-chunk them through a BytesIO, which took 2-3x the CPU and
+                # made downloads a quarter of upload speed. A buffered file passes blocks
+                # bigger than its buffer straight to write(2).
+                for block in r.iter_raw():
+                    f.write(block)
+                    meter.add(len(block))
 
     def _download_spliced(self, remote: str, part: Path, headers: dict[str, str], meter: _Meter, start_done: int,
                           have: int, seen: dict[str, str]) -> None:

@@ -243,17 +243,7 @@ def read_chunk(f: BinaryIO, name: str = "<stream>", layout: str | None = None,
         raise CorruptRecordIO(name, offset, "the header's compressor or size makes no sense")
     sizes = {candidates[n][2] for n in order}
     data = memoryview(f.read(max(sizes)))
-    chosen = None
-    for n in order:
-        checksum, compressor, size, _ = candidates[n]
-        if len(data) >= size and zlib.crc32(data[:size]) & 0xFFFFFFFF == checksum:
-            chosen = n
-            break
-    if chosen is None:
-        size = candidates[order[0]][2]
-        if len(data) < size:
-            raise CorruptRecordIO(name, offset, f"truncated chunk ({len(data)} of {size} data bytes)")
-        raise CorruptRecordIO(name, offset, "checksum mismatch")
+    chosen = _checked_layout(candidates, order, data, name, offset)
     checksum, compressor, size, count = candidates[chosen]
     f.seek(offset + HEADER.size + size)
     if compressor == GZIP and chosen == "fluid":
@@ -262,7 +252,26 @@ def read_chunk(f: BinaryIO, name: str = "<stream>", layout: str | None = None,
         raw = _decompress(data[:size], compressor)
     except (snappy.SnappyError, OSError, EOFError, zlib.error) as e:
         raise CorruptRecordIO(name, offset, f"cannot decompress ({COMPRESSORS[compressor]}): {e}") from None
-    records, pos = [], 0
+    return ChunkHeader(checksum, compressor, size, count, chosen), _records(raw, count, name, offset)
+
+
+def _checked_layout(candidates: dict[str, tuple[int, int, int, int]], order: list[str], data: memoryview,
+                    name: str, offset: int) -> str:
+    """The first layout in `order` whose checksum matches the chunk's `data`."""
+    for n in order:
+        checksum, _, size, _ = candidates[n]
+        if len(data) >= size and zlib.crc32(data[:size]) & 0xFFFFFFFF == checksum:
+            return n
+    size = candidates[order[0]][2]
+    if len(data) < size:
+        raise CorruptRecordIO(name, offset, f"truncated chunk ({len(data)} of {size} data bytes)")
+    raise CorruptRecordIO(name, offset, "checksum mismatch")
+
+
+def _records(raw: bytes, count: int, name: str, offset: int) -> list[bytes]:
+    """The `count` length-prefixed records of a chunk's decompressed data, all of it."""
+    records: list[bytes] = []
+    pos = 0
     for i in range(count):
         if pos + 4 > len(raw):
             raise CorruptRecordIO(name, offset, f"record {i} of {count} is missing")
@@ -274,7 +283,7 @@ def read_chunk(f: BinaryIO, name: str = "<stream>", layout: str | None = None,
         pos += length
     if pos != len(raw):
         raise CorruptRecordIO(name, offset, f"{len(raw) - pos} stray bytes after {count} records")
-    return ChunkHeader(checksum, compressor, size, count, chosen), records
+    return records
 
 
 class Scanner:
