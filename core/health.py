@@ -12,6 +12,7 @@ recently (the Kubernetes liveness command of those pods), 1 otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import socket
 import sys
@@ -75,19 +76,15 @@ class Heartbeat(threading.Thread):
 
     def run(self) -> None:
         while not self.stopping.is_set():
-            try:
+            with contextlib.suppress(redis.RedisError):
                 beat(self.role, self.host)
-            except redis.RedisError:
-                pass
             self.stopping.wait(settings.HEARTBEAT_INTERVAL)
 
     def stop(self) -> None:
         self.stopping.set()
         self.join(5)
-        try:
+        with contextlib.suppress(redis.RedisError):
             forget(self.role, self.host)
-        except redis.RedisError:
-            pass
 
 
 def status() -> dict[str, dict[str, Any]]:
@@ -99,7 +96,7 @@ def status() -> dict[str, dict[str, Any]]:
         with connection.cursor() as cur:
             cur.execute("SELECT 1")
         parts["db"] = {"up": True}
-    except Exception as e:  # any database failure means "down"; its kind says which
+    except Exception as e:  # noqa: BLE001 - any database failure means "down"; its kind says which
         parts["db"] = {"up": False, "error": type(e).__name__}
     try:
         redis_client().ping()

@@ -34,6 +34,7 @@ they do under any other server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import fcntl
 import logging
@@ -111,10 +112,8 @@ class HttpProtocol(HttpToolsProtocol):
     def fresh_parser(self) -> None:
         """Start parsing anew at a request boundary (after a body the parser never saw)."""
         self.parser = httptools.HttpRequestParser(self)
-        try:
+        with contextlib.suppress(AttributeError):  # httptools < 0.6.3
             self.parser.set_dangerous_leniencies(lenient_data_after_close=True)  # as uvicorn does
-        except AttributeError:  # httptools < 0.6.3
-            pass
 
 
 class _ZeroCopyRequest:
@@ -250,10 +249,8 @@ def _store_body(head: bytes, sock: int, fd: int, offset: int, remaining: int) ->
             return stored
         r, w = os.pipe2(os.O_CLOEXEC)
         try:
-            try:
+            with contextlib.suppress(OSError):
                 fcntl.fcntl(w, F_SETPIPE_SZ, PIPE_SIZE)
-            except OSError:
-                pass
             end = len(head) + remaining
             while stored < end:
                 try:

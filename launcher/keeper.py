@@ -28,6 +28,7 @@ State directory files: `keeper.pid` (this process), `child.pid`, `exit.json`
 """
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -147,17 +148,13 @@ def _descendants(pid: int) -> list[int]:
 
 def _kill(pids: Iterable[int], sig: int) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
 
 
 def _kill_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _result(code: int, sig: int | None = None, terminated: bool = False, oom: bool = False,
@@ -269,10 +266,8 @@ def _outcome(args: argparse.Namespace, status: int | None, stop_at: list[float],
     result = _result(code if code >= 0 else 128 - code, sig, bool(stop_at), _oom_kills(args.oom_file) > oom_before,
                      bool(disk_limited))
     for d in args.cgroup:
-        try:
+        with contextlib.suppress(OSError):  # the launcher removes what is left when the job's network goes
             os.rmdir(d)
-        except OSError:
-            pass  # the launcher removes what is left when the job's network goes
     return result
 
 

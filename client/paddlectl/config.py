@@ -45,6 +45,7 @@ password: secret              #   (`paddle login` replaces this with token: ...)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import stat
@@ -397,7 +398,5 @@ class TokenCache:
             data.pop(key, None)
         else:
             data[key] = token
-        try:
+        with contextlib.suppress(OSError):
             _write_private(self.path, yaml.safe_dump(data))
-        except OSError:
-            pass

@@ -278,10 +278,8 @@ class Storage:
                 self.rm(dest, recursive=True)
             self.mv(staging, dest)
         except BaseException:
-            try:
+            with contextlib.suppress(PaddlectlError):
                 self.rm(staging, recursive=True)
-            except PaddlectlError:
-                pass
             raise
 
     # --- download -----------------------------------------------------------------------------

@@ -22,6 +22,7 @@ the file and byte offset, never returns garbage.
 
 from __future__ import annotations
 
+import contextlib
 import glob as _glob
 import gzip
 import os
@@ -94,15 +95,13 @@ def _open(target: PathOrFile, mode: Literal["rb"]) -> tuple[BinaryIO, str, bool]
     if hasattr(target, "read") or hasattr(target, "write"):
         return target, getattr(target, "name", "<stream>"), False  # type: ignore[return-value]  # a file, by hasattr
     path = os.fspath(target)
-    return open(path, mode), path, True  # noqa: SIM115
+    return open(path, mode), path, True
 
 
 def _discard(f: BinaryIO, path: str) -> None:
     f.close()
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 class Writer:

@@ -14,6 +14,7 @@ Every method returns the server's JSON (dicts and lists) and raises a PaddlectlE
 from __future__ import annotations
 
 import builtins
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -233,10 +234,8 @@ class Client:
             return cast(JsonObject, self.api.post("jobs/", job.to_request(dest)))
         except APIError:
             # Refused (a bad field, the quota): leave nothing behind.
-            try:
+            with contextlib.suppress(PaddlectlError):
                 self.storage.rm(dest, recursive=True)
-            except PaddlectlError:
-                pass
             raise
 
     def clone(self, name: str, /, **changes: Any) -> JobDict:

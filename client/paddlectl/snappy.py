@@ -319,10 +319,7 @@ def compress(data: bytes | memoryview, codec: Backend | None = None) -> bytes:
     for start in range(0, len(view), MAX_BLOCK):
         block = bytes(view[start:start + MAX_BLOCK])
         crc = struct.pack("<I", masked(codec.crc32c(block)))
-        if codec.python_codec and _incompressible(block):
-            packed = block
-        else:
-            packed = codec.compress_block(block)
+        packed = block if codec.python_codec and _incompressible(block) else codec.compress_block(block)
         if len(packed) < len(block) - len(block) // 8:
             parts.append(_frame(0x00, crc + packed))
         else:

@@ -13,6 +13,7 @@ dropped connection, APIError for an answer >= 400).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import http.client
 import os
@@ -123,10 +124,8 @@ def _splice_body(response: http.client.HTTPResponse, sock: socket.socket, out: i
         received(total)
     r, w = os.pipe()
     try:
-        try:
+        with contextlib.suppress(OSError):
             fcntl.fcntl(w, F_SETPIPE_SZ, PIPE)
-        except OSError:
-            pass
         while total < length:
             n = os.splice(sock.fileno(), w, min(PIPE, length - total))
             if n == 0:

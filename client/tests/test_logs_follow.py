@@ -51,7 +51,7 @@ def test_follow_resumes_after_cut_connections_without_loss_or_repeats(live_serve
         try:
             for line in client.logs("fol", follow=True, poll_interval=0.05, reconnect_for=60):
                 got.append((line.replica, line.text))
-        except BaseException as e:  # surfaced by the assertion below
+        except BaseException as e:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(e)
         finally:
             connection.close()

@@ -8,6 +8,7 @@ whose replicas were just started, is observed at once and then every HURRY_INTER
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -69,10 +70,8 @@ class Waker:
                 try:
                     while not self._stopping.is_set():
                         if pubsub.get_message(timeout=1.0) is not None:
-                            try:
+                            with contextlib.suppress(BlockingIOError):  # already woken: the pipe is full
                                 os.write(self._write, b"\0")
-                            except BlockingIOError:
-                                pass  # already woken: the pipe is full
                 finally:
                     pubsub.close()
             except redis.RedisError as e:  # Redis restarting: passes go on at WATCH_INTERVAL

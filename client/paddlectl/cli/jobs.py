@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -279,10 +280,8 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
             output.emit(job.get("events", []), fmt, EVENT_COLUMNS, name=lambda e: str(e.get("reason")))
     elif kind == "quota":
         quota = c.quota()
-        try:
+        with contextlib.suppress(PaddlectlError):  # storage accounting is optional for the quota view
             quota["storage"] = c.storage.usage()
-        except PaddlectlError:  # storage accounting is optional for the quota view
-            pass
         _print_quota(quota, fmt)
     elif kind == "cluster":
         print_cluster(c.cluster(), fmt)

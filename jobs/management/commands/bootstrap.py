@@ -30,11 +30,11 @@ class Command(BaseCommand):
         if created:
             self.stdout.write(f"created datacenter '{dc.name}' (local processes)")
         Quota.objects.get_or_create(datacenter=dc, user=None)
-        User = get_user_model()
-        if User.objects.exists():
+        user_model = get_user_model()
+        if user_model.objects.exists():
             return
         password = password or secrets.token_urlsafe(12)
-        user = User.objects.create_superuser(username=username, email="", password=password)
+        user = user_model.objects.create_superuser(username=username, email="", password=password)
         self._copy_examples(user, dc)
         line = "=" * 64
         self.stdout.write(self.style.SUCCESS(

@@ -1,5 +1,6 @@
 """`manage.py watch_jobs`: the watch loop (jobs/watch.py) until SIGTERM or Ctrl-C."""
 
+import contextlib
 import signal
 import threading
 
@@ -15,7 +16,5 @@ class Command(BaseCommand):
         stopping = threading.Event()
         signal.signal(signal.SIGTERM, lambda *a: stopping.set())
         self.stdout.write("watching jobs")
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             WatchLoop().run(stopping)
-        except KeyboardInterrupt:
-            pass
