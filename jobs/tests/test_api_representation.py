@@ -17,9 +17,10 @@ pytestmark = pytest.mark.django_db
 
 
 def drf(serializer_class):
-    """The same serializer with DRF's own to_representation."""
+    """The same serializer with DRF's own fields and to_representation."""
     return type(f"DRF{serializer_class.__name__}", (serializer_class,),
-                {"to_representation": serializers.ModelSerializer.to_representation})
+                {"to_representation": serializers.ModelSerializer.to_representation,
+                 "get_fields": serializers.ModelSerializer.get_fields})
 
 
 @pytest.fixture
