@@ -8,6 +8,7 @@ import re
 
 import pytest
 from django.db import connection
+from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
 
 from jobs.filtersets import JobFilterSet
@@ -131,3 +132,13 @@ def test_on_postgresql_each_filter_reads_its_index_in_page_order(alice, bob, ali
     if not query.startswith("name="):
         # an Incremental Sort only orders the ties of a key the index already sorts (the name's)
         assert not re.search(r"(^|->  )Sort ", plan, re.MULTILINE), plan
+
+
+def test_without_query_parameters_the_job_filters_change_nothing(alice, datacenter):
+    # The job views skip the filterset for a request without query parameters (jobs/api/views.py):
+    # right only while it filters nothing then.
+    make_jobs(alice, datacenter, 3)
+    everything = Job.objects.filter(user=alice).order_by("-created", "-id")
+    filtered = JobFilterSet(QueryDict(), queryset=everything)
+    assert filtered.is_valid()
+    assert str(filtered.qs.query) == str(everything.query)
