@@ -9,6 +9,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from accounts.models import Registry
+from core.api import PlainFieldsRepresentation
 from jobs.api.serializers import JobDetailSerializer, JobEventSerializer, JobSerializer, ReplicaSerializer
 from jobs.models import Job, JobEvent, Replica, ReplicaSample
 from tests.support import make_job
@@ -56,3 +57,18 @@ def test_lists_of_jobs_replicas_and_events_read_the_same_as_with_drf_alone(job, 
     assert ReplicaSerializer(replicas, many=True).data == drf(ReplicaSerializer)(replicas, many=True).data
     events = list(job.events.select_related("replica"))
     assert JobEventSerializer(events, many=True).data == drf(JobEventSerializer)(events, many=True).data
+
+
+def test_a_missing_related_object_reads_as_with_drf_alone(job):
+    class EventSerializer(PlainFieldsRepresentation, serializers.ModelSerializer):
+        role = serializers.CharField(source="replica.role", read_only=True)  # no default: no key at all
+        index = serializers.CharField(source="replica.index", read_only=True, default="none")
+        host = serializers.CharField(source="replica.host", read_only=True, allow_null=True)
+
+        class Meta:
+            model = JobEvent
+            fields = ["state", "role", "index", "host"]
+
+    events = list(job.events.select_related("replica"))
+    assert {e.replica_id is None for e in events} == {True, False}
+    assert EventSerializer(events, many=True).data == drf(EventSerializer)(events, many=True).data
