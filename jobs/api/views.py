@@ -36,6 +36,11 @@ def _moment(seconds: float | None) -> datetime | None:
 # other columns were a third of the job query's, each compiled and decoded on every request.
 _SOURCE_NAME_ONLY = [f"cloned_from__{f.name}" for f in Job._meta.concrete_fields if f.name not in ("id", "name")]
 
+# A job's replicas (with their newest usage sample) and events, as its detail reads them: built
+# once, as resolving the usage subqueries again for each request was 0.4 ms of its CPU.
+_REPLICAS = usage.with_latest(Replica.objects.all())
+_EVENTS = JobEvent.objects.select_related("replica")
+
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet):
     queryset = Job.objects.filter(deleting=False).select_related(
@@ -47,9 +52,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
 
     def get_queryset(self):
         qs = super().get_queryset()
-        if self.action != "list":
-            qs = qs.prefetch_related(Prefetch("replicas", usage.with_latest(Replica.objects.all())),
-                                     Prefetch("events", JobEvent.objects.select_related("replica")))
+        if self.action != "list":  # a copy of each (the prefetch adds hints to its queryset)
+            qs = qs.prefetch_related(Prefetch("replicas", _REPLICAS.all()), Prefetch("events", _EVENTS.all()))
         return qs
 
     def get_serializer_class(self):
