@@ -11,6 +11,7 @@ from django.db import connection
 from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
 
+from accounts.models import Registry
 from jobs.filtersets import JobFilterSet
 from jobs.models import Job, JobEvent, Replica
 from tests.support import make_job
@@ -61,7 +62,9 @@ def test_a_list_request_takes_two_queries_without_distinct_at_any_size(alice, al
     make_jobs_more = [f"more-{i}" for i in range(60)]
     Job.objects.bulk_create(Job(user=alice, datacenter=datacenter, name=n, k8s_name=n, mode="ps", pservers=1,
                                 trainers=1, package="/p", entry="x", state="Running") for n in make_jobs_more)
-    Job.objects.filter(user=alice, name__startswith="more-").update(cloned_from=Job.objects.get(name="job-0"))
+    registry = Registry.objects.create(user=alice, name="reg", server="r.example.com", username="u", password="p")
+    Job.objects.filter(user=alice, name__startswith="more-").update(cloned_from=Job.objects.get(name="job-0"),
+                                                                     registry=registry)
     many = queries(alice_api, f"/api/v2/jobs/?{query}")
     # the token, the page (the datacenter filter looks its id up first)
     assert len(many) == len(few) == (3 if "datacenter" in query else 2), many
