@@ -98,6 +98,13 @@ def _plain_reader(field: drf_fields.Field) -> Callable[[Any], Any] | None:
     return None
 
 
+def _shallow_copy(field: drf_fields.Field) -> drf_fields.Field:  # type: ignore[type-arg]
+    """copy.copy(field), without its trip through __reduce_ex__ (77 fields per job detail)."""
+    new = object.__new__(type(field))
+    new.__dict__.update(field.__dict__)
+    return new
+
+
 class PlainFieldsRepresentation:
     """For a ModelSerializer: the same representation as DRF's, with the plain fields (text,
     numbers, booleans, choices, JSON, dates, related objects' names) read straight off the
@@ -118,7 +125,7 @@ class PlainFieldsRepresentation:
         if built is None:  # per class (not inherited): a subclass declares fields of its own
             built = super().get_fields()  # type: ignore[misc]
             cls._built_fields = built  # type: ignore[attr-defined]
-        return {name: copy.deepcopy(field) if isinstance(field, serializers.BaseSerializer) else copy.copy(field)
+        return {name: copy.deepcopy(field) if isinstance(field, serializers.BaseSerializer) else _shallow_copy(field)
                 for name, field in built.items()}
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
