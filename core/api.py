@@ -3,14 +3,15 @@
 import copy
 from collections.abc import Callable
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from rest_framework import ISO_8601, serializers, viewsets
 from rest_framework import fields as drf_fields
-from rest_framework import serializers, viewsets
 from rest_framework.exceptions import NotFound
 from rest_framework.relations import PKOnlyObject
 from rest_framework.settings import api_settings
@@ -75,6 +76,30 @@ def _related_text_reader(field: drf_fields.Field) -> Callable[[Any], Any] | None
     return read
 
 
+def _datetime_reader(field: Any, attr: str) -> Callable[[Any], Any]:
+    """DRF's ISO 8601 text of a stored aware datetime, in the field's time zone (the active one, as
+    DRF reads it, looked up once per serializer instance instead of once per row and field)."""
+    drf = field.to_representation
+    fmt = getattr(field, "format", api_settings.DATETIME_FORMAT)
+    zone = field.timezone if hasattr(field, "timezone") else field.default_timezone()
+    if fmt is None or fmt.lower() != ISO_8601 or zone is None:
+        return lambda obj: None if (v := getattr(obj, attr)) is None else drf(v)
+
+    def read(obj: Any) -> Any:
+        value = getattr(obj, attr)
+        if value is None:
+            return None
+        if type(value) is not datetime or value.utcoffset() is None:  # naive, a str...: DRF's way
+            return drf(value)
+        try:
+            text = value.astimezone(zone).isoformat()
+        except OverflowError:
+            return drf(value)  # DRF's error
+        return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+    return read
+
+
 def _plain_reader(field: drf_fields.Field) -> Callable[[Any], Any] | None:
     """A function giving what DRF's `field` would give for an instance, for the fields whose value
     is the stored attribute (a model column of its own), or a related object's text: None for the
@@ -88,7 +113,9 @@ def _plain_reader(field: drf_fields.Field) -> Callable[[Any], Any] | None:
         return lambda obj: None if (v := getattr(obj, attr)) is None else str(v)
     if kind is serializers.IntegerField:
         return lambda obj: None if (v := getattr(obj, attr)) is None else int(v)
-    if kind in (serializers.BooleanField, serializers.DateTimeField):
+    if kind is serializers.DateTimeField:
+        return _datetime_reader(field, attr)
+    if kind is serializers.BooleanField:
         return lambda obj: None if (v := getattr(obj, attr)) is None else field.to_representation(v)
     if kind is serializers.ChoiceField:
         choices = field.choice_strings_to_values  # type: ignore[attr-defined]

@@ -72,3 +72,10 @@ def test_a_missing_related_object_reads_as_with_drf_alone(job):
     events = list(job.events.select_related("replica"))
     assert {e.replica_id is None for e in events} == {True, False}
     assert EventSerializer(events, many=True).data == drf(EventSerializer)(events, many=True).data
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Shanghai", "America/St_Johns"])
+def test_dates_read_as_with_drf_alone_in_the_active_time_zone(job, zone):
+    with timezone.override(zone):
+        assert JobDetailSerializer(job).data == drf(JobDetailSerializer)(job).data
+        assert JobDetailSerializer(job).data["created"].endswith("Z") == (zone == "UTC")
