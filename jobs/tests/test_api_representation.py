@@ -9,6 +9,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from accounts.models import Registry
+from core.api import PlainFieldsRepresentation
 from jobs.api.serializers import JobDetailSerializer, JobEventSerializer, JobSerializer, ReplicaSerializer
 from jobs.models import Job, JobEvent, Replica, ReplicaSample
 from tests.support import make_job
@@ -17,9 +18,10 @@ pytestmark = pytest.mark.django_db
 
 
 def drf(serializer_class):
-    """The same serializer with DRF's own to_representation."""
+    """The same serializer with DRF's own fields and to_representation."""
     return type(f"DRF{serializer_class.__name__}", (serializer_class,),
-                {"to_representation": serializers.ModelSerializer.to_representation})
+                {"to_representation": serializers.ModelSerializer.to_representation,
+                 "get_fields": serializers.ModelSerializer.get_fields})
 
 
 @pytest.fixture
@@ -55,3 +57,25 @@ def test_lists_of_jobs_replicas_and_events_read_the_same_as_with_drf_alone(job, 
     assert ReplicaSerializer(replicas, many=True).data == drf(ReplicaSerializer)(replicas, many=True).data
     events = list(job.events.select_related("replica"))
     assert JobEventSerializer(events, many=True).data == drf(JobEventSerializer)(events, many=True).data
+
+
+def test_a_missing_related_object_reads_as_with_drf_alone(job):
+    class EventSerializer(PlainFieldsRepresentation, serializers.ModelSerializer):
+        role = serializers.CharField(source="replica.role", read_only=True)  # no default: no key at all
+        index = serializers.CharField(source="replica.index", read_only=True, default="none")
+        host = serializers.CharField(source="replica.host", read_only=True, allow_null=True)
+
+        class Meta:
+            model = JobEvent
+            fields = ["state", "role", "index", "host"]
+
+    events = list(job.events.select_related("replica"))
+    assert {e.replica_id is None for e in events} == {True, False}
+    assert EventSerializer(events, many=True).data == drf(EventSerializer)(events, many=True).data
+
+
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Shanghai", "America/St_Johns"])
+def test_dates_read_as_with_drf_alone_in_the_active_time_zone(job, zone):
+    with timezone.override(zone):
+        assert JobDetailSerializer(job).data == drf(JobDetailSerializer)(job).data
+        assert JobDetailSerializer(job).data["created"].endswith("Z") == (zone == "UTC")

@@ -8,8 +8,10 @@ import re
 
 import pytest
 from django.db import connection
+from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
 
+from accounts.models import Registry
 from jobs.filtersets import JobFilterSet
 from jobs.models import Job, JobEvent, Replica
 from tests.support import make_job
@@ -60,6 +62,9 @@ def test_a_list_request_takes_two_queries_without_distinct_at_any_size(alice, al
     make_jobs_more = [f"more-{i}" for i in range(60)]
     Job.objects.bulk_create(Job(user=alice, datacenter=datacenter, name=n, k8s_name=n, mode="ps", pservers=1,
                                 trainers=1, package="/p", entry="x", state="Running") for n in make_jobs_more)
+    registry = Registry.objects.create(user=alice, name="reg", server="r.example.com", username="u", password="p")
+    Job.objects.filter(user=alice, name__startswith="more-").update(cloned_from=Job.objects.get(name="job-0"),
+                                                                     registry=registry)
     many = queries(alice_api, f"/api/v2/jobs/?{query}")
     # the token, the page (the datacenter filter looks its id up first)
     assert len(many) == len(few) == (3 if "datacenter" in query else 2), many
@@ -69,10 +74,12 @@ def test_a_list_request_takes_two_queries_without_distinct_at_any_size(alice, al
 def test_a_job_detail_takes_four_queries_whatever_its_replicas_and_events(alice, alice_api, datacenter):
     small = with_replicas_and_events(make_job(alice, datacenter, name="small"), replicas=1, events=1)
     big = with_replicas_and_events(make_job(alice, datacenter, name="big"), replicas=8, events=40)
+    Job.objects.filter(pk=big.pk).update(cloned_from=small)  # its source's name is read with it
     # the token, the job (with its datacenter, registry and source), its replicas (with their latest
     # usage), its events (with their replicas)
     assert len(queries(alice_api, f"/api/v2/jobs/{small.name}/")) == 4
     assert len(queries(alice_api, f"/api/v2/jobs/{big.name}/")) == 4
+    assert alice_api.get(f"/api/v2/jobs/{big.name}/").json()["cloned_from"] == "small"
 
 
 def test_the_job_list_page_takes_the_same_queries_at_any_size_without_distinct(alice, datacenter, client):
@@ -131,3 +138,13 @@ def test_on_postgresql_each_filter_reads_its_index_in_page_order(alice, bob, ali
     if not query.startswith("name="):
         # an Incremental Sort only orders the ties of a key the index already sorts (the name's)
         assert not re.search(r"(^|->  )Sort ", plan, re.MULTILINE), plan
+
+
+def test_without_query_parameters_the_job_filters_change_nothing(alice, datacenter):
+    # The job views skip the filterset for a request without query parameters (jobs/api/views.py):
+    # right only while it filters nothing then.
+    make_jobs(alice, datacenter, 3)
+    everything = Job.objects.filter(user=alice).order_by("-created", "-id")
+    filtered = JobFilterSet(QueryDict(), queryset=everything)
+    assert filtered.is_valid()
+    assert str(filtered.qs.query) == str(everything.query)
