@@ -1,5 +1,9 @@
+from typing import Any
+
 from django import forms
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from knox.models import AuthToken
 
 from . import services
@@ -12,7 +16,7 @@ admin.site.login_form = AdminLoginForm
 admin.site.unregister(AuthToken)
 
 
-class RegistryForm(forms.ModelForm):
+class RegistryForm(forms.ModelForm[Registry]):
     password = forms.CharField(widget=forms.PasswordInput(render_value=False), required=False,
                                help_text="Stored encrypted. Leave empty to keep the current one.")
 
@@ -20,17 +24,18 @@ class RegistryForm(forms.ModelForm):
         model = Registry
         fields = ["user", "name", "server", "username", "password"]
 
-    def clean_password(self):
-        value = self.cleaned_data["password"]
+    def clean_password(self) -> str:
+        value: str = self.cleaned_data["password"]
         if not value and self.instance.pk:
-            return self.instance.password
+            stored: str = self.instance.password
+            return stored
         if not value:
             raise forms.ValidationError("a password is required")
         return value
 
 
 @admin.register(Registry)
-class RegistryAdmin(admin.ModelAdmin):
+class RegistryAdmin(admin.ModelAdmin[Registry]):
     form = RegistryForm
     list_display = ["name", "user", "server", "username", "created"]
     list_filter = ["server"]
@@ -39,31 +44,31 @@ class RegistryAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
     """Every user's tokens by name; deleting one revokes it (knox's own page shows only hashes)."""
 
     list_display = ["name", "user", "created", "expiry"]
     search_fields = ["name", "user__username"]
     list_select_related = ["user", "auth_token"]
-    readonly_fields = ["name", "user", "created", "expiry"]
+    readonly_fields = ("name", "user", "created", "expiry")
     fields = readonly_fields
 
     @admin.display(ordering="auth_token__created")
-    def created(self, obj):
+    def created(self, obj: ApiToken) -> Any:
         return obj.auth_token.created
 
     @admin.display(ordering="auth_token__expiry", description="expires")
-    def expiry(self, obj):
+    def expiry(self, obj: ApiToken) -> Any:
         return obj.auth_token.expiry or "never"
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
         return False
 
-    def delete_model(self, request, obj):
+    def delete_model(self, request: HttpRequest, obj: ApiToken) -> None:
         services.revoke_token(obj)
 
-    def delete_queryset(self, request, queryset):
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         services.revoke_tokens(queryset)

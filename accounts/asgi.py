@@ -12,6 +12,7 @@ from channels.security.websocket import AllowedHostsOriginValidator
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 
+from core.asgi_types import ASGIApp, Receive, Scope, Send
 from core.headers import header
 
 from .services import user_for_token
@@ -34,7 +35,8 @@ def credentials_valid(authorization: str | None, session_key: str | None) -> boo
         from django.contrib import auth
 
         store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
-        return auth.get_user(SimpleNamespace(session=store)).is_authenticated
+        # get_user reads only the request's session
+        return auth.get_user(SimpleNamespace(session=store)).is_authenticated  # type: ignore[arg-type]
     return False
 
 
@@ -43,13 +45,14 @@ class TokenOrSessionAuth:
     user, whatever its Origin: a token is not an ambient credential another site's page could
     ride on. Everyone else is the browser session's user, with the Origin checked."""
 
-    def __init__(self, inner):
+    def __init__(self, inner: ASGIApp) -> None:
         self.inner = inner
         self.browser = AllowedHostsOriginValidator(AuthMiddlewareStack(inner))
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         authorization = header(scope, b"authorization")
         if authorization is None or not is_token(authorization):
-            return await self.browser(scope, receive, send)
+            await self.browser(scope, receive, send)
+            return
         user = await database_sync_to_async(user_for_token)(authorization)
         return await self.inner({**scope, "user": user or AnonymousUser()}, receive, send)

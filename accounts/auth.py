@@ -31,7 +31,7 @@ from rest_framework import exceptions
 from .models import ApiToken
 
 
-class TokenAuthentication(KnoxTokenAuthentication):
+class TokenAuthentication(KnoxTokenAuthentication):  # type: ignore[misc]  # knox has no types
     """knox's, and `validate_user` (its hook for a valid token) also records the use."""
 
     def authenticate_credentials(self, token: bytes) -> tuple[Any, Any]:
@@ -56,12 +56,12 @@ class TokenAuthentication(KnoxTokenAuthentication):
         raise exceptions.AuthenticationFailed(msg)
 
     def validate_user(self, auth_token: Any) -> tuple[Any, Any]:
-        found = super().validate_user(auth_token)  # raises for an inactive user: no use recorded
+        found: tuple[Any, Any] = super().validate_user(auth_token)  # raises for an inactive user: no use recorded
         token_used(auth_token.pk, auth_token.digest)
         return found
 
 
-class TokenScheme(KnoxTokenScheme):
+class TokenScheme(KnoxTokenScheme):  # type: ignore[no-untyped-call]  # drf-spectacular's __init_subclass__
     """The schema's security scheme, knox's as drf-spectacular describes it (it matches by class)."""
 
     target_class = "accounts.auth.TokenAuthentication"

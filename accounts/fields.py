@@ -30,7 +30,7 @@ def _fernet() -> MultiFernet:
 
 
 @receiver(setting_changed)
-def _keys_changed(setting: str, **kwargs) -> None:
+def _keys_changed(setting: str, **kwargs: object) -> None:
     if setting == "FIELD_ENCRYPTION_KEYS":
         _fernet.cache_clear()
 
@@ -46,13 +46,13 @@ def decrypt(token: str) -> str:
         raise ValueError("cannot decrypt a stored secret: was its key removed from FIELD_ENCRYPTION_KEYS?") from e
 
 
-class EncryptedTextField(models.TextField):
+class EncryptedTextField(models.TextField[str, str]):
     """Stores ciphertext; Python code only ever sees the plain value."""
 
-    def from_db_value(self, value, expression, connection):
+    def from_db_value(self, value: str | None, expression: object, connection: object) -> str | None:
         return value if value in (None, "") else decrypt(value)
 
-    def get_prep_value(self, value):
+    def get_prep_value(self, value: str | None) -> str | None:
         value = super().get_prep_value(value)
         return value if value in (None, "") else encrypt(value)
 

@@ -36,7 +36,7 @@ def service(var_dir: str | None = None):
 
     redis = embedded_redis.ensure_running(settings.EMBEDDED_REDIS_SOCKET) if settings.EMBEDDED_REDIS_SOCKET else None
     call_command("migrate", verbosity=0)
-    call_command("bootstrap", password="bench-password", stdout=open(os.devnull, "w"))
+    call_command("bootstrap", password="bench-password", stdout=open(os.devnull, "w"))  # noqa: SIM115 - for the run
     from accounts.models import Datacenter
 
     # Benchmarks measure overheads, not the queue: their jobs may ask for more CPU than the machine has.

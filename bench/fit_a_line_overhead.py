@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 from report import Row, emit
 from service import ROOT, Service
@@ -37,7 +38,7 @@ def fleet_launch(bin_dir: str) -> float:
                         "--worker_num=2", "--log_dir", f"{tmp}/log", "train.py"], cwd=work, env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         elapsed = time.perf_counter() - start
-        if "pass 10 loss" not in open(f"{tmp}/log/workerlog.0").read():
+        if "pass 10 loss" not in Path(f"{tmp}/log/workerlog.0").read_text():
             raise SystemExit("fleet.launch run did not train 10 passes")
     return elapsed
 

@@ -152,6 +152,6 @@ def main() -> None:
 if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "client"))
-    from report import Row, emit  # noqa: E402
+    from report import Row, emit
 
     main()

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from service import load
 
@@ -55,7 +56,7 @@ def table(rows: list[Row]) -> None:
 
 
 def main(path: str) -> int:
-    rows = [Row(**json.loads(line)) for line in open(path) if line.strip()]
+    rows = [Row(**json.loads(line)) for line in Path(path).read_text().splitlines() if line.strip()]
     print(f"\n== make bench: every row against the live service (load average now {load()})")
     table(rows)
     missed = [r.measure for r in rows if not r.met]

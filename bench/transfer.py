@@ -18,6 +18,7 @@ Medians and p99 of the rounds; the load average is printed with them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import hashlib
 import http.client
@@ -125,10 +126,8 @@ def _splice_body(resp: http.client.HTTPResponse, sock: socket.socket, out: int, 
         total = len(buffered)
     r, w = os.pipe()
     try:
-        try:
+        with contextlib.suppress(OSError):
             fcntl.fcntl(w, F_SETPIPE_SZ, 1 * MiB)
-        except OSError:
-            pass
         while total < length:
             n = os.splice(sock.fileno(), w, min(1 * MiB, length - total))
             if n == 0:
@@ -199,7 +198,7 @@ def reference(src: Path, dst: Path) -> float:
 class _NothingBuffered:
     """What _splice_body needs of an http.client response that has buffered nothing."""
 
-    class fp:
+    class fp:  # noqa: N801 - stands in for the response's `fp` attribute
         @staticmethod
         def peek(n):
             return b""

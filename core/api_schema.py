@@ -2,6 +2,8 @@
 schema (a drf-spectacular postprocessing hook, settings.SPECTACULAR_SETTINGS), so no view has
 to list them and none is left undocumented."""
 
+from typing import Any
+
 VALIDATION_ERROR = {
     "type": "object",
     "description": "What was wrong with the request: field name (or `non_field_errors`) to its "
@@ -31,7 +33,7 @@ _ANSWERS = {
 }
 
 
-def document_errors(result: dict, generator, request, public) -> dict:
+def document_errors(result: dict[str, Any], generator: object, request: object, public: bool) -> dict[str, Any]:
     """Add the error answers each operation can give, where the view did not document them;
     every 400 gets the one validation-error schema (views documented it as {"detail"})."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
@@ -59,7 +61,8 @@ def document_errors(result: dict, generator, request, public) -> dict:
     return result
 
 
-def document_empty_filters(result: dict, generator, request, public) -> dict:
+def document_empty_filters(result: dict[str, Any], generator: object, request: object,
+                           public: bool) -> dict[str, Any]:
     """A single-valued choice filter given empty (`?mode=`, as an HTML form sends "any") filters
     nothing; django-filter takes it, so the schema lists "" among the values."""
     for item in result.get("paths", {}).values():

@@ -26,6 +26,7 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http.cookie import parse_cookie
 
+from .asgi_types import ASGIApp, Message, Receive, Scope, Send
 from .headers import header
 
 # Whether a request's credentials (its Authorization header, its session key) name an active user.
@@ -38,13 +39,15 @@ def body_limit(path: str, authenticated: bool, streamed: bool) -> int | None:
     """The most bytes this request's body may have: 0 refuses any body, None leaves the bound to
     the route that streams it (the token upload-chunk route, bounded by the upload's declared size)."""
     if not authenticated:
-        return settings.ANONYMOUS_BODY_MAX if path in settings.ANONYMOUS_BODY_PATHS else 0
+        anonymous_max: int = settings.ANONYMOUS_BODY_MAX
+        return anonymous_max if path in settings.ANONYMOUS_BODY_PATHS else 0
     if streamed:
         return None
-    return settings.REQUEST_BODY_MAX
+    limit: int = settings.REQUEST_BODY_MAX
+    return limit
 
 
-async def _refuse(send, status: int, detail: str, headers: list | None = None) -> None:
+async def _refuse(send: Send, status: int, detail: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
     payload = json.dumps({"detail": detail}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
@@ -62,12 +65,12 @@ class BodyLimit:
     which routes stream their own bodies is the apps' to say (paddleweb/asgi.py passes accounts'
     and pfs' answers in): core knows no app."""
 
-    def __init__(self, app, *, authenticated: Authenticated, streamed: Streamed):
+    def __init__(self, app: ASGIApp, *, authenticated: Authenticated, streamed: Streamed) -> None:
         self.app = app
         self.authenticated = authenticated
         self.streamed = streamed
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         length_h = header(scope, b"content-length")
@@ -107,12 +110,12 @@ class _CutOff:
     """A chunked body counted as it arrives: past the limit the app sees the client leave
     (Django then drops the request) and the 413 goes out instead of whatever the app says."""
 
-    def __init__(self, receive, send, limit: int):
+    def __init__(self, receive: Receive, send: Send, limit: int) -> None:
         self._receive, self._send, self.limit = receive, send, limit
         self.received = 0
         self.exceeded = self.started = False
 
-    async def receive(self):
+    async def receive(self) -> Message:
         if self.exceeded:
             return {"type": "http.disconnect"}
         message = await self._receive()
@@ -123,7 +126,7 @@ class _CutOff:
                 return {"type": "http.disconnect"}
         return message
 
-    async def send(self, message):
+    async def send(self, message: Message) -> None:
         if self.exceeded and not self.started:
             return
         if message["type"] == "http.response.start":

@@ -10,6 +10,7 @@ when the pinned channels_redis changes the private method overridden here (PINNE
 """
 
 import asyncio
+from typing import Any
 
 from channels_redis.core import RedisChannelLayer as _RedisChannelLayer
 from redis.asyncio import BlockingConnectionPool
@@ -27,19 +28,19 @@ PINNED = {
 }
 
 
-class RedisChannelLayer(_RedisChannelLayer):
+class RedisChannelLayer(_RedisChannelLayer):  # type: ignore[misc]  # channels_redis has no types
     """channels_redis repeats its blocking pop until a message comes, and only a
     CancelledError ends that loop. On Python 3.11 asyncio.wait_for (redis-py sends with it)
     swallows a cancellation that lands just as the send completes, so a closed websocket
     could leave its receive polling Redis forever. Checking the task before every pop ends it."""
 
-    async def _brpop_with_clean(self, index, channel, timeout):
+    async def _brpop_with_clean(self, index: int, channel: str, timeout: float) -> Any:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise asyncio.CancelledError()
         return await super()._brpop_with_clean(index, channel, timeout)
 
-    def create_pool(self, index):
+    def create_pool(self, index: int) -> BlockingConnectionPool:
         """A pool that, all its connections in use, makes the caller wait for one instead of
         failing: 100 viewers closing at once each leave the job's group together, and redis-py's
         default pool (100 connections, one held by a blocking receive) failed the rest with

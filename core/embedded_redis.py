@@ -37,7 +37,7 @@ def is_up(sock: str) -> bool:
         return False
 
 
-def ensure_running(sock: str, timeout: float = 10.0) -> subprocess.Popen | None:
+def ensure_running(sock: str, timeout: float = 10.0) -> subprocess.Popen[bytes] | None:
     """Start the bundled server on `sock` unless one already answers; returns the new process."""
     if is_up(sock):
         return None

@@ -12,14 +12,19 @@ recently (the Kubernetes liveness command of those pods), 1 otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import socket
 import sys
 import threading
+from typing import TYPE_CHECKING, Any
 
 import redis
 from django.conf import settings
 from django.db import connection
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
 
 ROLES = ("worker", "watcher")
 
@@ -71,31 +76,27 @@ class Heartbeat(threading.Thread):
 
     def run(self) -> None:
         while not self.stopping.is_set():
-            try:
+            with contextlib.suppress(redis.RedisError):
                 beat(self.role, self.host)
-            except redis.RedisError:
-                pass
             self.stopping.wait(settings.HEARTBEAT_INTERVAL)
 
     def stop(self) -> None:
         self.stopping.set()
         self.join(5)
-        try:
+        with contextlib.suppress(redis.RedisError):
             forget(self.role, self.host)
-        except redis.RedisError:
-            pass
 
 
-def status() -> dict[str, dict]:
+def status() -> dict[str, dict[str, Any]]:
     """Each part's state: {"web": {"up": True}, "db": ..., "redis": ..., "worker": {"up": bool,
     "hosts": [...]}, "watcher": ...}. Errors are named by kind only (no addresses or secrets)."""
-    parts: dict[str, dict] = {"web": {"up": True}}
+    parts: dict[str, dict[str, Any]] = {"web": {"up": True}}
     try:
         connection.ensure_connection()
         with connection.cursor() as cur:
             cur.execute("SELECT 1")
         parts["db"] = {"up": True}
-    except Exception as e:  # any database failure means "down"; its kind says which
+    except Exception as e:  # noqa: BLE001 - any database failure means "down"; its kind says which
         parts["db"] = {"up": False, "error": type(e).__name__}
     try:
         redis_client().ping()
@@ -118,7 +119,7 @@ def missing_processes() -> list[str]:
         return []
 
 
-def warning_context(request) -> dict:
+def warning_context(request: HttpRequest) -> dict[str, str]:
     """Template context processor: `service_warning`, shown by base.html to logged-in users
     when no worker or watcher is alive, so a job that stays Queued has a visible reason."""
     if not getattr(request, "user", None) or not request.user.is_authenticated:

@@ -5,7 +5,7 @@ lists that grow without bound (jobs) walk a cursor instead, so a page costs the 
 
 import binascii
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -119,14 +119,17 @@ def _is_datetime(text: str) -> bool:
         return False
 
 
+_M = TypeVar("_M", bound=Model)
+
+
 @dataclass
-class CursorPage:
-    items: list[Model]
+class CursorPage(Generic[_M]):
+    items: list[_M]
     older: str  # "?<query>" of the next (older) page, or "" at the end
     newer: str  # "?<query>" of the previous (newer) page, or "" on the first page
 
 
-def cursor_page(queryset: QuerySet[Any], request: HttpRequest, page_size: int) -> CursorPage:
+def cursor_page(queryset: QuerySet[_M], request: HttpRequest, page_size: int) -> CursorPage[_M]:
     """One page of `queryset` for a dashboard page, with the API's cursor. An unreadable cursor
     (a hand-edited URL) shows the first page, as the page's filters ignore what they cannot read."""
     paginator = NewestFirstCursorPagination()

@@ -34,6 +34,7 @@ they do under any other server.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import fcntl
 import logging
@@ -42,11 +43,18 @@ import os
 import select
 import signal
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, TypeVar
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.protocols.utils import is_ssl
+
+from .asgi_types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from uvicorn._types import ASGI3Application  # uvicorn's own name for the app it starts
 
 ZERO_COPY_SEND = "http.response.zerocopysend"
 BODY_TO_FILE = "paddlecloud.body_to_file"
@@ -89,36 +97,36 @@ def _end_with_the_supervisor() -> None:
 _end_with_the_supervisor()
 # Transfers block a thread each for as long as they last; they get their own pool so that
 # they never starve the default executor that Django's sync views run in.
+_T = TypeVar("_T")
 _transfers = ThreadPoolExecutor(max_workers=64, thread_name_prefix="zerocopy")
 
 
 class HttpProtocol(HttpToolsProtocol):
-    def _start_asgi_task(self, cycle: RequestResponseCycle, app) -> None:
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
         if not is_ssl(self.transport):
-            app = _ZeroCopyRequest(self, cycle, app)
+            # uvicorn types the scope and messages as TypedDicts; the apps here, as plain dicts.
+            app = _ZeroCopyRequest(self, cycle, app)  # type: ignore[arg-type, assignment]
         super()._start_asgi_task(cycle, app)
 
     def fresh_parser(self) -> None:
         """Start parsing anew at a request boundary (after a body the parser never saw)."""
         self.parser = httptools.HttpRequestParser(self)
-        try:
+        with contextlib.suppress(AttributeError):  # httptools < 0.6.3
             self.parser.set_dangerous_leniencies(lenient_data_after_close=True)  # as uvicorn does
-        except AttributeError:  # httptools < 0.6.3
-            pass
 
 
 class _ZeroCopyRequest:
     """One request's ASGI call with the zero-copy extensions added to its scope."""
 
-    def __init__(self, protocol: HttpProtocol, cycle: RequestResponseCycle, app):
+    def __init__(self, protocol: HttpProtocol, cycle: RequestResponseCycle, app: ASGIApp) -> None:
         self.protocol, self.cycle, self.app = protocol, cycle, app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         extensions = scope.setdefault("extensions", {})
         extensions[ZERO_COPY_SEND] = {}
         extensions[BODY_TO_FILE] = {"splice": self.splice}
 
-        async def zero_copy_send(message):
+        async def zero_copy_send(message: Message) -> None:
             if message["type"] == ZERO_COPY_SEND:
                 await self.sendfile(message)
             else:
@@ -129,7 +137,7 @@ class _ZeroCopyRequest:
     def _socket_dup(self) -> int:
         return os.dup(self.protocol.transport.get_extra_info("socket").fileno())
 
-    async def _in_thread(self, fn, *args):
+    async def _in_thread(self, fn: Callable[..., _T], *args: object) -> _T:
         return await asyncio.get_running_loop().run_in_executor(_transfers, fn, *args)
 
     def _drop_connection(self, why: str) -> None:
@@ -138,7 +146,7 @@ class _ZeroCopyRequest:
         self.cycle.message_event.set()
         self.protocol.transport.close()
 
-    async def sendfile(self, message) -> None:
+    async def sendfile(self, message: Message) -> None:
         cycle, transport = self.cycle, self.protocol.transport
         if not cycle.response_started or cycle.response_complete:
             raise RuntimeError(f"'{ZERO_COPY_SEND}' is only allowed in a response's body")
@@ -240,10 +248,8 @@ def _store_body(head: bytes, sock: int, fd: int, offset: int, remaining: int) ->
             return stored
         r, w = os.pipe2(os.O_CLOEXEC)
         try:
-            try:
+            with contextlib.suppress(OSError):
                 fcntl.fcntl(w, F_SETPIPE_SZ, PIPE_SIZE)
-            except OSError:
-                pass
             end = len(head) + remaining
             while stored < end:
                 try:

@@ -1,6 +1,13 @@
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
 from django import forms
 from django.contrib import admin, messages
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
 from django.utils.html import format_html_join
+from django.utils.safestring import SafeString
 
 from accounts.models import Datacenter
 from quotas.units import format_bytes, format_cpu
@@ -10,36 +17,38 @@ from .backends.base import LaunchError
 from .backends.registry import backend_class, capacity, get_backend
 from .models import Job, JobEvent, Replica
 
+_Record = TypeVar("_Record", bound=Model)
 
-class RecordAdmin(admin.ModelAdmin):
+
+class RecordAdmin(admin.ModelAdmin[_Record]):
     """Replicas and events are written by the watcher: viewed, never added or edited by hand
     (deleting a job deletes them with it)."""
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: _Record | None = None) -> bool:
         return False
 
 
-class ReplicaInline(admin.TabularInline):
+class ReplicaInline(admin.TabularInline[Replica, Job]):
     model = Replica
     extra = 0
     can_delete = False
-    fields = ["role", "index", "state", "exit_code", "host", "port", "pod", "restarts", "started", "finished", "reason"]
+    fields = ("role", "index", "state", "exit_code", "host", "port", "pod", "restarts", "started", "finished", "reason")
     readonly_fields = fields
 
 
-class JobEventInline(admin.TabularInline):
+class JobEventInline(admin.TabularInline[JobEvent, Job]):
     model = JobEvent
     extra = 0
     can_delete = False
-    fields = ["created", "replica", "state", "reason", "message"]
+    fields = ("created", "replica", "state", "reason", "message")
     readonly_fields = fields
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(admin.ModelAdmin[Job]):
     list_display = ["name", "user", "datacenter", "mode", "state", "reason", "pservers", "trainers", "created",
                     "finished"]
     list_filter = ["state", "mode", "datacenter", "deleting"]
@@ -50,28 +59,28 @@ class JobAdmin(admin.ModelAdmin):
     actions = ["kill_jobs"]
     readonly_fields = ["state", "reason", "message", "created", "started", "finished", "heartbeat", "deleting"]
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # jobs are submitted through the service, which validates and launches them
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
         # A finished job is history: it can be viewed (and deleted), not edited.
         return super().has_change_permission(request, obj) and not (obj is not None and not obj.is_active)
 
     @admin.action(description="Kill selected jobs")
-    def kill_jobs(self, request, queryset):
+    def kill_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         killed = sum(services.kill_job(job) for job in queryset)
         self.message_user(request, f"{killed} job(s) killed.", messages.SUCCESS)
 
-    def delete_model(self, request, obj):
+    def delete_model(self, request: HttpRequest, obj: Job) -> None:
         services.delete_job(obj)
 
-    def delete_queryset(self, request, queryset):
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         for job in queryset:
             services.delete_job(job)
 
 
 @admin.register(JobEvent)
-class JobEventAdmin(RecordAdmin):
+class JobEventAdmin(RecordAdmin[JobEvent]):
     list_display = ["created", "job", "replica", "state", "reason"]
     list_filter = ["state", "reason"]
     search_fields = ["job__name", "reason", "message"]
@@ -79,7 +88,7 @@ class JobEventAdmin(RecordAdmin):
 
 
 @admin.register(Replica)
-class ReplicaAdmin(RecordAdmin):
+class ReplicaAdmin(RecordAdmin[Replica]):
     list_display = ["__str__", "job", "role", "index", "state", "exit_code", "host", "port", "pod", "started",
                     "finished"]
     list_filter = ["state", "role"]
@@ -88,7 +97,7 @@ class ReplicaAdmin(RecordAdmin):
 
 
 # accounts' Datacenter, administered here: what the admin shows and checks of one is its backend's.
-class DatacenterForm(forms.ModelForm):
+class DatacenterForm(forms.ModelForm[Datacenter]):
     kubeconfig = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 6, "placeholder": "(unchanged)"}), required=False,
         help_text="Kubernetes only: paste a kubeconfig (YAML) to replace the stored one; leave empty to keep it. "
@@ -100,12 +109,12 @@ class DatacenterForm(forms.ModelForm):
         fields = ["name", "backend", "description", "config", "kubeconfig", "capacity_cpu_millicores",
                   "capacity_memory_bytes", "capacity_gpus", "default_max_restarts"]
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.initial["kubeconfig"] = ""  # write-only: the stored one is never sent to a browser
 
-    def clean_kubeconfig(self):
-        value = self.cleaned_data["kubeconfig"].strip()
+    def clean_kubeconfig(self) -> str:
+        value: str = self.cleaned_data["kubeconfig"].strip()
         if not value:
             return "" if self.data.get("clear_kubeconfig") else (self.instance.kubeconfig if self.instance.pk else "")
         import yaml
@@ -118,8 +127,9 @@ class DatacenterForm(forms.ModelForm):
             raise forms.ValidationError("not a kubeconfig: it has no clusters")
         return value
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
+        assert cleaned is not None  # ModelForm.clean returns cleaned_data
         backend = cleaned.get("backend")
         if backend:
             cls = backend_class(backend)
@@ -133,7 +143,7 @@ class DatacenterForm(forms.ModelForm):
 
 
 @admin.register(Datacenter)
-class DatacenterAdmin(admin.ModelAdmin):
+class DatacenterAdmin(admin.ModelAdmin[Datacenter]):
     form = DatacenterForm
     list_display = ["name", "backend", "description", "created"]
     list_filter = ["backend"]
@@ -141,7 +151,7 @@ class DatacenterAdmin(admin.ModelAdmin):
     readonly_fields = ["isolation", "queue_capacity"]
 
     @admin.display(description="Isolation of jobs")
-    def isolation(self, obj):
+    def isolation(self, obj: Datacenter | None) -> SafeString | str:
         if obj is None or obj.pk is None:
             return "-"
         try:
@@ -151,7 +161,7 @@ class DatacenterAdmin(admin.ModelAdmin):
         return format_html_join("", "<div>{}</div>", ((line,) for line in lines)) if lines else "-"
 
     @admin.display(description="Capacity the queue admits against")
-    def queue_capacity(self, obj):
+    def queue_capacity(self, obj: Datacenter | None) -> str:
         if obj is None or obj.pk is None:
             return "-"
         cap = capacity(obj)

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
@@ -111,9 +113,9 @@ class Job(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.name
+        return str(self.name)  # a spec field: typed as any model field
 
-    def save(self, *args, **kwargs) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         # Set once: the cluster's objects keep their names even if an admin renames the job.
         if not self.k8s_name:
             self.k8s_name = spec.k8s_name(self.name)
@@ -178,7 +180,7 @@ class JobEvent(models.Model):
         ordering = ["created", "id"]
 
     def __str__(self) -> str:
-        who = self.replica.name if self.replica_id else "job"
+        who = self.replica.name if self.replica is not None else "job"  # no query when there is none
         return f"{who} {self.state}: {self.reason}"
 
 

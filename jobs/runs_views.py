@@ -2,15 +2,18 @@
 (/runs/compare/?job=a&job=b)."""
 
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.urls import path, reverse
+
+from accounts.current import AuthenticatedHttpRequest
 
 from . import runs, services
 from .filtersets import JobFilterSet
 
 
 @login_required
-def runs_table(request):
+def runs_table(request: AuthenticatedHttpRequest) -> HttpResponse:
     filters = JobFilterSet(request.GET, queryset=services.visible_jobs(request.user))
     rows, metrics = runs.table(filters.qs.prefetch_related("replicas"))
     key = request.GET.get("order", "")
@@ -20,7 +23,7 @@ def runs_table(request):
 
 
 @login_required
-def runs_compare(request):
+def runs_compare(request: AuthenticatedHttpRequest) -> HttpResponse:
     jobs, error = runs.overlaid(request.user, request.GET.getlist("job"))
     series = [[j.name, reverse("jobs:metrics", args=[j.name])] for j in jobs]
     return render(request, "jobs/runs_compare.html", {"jobs": jobs, "series": series, "error": error,

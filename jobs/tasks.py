@@ -41,11 +41,12 @@ def _claim(job_id: int) -> Job | None:
             return None
         job.heartbeat = now
         return job
-    if job.state in (JobState.BUILDING, JobState.STARTING) and job.heartbeat and job.heartbeat < stale:
-        if Job.objects.filter(pk=job.pk, heartbeat=job.heartbeat).update(heartbeat=now):
-            log.info("job %s: taking over a stale launch", job.pk)
-            job.heartbeat = now
-            return job
+    stale_launch = job.state in (JobState.BUILDING, JobState.STARTING) and job.heartbeat and job.heartbeat < stale
+    # Taken over only by the one whose update still finds the stale heartbeat.
+    if stale_launch and Job.objects.filter(pk=job.pk, heartbeat=job.heartbeat).update(heartbeat=now):
+        log.info("job %s: taking over a stale launch", job.pk)
+        job.heartbeat = now
+        return job
     return None
 
 

@@ -1,13 +1,20 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, user_passes_test
 from django.core.exceptions import ValidationError
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
+from accounts.current import AuthenticatedHttpRequest
 from accounts.models import Datacenter
 from core.pagination import cursor_page
 
@@ -19,9 +26,12 @@ from .live import usage
 from .live.metrics import parse_metrics
 from .models import ACTIVE_STATES, ADMITTED_STATES, Job, JobState, Replica, ReplicaState
 
+if TYPE_CHECKING:
+    from .live.logstore import LogSource
+
 
 @login_required
-def job_list(request):
+def job_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     # The API's FilterSet: the page's filters are the API's, with the same names and values.
     everyone = request.user.is_staff and request.GET.get("owner") == "all"
     jobs = services.visible_jobs(request.user) if not everyone else Job.objects.filter(deleting=False)
@@ -40,7 +50,7 @@ def job_list(request):
 
 @login_required
 @require_POST
-def job_bulk(request):
+def job_bulk(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Kill or delete the jobs ticked in the list: one's own, or any job for staff."""
     action = request.POST.get("action")
     ids = [int(i) for i in request.POST.getlist("job") if i.isdigit()][:100]
@@ -49,7 +59,10 @@ def job_bulk(request):
     if action not in ("kill", "delete") or not chosen:
         messages.error(request, "Tick the jobs to kill or delete first.")
         return redirect(request.POST.get("next") or "jobs:list")
-    by = lambda job: request.user.get_username() if job.user_id != request.user.pk else ""  # noqa: E731
+
+    def by(job: Job) -> str:  # who killed it, when not its owner
+        return request.user.get_username() if job.user_id != request.user.pk else ""
+
     if action == "kill":
         killed = [job.name for job in chosen if services.kill_job(job, by=by(job))]
         messages.success(request, f"Killing {', '.join(killed)}." if killed else "Those jobs had already ended.")
@@ -62,7 +75,7 @@ def job_bulk(request):
 
 
 @login_required
-def job_submit(request):
+def job_submit(request: AuthenticatedHttpRequest) -> HttpResponse:
     # ?from=<job>: "Edit and resubmit", the form prefilled with that job's spec and package.
     source = None
     if request.GET.get("from"):
@@ -89,11 +102,11 @@ def job_submit(request):
 
 
 @login_required
-def job_detail(request, name):
+def job_detail(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     job = get_object_or_404(services.visible_jobs(request.user).select_related("cloned_from"), name=name)
     replicas = list(usage.with_latest(job.replicas.all()))
     for r in replicas:
-        r.stopped_after_success = job_page.stopped_after_success(job, r)
+        r.stopped_after_success = job_page.stopped_after_success(job, r)  # type: ignore[attr-defined]  # for the page
     # Keep refreshing until every replica has settled: pservers stop just after a job succeeds.
     live = job.is_active or any(r.state in (ReplicaState.PENDING, ReplicaState.RUNNING) for r in replicas)
     now = timezone.now()
@@ -112,13 +125,13 @@ def job_detail(request, name):
     return render(request, "jobs/job_detail.html", context)
 
 
-def _log_source(request, name, replica):
+def _log_source(request: AuthenticatedHttpRequest, name: str, replica: str) -> tuple[Job, LogSource | None]:
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
     return job, logs.find(job, replica)
 
 
 @login_required
-def replica_log(request, name, replica):
+def replica_log(request: AuthenticatedHttpRequest, name: str, replica: str) -> HttpResponse:
     """A log panel: the last lines of a replica's log, or of the job's build log (`build`)."""
     job, source = _log_source(request, name, replica)
     if source is None:
@@ -135,7 +148,7 @@ def replica_log(request, name, replica):
 
 
 @login_required
-def merged_log(request, name):
+def merged_log(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     """The "all" tab: the last lines of every log of the job in the order they were written."""
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
     lines = logs.merged(job, 500)
@@ -145,7 +158,7 @@ def merged_log(request, name):
 
 
 @login_required
-def log_search(request, name, replica):
+def log_search(request: AuthenticatedHttpRequest, name: str, replica: str) -> HttpResponse:
     """Every line of the whole log (not only the panel's last lines) that holds ?q=, numbered."""
     job, source = _log_source(request, name, replica)
     if source is None:
@@ -157,7 +170,7 @@ def log_search(request, name, replica):
 
 
 @login_required
-def replica_log_download(request, name, replica):
+def replica_log_download(request: AuthenticatedHttpRequest, name: str, replica: str) -> HttpResponseBase:
     """The whole log as a file (the page shows only its last lines)."""
     job, source = _log_source(request, name, replica)
     if source is None:
@@ -166,21 +179,21 @@ def replica_log_download(request, name, replica):
 
 
 @login_required
-def job_metrics(request, name):
+def job_metrics(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     """Metric lines printed by the trainers, as series for the job page's chart."""
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
     return JsonResponse(parse_metrics(job))
 
 
 @login_required
-def job_usage(request, name):
+def job_usage(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     """Each replica's CPU and memory samples, as series for the job page's usage charts."""
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
     return JsonResponse({"replicas": usage.chart_series(job)})
 
 
 @login_required
-def job_compare(request, name):
+def job_compare(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     """Old links (/jobs/<name>/compare/?with=...): the runs page's overlay of this job and those."""
     query = urlencode([("job", name), *(("job", w) for w in request.GET.getlist("with"))])
     return redirect(f"{reverse('runs:compare')}?{query}")
@@ -188,7 +201,7 @@ def job_compare(request, name):
 
 @login_required
 @require_POST
-def job_kill(request, name):
+def job_kill(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
     if services.kill_job(job):
         messages.success(request, f"Job {job.name} is being killed.")
@@ -199,7 +212,7 @@ def job_kill(request, name):
 
 @login_required
 @require_POST
-def job_clone(request, name):
+def job_clone(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     """Run again: the same spec under a free name, submitted at once."""
     source = get_object_or_404(services.visible_jobs(request.user), name=name)
     try:
@@ -213,17 +226,18 @@ def job_clone(request, name):
 
 @login_required
 @require_POST
-def job_suspend(request, name):
+def job_suspend(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     return _job_action(request, name, services.suspend_job, "is being suspended.")
 
 
 @login_required
 @require_POST
-def job_resume(request, name):
+def job_resume(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     return _job_action(request, name, services.resume_job, "resumed: queued again.")
 
 
-def _job_action(request, name, action, done: str):
+def _job_action(request: AuthenticatedHttpRequest, name: str, action: Callable[[Job], object],
+                done: str) -> HttpResponse:
     """Run a service action on one of the user's jobs; its refusal becomes a message on the page."""
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
     try:
@@ -243,7 +257,7 @@ def _errors(e: ValidationError) -> str:
 
 @login_required
 @require_POST
-def job_delete(request, name):
+def job_delete(request: AuthenticatedHttpRequest, name: str) -> HttpResponse:
     job = get_object_or_404(services.visible_jobs(request.user), name=name)
     with_checkpoints = request.POST.get("checkpoints") == "1"
     services.delete_job(job, checkpoints=with_checkpoints)
@@ -254,7 +268,7 @@ def job_delete(request, name):
 
 
 @login_required
-def cluster_page(request):
+def cluster_page(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Every datacenter's capacity and use, its running jobs and its queue (others' jobs: owner and
     resources only); refreshed in place every few seconds."""
     context = {"datacenters": cluster.overview(request.user)}
@@ -265,7 +279,7 @@ def cluster_page(request):
 
 @user_passes_test(lambda u: u.is_active and u.is_staff)
 @require_POST
-def cluster_kill(request, pk):
+def cluster_kill(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     """Staff stop any user's job from the cluster page (the owner sees who: the event says staff)."""
     job = get_object_or_404(Job.objects.filter(deleting=False, state__in=ACTIVE_STATES), pk=pk)
     if services.kill_job(job, by=request.user.get_username()):

@@ -97,46 +97,58 @@ def support() -> Support:
         own = _own_paths()
     except OSError as e:
         return Support(0, missing={c: f"cannot read the cgroup setup: {e}" for c in CONTROLLERS})
-    parents, missing = {}, {}
     if any(c in v1 for c in CONTROLLERS):
-        for name in CONTROLLERS:
-            if name not in v1:
-                missing[name] = "no cgroup v1 hierarchy has this controller"
-                continue
-            parent = v1[name] / own.get(name, "/").lstrip("/")
-            why = _writable(parent)
-            if why:
-                missing[name] = why
-            else:
-                parents[name] = parent
-        result = Support(1, parents, missing)
+        result = _support_v1(v1, own)
     elif v2 is not None:
-        parent = v2 / own.get("", "/").lstrip("/")
-        try:
-            available = set((parent / "cgroup.controllers").read_text().split())
-            wanted = [c for c in CONTROLLERS if c in available]
-            if wanted:
-                # A non-root cgroup can pass controllers down only while it holds no processes itself.
-                (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
-            enabled = set((parent / "cgroup.subtree_control").read_text().split())
-        except OSError as e:
-            enabled = set()
-            reason = (f"cannot enable controllers below {parent}: {e.strerror} (run the service in a cgroup "
-                      "delegated to it, e.g. systemd's Delegate=yes, with no processes of its own)")
-        else:
-            reason = f"not available in {parent}"
-        why = _writable(parent) if enabled else None
-        for name in CONTROLLERS:
-            if name in enabled and not why:
-                parents[name] = parent
-            else:
-                missing[name] = why or reason
-        result = Support(2, parents, missing)
+        result = _support_v2(v2 / own.get("", "/").lstrip("/"))
     else:
         result = Support(0, missing={c: "no cgroup filesystem is mounted" for c in CONTROLLERS})
     if result.missing:
         log.warning("local jobs: %s", result.summary())
     return result
+
+
+def _support_v1(v1: dict[str, Path], own: dict[str, str]) -> Support:
+    """Each controller's own cgroup in its v1 hierarchy, where the service may make children."""
+    parents: dict[str, Path] = {}
+    missing: dict[str, str] = {}
+    for name in CONTROLLERS:
+        if name not in v1:
+            missing[name] = "no cgroup v1 hierarchy has this controller"
+            continue
+        parent = v1[name] / own.get(name, "/").lstrip("/")
+        why = _writable(parent)
+        if why:
+            missing[name] = why
+        else:
+            parents[name] = parent
+    return Support(1, parents, missing)
+
+
+def _support_v2(parent: Path) -> Support:
+    """The controllers the service's own cgroup2 `parent` passes down to children it may make."""
+    parents: dict[str, Path] = {}
+    missing: dict[str, str] = {}
+    try:
+        available = set((parent / "cgroup.controllers").read_text().split())
+        wanted = [c for c in CONTROLLERS if c in available]
+        if wanted:
+            # A non-root cgroup can pass controllers down only while it holds no processes itself.
+            (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
+        enabled = set((parent / "cgroup.subtree_control").read_text().split())
+    except OSError as e:
+        enabled = set()
+        reason = (f"cannot enable controllers below {parent}: {e.strerror} (run the service in a cgroup "
+                  "delegated to it, e.g. systemd's Delegate=yes, with no processes of its own)")
+    else:
+        reason = f"not available in {parent}"
+    why = _writable(parent) if enabled else None
+    for name in CONTROLLERS:
+        if name in enabled and not why:
+            parents[name] = parent
+        else:
+            missing[name] = why or reason
+    return Support(2, parents, missing)
 
 
 def _write(path: Path, value: str) -> None:

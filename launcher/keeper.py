@@ -28,6 +28,7 @@ State directory files: `keeper.pid` (this process), `child.pid`, `exit.json`
 """
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
@@ -147,17 +148,13 @@ def _descendants(pid: int) -> list[int]:
 
 def _kill(pids: Iterable[int], sig: int) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
 
 
 def _kill_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _result(code: int, sig: int | None = None, terminated: bool = False, oom: bool = False,
@@ -168,11 +165,7 @@ def _result(code: int, sig: int | None = None, terminated: bool = False, oom: bo
 
 def run(args: argparse.Namespace, argv: list[str]) -> int:
     _libc.prctl(PR_SET_CHILD_SUBREAPER, 1)
-    try:
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("-1000")
-    except OSError:
-        pass  # not permitted (not root): the replica's cgroup limit still applies to it alone
+    _spare_from_oom_killer()
     program = args.require or argv[0]
     if "/" not in program or not os.path.exists(program):
         os.write(args.log_fd, f"paddlecloud: cannot start {program!r}: No such file or directory\n".encode())
@@ -198,6 +191,24 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
+    status = _wait(args, child, stop_at, disk_limited)
+    _end_all(child.pid, args.cgroup)
+    _write_atomic(args.state_fd, "exit.json", json.dumps(_outcome(args, status, stop_at, disk_limited, oom_before)))
+    return 0
+
+
+def _spare_from_oom_killer() -> None:
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("-1000")
+    except OSError:
+        pass  # not permitted (not root): the replica's cgroup limit still applies to it alone
+
+
+def _wait(args: argparse.Namespace, child: subprocess.Popen[bytes], stop_at: list[float],
+          disk_limited: list[bool]) -> int | None:
+    """The child's wait status once it ends (None if it cannot be waited for), reaping adopted
+    orphans meanwhile; SIGKILL when the grace after a SIGTERM is over, or the disk limit is hit."""
     status = None
     next_disk_check = time.monotonic() + DISK_INTERVAL
     while status is None:
@@ -217,13 +228,16 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
                 _kill([child.pid, *_descendants(child.pid)], signal.SIGKILL)
             next_disk_check = time.monotonic() + DISK_INTERVAL
         time.sleep(0.05)
+    return status
 
-    # Nothing of the replica may outlive it: its group, any descendants that escaped it, and
-    # whatever is in its cgroups (a fork bomb's children keep appearing until they are all gone).
-    _kill_group(child.pid, signal.SIGKILL)
+
+def _end_all(child_pid: int, cgroups: list[str]) -> None:
+    """Nothing of the replica may outlive it: its group, any descendants that escaped it, and
+    whatever is in its cgroups (a fork bomb's children keep appearing until they are all gone)."""
+    _kill_group(child_pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
     while True:
-        left = set(_descendants(os.getpid())) | _in_cgroups(args.cgroup)
+        left = set(_descendants(os.getpid())) | _in_cgroups(cgroups)
         if not left or time.monotonic() > deadline:
             break
         _kill(left, signal.SIGKILL)
@@ -234,6 +248,11 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
             os.waitpid(-1, 0)
         except ChildProcessError:
             break
+
+
+def _outcome(args: argparse.Namespace, status: int | None, stop_at: list[float], disk_limited: list[bool],
+             oom_before: int) -> dict[str, object]:
+    """exit.json's content (the replica's files emptied as it says), its cgroups removed."""
     code = os.waitstatus_to_exitcode(status) if status is not None else -1
     sig = -code if code < 0 else None
     if args.sandboxed and code > 128:
@@ -247,12 +266,9 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     result = _result(code if code >= 0 else 128 - code, sig, bool(stop_at), _oom_kills(args.oom_file) > oom_before,
                      bool(disk_limited))
     for d in args.cgroup:
-        try:
+        with contextlib.suppress(OSError):  # the launcher removes what is left when the job's network goes
             os.rmdir(d)
-        except OSError:
-            pass  # the launcher removes what is left when the job's network goes
-    _write_atomic(args.state_fd, "exit.json", json.dumps(result))
-    return 0
+    return result
 
 
 def _reap() -> None:

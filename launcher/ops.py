@@ -8,6 +8,7 @@ are bounded. What a replica may see is decided here, from those checked fields, 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -179,10 +180,8 @@ class Launcher:
                 ("--bind", keep(roots.open("jobs", work_path)), str(work_path)),
                 ("--bind", keep(roots.open("pfs", req.get("home"))), home_at),
             ])
-            try:
+            with contextlib.suppress(Refused):  # no public area (yet)
                 spec.binds.append(("--ro-bind", keep(roots.open("pfs", req.get("public"))), public_at))
-            except Refused:
-                pass  # no public area (yet)
             ns = self._ns(str(job))
             network = self._network(ns, internet)
             fds += network.fds

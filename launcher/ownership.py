@@ -24,6 +24,7 @@ linux/posix_acl_xattr.h), set through the directory's descriptor: libacl's Pytho
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import struct
@@ -47,10 +48,8 @@ def _entries(top_fd: int) -> Iterator[tuple[int, str | None, os.stat_result]]:
     yield top_fd, None, os.fstat(top_fd)
     for _dirpath, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=top_fd, follow_symlinks=False):
         for name in dirnames + filenames:
-            try:
+            with contextlib.suppress(FileNotFoundError):  # removed by a running job meanwhile
                 yield dirfd, name, os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-            except FileNotFoundError:
-                pass  # removed by a running job meanwhile
 
 
 def _ours(st: os.stat_result, uid: int) -> bool:

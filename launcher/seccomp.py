@@ -11,6 +11,7 @@ Built with libseccomp (through pyseccomp) once per launcher, as BPF that bwrap l
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -40,10 +41,8 @@ def program() -> bytes:
     """The filter as BPF, for bwrap's --seccomp."""
     f = sc.SyscallFilter(defaction=sc.ALLOW)
     for name in REFUSED:
-        try:
+        with contextlib.suppress(RuntimeError, ValueError, OSError):  # not a call of this architecture
             f.add_rule(sc.ERRNO(errno.EPERM), name)
-        except (RuntimeError, ValueError, OSError):
-            pass  # not a call of this architecture
     for flag in CLONE_NAMESPACES:
         f.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -52,10 +53,8 @@ class Handler(socketserver.StreamRequestHandler):
         self._answer(answer)
 
     def _answer(self, answer: dict[str, Any]) -> None:
-        try:
+        with contextlib.suppress(OSError):  # the caller went away
             self.wfile.write(json.dumps(answer).encode() + b"\n")
-        except OSError:
-            pass  # the caller went away
 
 
 class Server(socketserver.ThreadingUnixStreamServer):
@@ -66,10 +65,8 @@ class Server(socketserver.ThreadingUnixStreamServer):
 
     def __init__(self, path: str, launcher: Launcher, service_uid: int) -> None:
         self.launcher, self.service_uid = launcher, service_uid
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(path)  # left by a launcher that died (a link is removed, never followed)
-        except FileNotFoundError:
-            pass
         old = os.umask(0o177)  # born 0600: nobody but its owner between bind and chown
         try:
             super().__init__(path, Handler)

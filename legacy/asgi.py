@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from typing import Any
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
@@ -33,6 +34,7 @@ from django.utils.http import parse_header_parameters
 
 from accounts.asgi import is_token
 from accounts.services import user_for_token
+from core.asgi_types import ASGIApp, Message, Receive, Scope, Send
 from core.headers import header
 from pfs.chunks import RangeWriter
 from pfs.paths import PathError
@@ -48,10 +50,10 @@ NO_END = "the chunk's body does not end with its closing boundary"
 class LegacyChunks:
     """The v1 chunk-upload route in front of `app`."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
             path, root = scope["path"], scope.get("root_path", "")
             if root and path.startswith(root):
@@ -102,7 +104,7 @@ def _part_head(buf: bytes, boundary: bytes) -> tuple[str, int] | None:
 class _Body:
     """The request body from `receive()`, with what was read before handed out first."""
 
-    def __init__(self, receive):
+    def __init__(self, receive: Receive) -> None:
         self._receive, self.buffered, self.more = receive, b"", True
         self.disconnected = self._replayed_end = False
 
@@ -117,9 +119,10 @@ class _Body:
             self.disconnected, self.more = True, False
             return b""
         self.more = message.get("more_body", False)
-        return message.get("body", b"")
+        body: bytes = message.get("body", b"")
+        return body
 
-    async def replay(self):
+    async def replay(self) -> Message:
         """receive() for an app that gets the whole body, the bytes read here first; after the
         body, the server's own (which tells of a disconnect)."""
         if self.buffered or not (self.more or self._replayed_end):
@@ -145,11 +148,12 @@ def _open(auth: str, path: str, offset: int, length: int) -> RangeWriter:
     return RangeWriter(user, path, offset, length)
 
 
-def _refused(exc: Exception) -> dict:
+def _refused(exc: Exception) -> dict[str, Any]:
     return {"err": services.error_text(exc)[1] or "refused", "results": None}
 
 
-async def _answer(send, body: dict, close: bool = False, status: int = 200, headers: tuple = ()) -> None:
+async def _answer(send: Send, body: dict[str, Any], close: bool = False, status: int = 200,
+                  headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
     payload = json.dumps(body).encode()
     head = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
             (b"x-content-type-options", b"nosniff"), *headers]
@@ -159,7 +163,7 @@ async def _answer(send, body: dict, close: bool = False, status: int = 200, head
     await send({"type": "http.response.body", "body": payload})
 
 
-async def _chunk(app, scope, receive, send, auth: str, boundary: bytes) -> None:
+async def _chunk(app: ASGIApp, scope: Scope, receive: Receive, send: Send, auth: str, boundary: bytes) -> None:
     length = int(header(scope, b"content-length") or 0)
     body = _Body(receive)
     head = b""
@@ -220,7 +224,6 @@ async def _pump(body: _Body, writer: RangeWriter, delimiter: bytes) -> str | Non
     thread while the next arrives; then read the rest of the body. None when the part ended with
     the closing boundary, else why not."""
     loop = asyncio.get_running_loop()
-    keep = len(delimiter) - 1  # the most of a delimiter that one read can end with
     carry = b""  # held back: it may be the start of a delimiter split across reads
     batch: list[bytes | memoryview] = []
     have = 0
@@ -233,27 +236,8 @@ async def _pump(body: _Body, writer: RangeWriter, delimiter: bytes) -> str | Non
                 if not body.more:
                     break
                 continue
-            if carry:  # a delimiter that starts in `carry`, else `carry` is data
-                joint = carry + piece[:keep]
-                at = joint.find(delimiter)
-                if 0 <= at < len(carry):
-                    batch.append(carry[:at])
-                    after = joint[at + len(delimiter):] + piece[keep:keep + 2]
-                else:
-                    batch.append(carry)
-                have += len(batch[-1])
-                carry = b""
-            if after is None:
-                view = memoryview(piece)
-                at = piece.find(delimiter)
-                if at >= 0:
-                    batch.append(view[:at])
-                    after = piece[at + len(delimiter):at + len(delimiter) + 2]
-                else:
-                    cut = max(0, len(piece) - keep)
-                    batch.append(view[:cut])
-                    carry = piece[cut:]
-                have += len(batch[-1])
+            carry, after, added = _scan(piece, carry, delimiter, batch)
+            have += added
             if have >= BATCH or after is not None:
                 if pending is not None:
                     await pending
@@ -268,6 +252,44 @@ async def _pump(body: _Body, writer: RangeWriter, delimiter: bytes) -> str | Non
         if pending is not None:
             await asyncio.shield(pending)  # never leave a write running on a closed file
         raise
+    return await _ending(body, after)
+
+
+def _scan(piece: bytes, carry: bytes, delimiter: bytes,
+          batch: list[bytes | memoryview]) -> tuple[bytes, bytes | None, int]:
+    """The next `piece` of the body, after what was held back of the one before (`carry`), split at
+    the delimiter: its data appended to `batch`. Returns what to hold back now, the bytes after the
+    delimiter once it is found (else None), and how many bytes of data were appended."""
+    keep = len(delimiter) - 1  # the most of a delimiter that one read can end with
+    after = None
+    added = 0
+    if carry:  # a delimiter that starts in `carry`, else `carry` is data
+        joint = carry + piece[:keep]
+        at = joint.find(delimiter)
+        if 0 <= at < len(carry):
+            batch.append(carry[:at])
+            after = joint[at + len(delimiter):] + piece[keep:keep + 2]
+        else:
+            batch.append(carry)
+        added += len(batch[-1])
+        carry = b""
+    if after is None:
+        view = memoryview(piece)
+        at = piece.find(delimiter)
+        if at >= 0:
+            batch.append(view[:at])
+            after = piece[at + len(delimiter):at + len(delimiter) + 2]
+        else:
+            cut = max(0, len(piece) - keep)
+            batch.append(view[:cut])
+            carry = piece[cut:]
+        added += len(batch[-1])
+    return carry, after, added
+
+
+async def _ending(body: _Body, after: bytes | None) -> str | None:
+    """Read the rest of the body after the part's data: None when the part ended with the
+    closing boundary, else why not."""
     if after is None:
         return NO_END
     while len(after) < 2 and body.more:

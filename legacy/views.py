@@ -9,13 +9,17 @@ the client reports it instead of saving the error text as the file's content."""
 from __future__ import annotations
 
 import io
+from collections.abc import Callable, Iterator
 from functools import wraps
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 from urllib.parse import urlencode
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import TemporaryFileUploadHandler
-from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import ParseError
 
@@ -33,11 +37,21 @@ from quotas import services as quotas
 from . import services
 from .serializers import shapes
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from jobs.models import Job
+
+_P = ParamSpec("_P")
+# An /api/v1 view as written (given the token's user) and as Django calls it.
+_UserView = Callable[Concatenate[HttpRequest, "User", _P], HttpResponseBase]
+_View = Callable[Concatenate[HttpRequest, _P], HttpResponseBase]
+
 BOUNDARY = "8d7b0e5709d756e21e971ff4d9ac3b20"
 MAX_PFS_JSON = 2048  # the protocol's bound on a PFS command's JSON body
 
 
-def _json(request, limit: int | None = None) -> dict:
+def _json(request: HttpRequest, limit: int | None = None) -> dict[str, Any]:
     """The request's JSON object (every v1 body is one)."""
     if limit is not None and len(request.body) > limit:
         raise PathError(f"the request body must be at most {limit} bytes", 413)
@@ -50,11 +64,11 @@ def _json(request, limit: int | None = None) -> dict:
     return body
 
 
-def _msg(code: int, msg) -> JsonResponse:
+def _msg(code: int, msg: object) -> JsonResponse:
     return JsonResponse({"code": code, "msg": msg})
 
 
-def _refusal(kind: str, exc: Exception) -> HttpResponse:
+def _refusal(kind: str, exc: Exception) -> HttpResponseBase:
     code, text = services.error_text(exc)
     text = text or "refused"  # an empty msg/err would read as success
     if kind == "pfs":
@@ -64,13 +78,13 @@ def _refusal(kind: str, exc: Exception) -> HttpResponse:
     return _msg(code, text)
 
 
-def endpoint(*methods: str, kind: str = "msg"):
+def endpoint(*methods: str, kind: str = "msg") -> Callable[[_UserView[_P]], _View[_P]]:
     """A view of the old client's: token only (no session, so no CSRF), the listed methods,
     the user passed in, and service refusals answered in the `kind` of envelope."""
-    def wrap(view):
+    def wrap(view: _UserView[_P]) -> _View[_P]:
         @csrf_exempt
         @wraps(view)
-        def handler(request, *args, **kwargs):
+        def handler(request: HttpRequest, /, *args: _P.args, **kwargs: _P.kwargs) -> HttpResponseBase:
             user = accounts.user_for_token(request.headers.get("Authorization") or "")
             if user is None:
                 resp = JsonResponse({"detail": "Authentication credentials were not provided."}, status=401)
@@ -87,7 +101,7 @@ def endpoint(*methods: str, kind: str = "msg"):
 
 
 @csrf_exempt
-def token_auth(request):
+def token_auth(request: HttpRequest) -> HttpResponse:
     """`{"username","password"}` -> `{"token"}`, behind the same brute-force throttle as logins."""
     if request.method != "POST":
         return JsonResponse({"detail": f'Method "{request.method}" not allowed.'}, status=405)
@@ -106,12 +120,12 @@ def token_auth(request):
 
 # --- jobs ------------------------------------------------------------------------------------
 
-def _visible(user):
+def _visible(user: User) -> list[Job]:
     return list(jobs.visible_jobs(user).prefetch_related("replicas"))
 
 
 @endpoint("GET", "POST", "DELETE")
-def jobs_view(request, user):
+def jobs_view(request: HttpRequest, user: User) -> HttpResponseBase:
     if request.method == "GET":
         return JsonResponse(shapes.job_list(_visible(user)))
     body = _json(request)
@@ -123,12 +137,12 @@ def jobs_view(request, user):
 
 
 @endpoint("GET")
-def pservers(request, user):
+def pservers(request: HttpRequest, user: User) -> HttpResponseBase:
     return JsonResponse(shapes.pserver_list(_visible(user)))
 
 
 @endpoint("GET")
-def workers(request, user):
+def workers(request: HttpRequest, user: User) -> HttpResponseBase:
     """An unknown job (or another user's) has no workers: an empty list, which the client prints."""
     try:
         job = services.own_job(user, request.GET.get("jobname"))
@@ -138,13 +152,13 @@ def workers(request, user):
 
 
 @endpoint("GET")
-def logs(request, user):
+def logs(request: HttpRequest, user: User) -> HttpResponseBase:
     g = request.GET
     return _msg(200, services.logs_text(user, g.get("jobname"), g.get("n"), g.get("w")))
 
 
 @endpoint("GET")
-def quota(request, user):
+def quota(request: HttpRequest, user: User) -> HttpResponseBase:
     name = request.GET.get("dc") or settings.DEFAULT_DATACENTER
     dc = Datacenter.objects.filter(name=name).first() if "\x00" not in name else None
     if dc is None:
@@ -157,7 +171,7 @@ def quota(request, user):
 # --- registries ------------------------------------------------------------------------------
 
 @endpoint("GET", "POST", "DELETE")
-def registry(request, user):
+def registry(request: HttpRequest, user: User) -> HttpResponseBase:
     if request.method == "GET":
         return _msg(200, shapes.registry_list(list(user.registries.all())))
     body = _json(request)
@@ -172,7 +186,7 @@ def registry(request, user):
 # --- files -----------------------------------------------------------------------------------
 
 @endpoint("GET", "POST")
-def file(request, user):
+def file(request: HttpRequest, user: User) -> HttpResponseBase:
     path = request.GET.get("path", "")
     if request.method == "GET":
         try:
@@ -187,7 +201,7 @@ def file(request, user):
 
 
 @endpoint("GET")
-def filelist(request, user):
+def filelist(request: HttpRequest, user: User) -> HttpResponseBase:
     dc = request.GET.get("dc") or settings.DEFAULT_DATACENTER
     path = request.GET.get("path") or "/"
     if not path.startswith("/pfs/"):
@@ -200,7 +214,7 @@ def filelist(request, user):
 
 
 @endpoint("GET", "POST")
-def publish(request, user):
+def publish(request: HttpRequest, user: User) -> HttpResponseBase:
     base = request.build_absolute_uri("/")
     if request.method == "GET":
         links = list(shares.active(user))
@@ -212,12 +226,12 @@ def publish(request, user):
 
 # --- PFS commands ----------------------------------------------------------------------------
 
-def _ok(results) -> JsonResponse:
+def _ok(results: object) -> JsonResponse:
     return JsonResponse({"err": "", "results": results})
 
 
 @endpoint("GET", "POST", "DELETE", kind="pfs")
-def pfs_files(request, user):
+def pfs_files(request: HttpRequest, user: User) -> HttpResponseBase:
     if request.method == "GET":
         method = request.GET.get("method")
         if method == "ls":
@@ -243,7 +257,7 @@ def pfs_files(request, user):
 
 
 @endpoint("GET", kind="pfs")
-def pfs_chunks(request, user):
+def pfs_chunks(request: HttpRequest, user: User) -> HttpResponseBase:
     g = request.GET
     if g.get("method") != "GetChunkMeta":
         raise services.LegacyError(f"unknown method '{g.get('method')}'", 400)
@@ -255,14 +269,14 @@ class _ChunkPart(TemporaryFileUploadHandler):
     """Keeps a part's whole filename (the chunk's address): Django cuts file names to 255
     characters, and a chunk's holds a whole PFS path."""
 
-    def file_complete(self, file_size):
+    def file_complete(self, file_size: int) -> UploadedFile[Any] | None:
         f = super().file_complete(file_size)
-        f.address = self.file_name
+        f.address = self.file_name  # type: ignore[union-attr]  # a file always; ours carries its address
         return f
 
 
 @endpoint("GET", "POST", kind="pfs")
-def pfs_storage_chunks(request, user):
+def pfs_storage_chunks(request: HttpRequest, user: User) -> HttpResponseBase:
     if request.method == "GET":
         g = request.GET
         path = g.get("path", "")
@@ -277,7 +291,8 @@ def pfs_storage_chunks(request, user):
     part = request.FILES.get("chunk")
     if part is None:
         raise PathError("send the chunk as the multipart part 'chunk'")
-    path, offset, size = services.chunk_target(part.address)
+    path, offset, size = services.chunk_target(part.address)  # type: ignore[attr-defined]  # _ChunkPart's
+    assert part.size is not None  # a stored upload knows its size
     if part.size > size:
         raise PathError(f"the chunk has {part.size} bytes, more than its chunksize {size}")
     with part.open("rb") as f:
@@ -296,7 +311,7 @@ class _Multipart:
         self.tail = f"\r\n--{BOUNDARY}--\r\n".encode()
         self.data = data
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[bytes]:
         yield self.head
         yield from self.data
         yield self.tail
@@ -306,6 +321,6 @@ class _Multipart:
 
 
 @csrf_exempt  # changes nothing: a POST gets the same answer
-def not_found(request, *args, **kwargs):
+def not_found(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
     return _msg(404, f"no such /api/v1 endpoint: {request.path}")
 

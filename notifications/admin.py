@@ -1,10 +1,11 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
 from .models import Delivery, EmailPreference, Webhook
 
 
 @admin.register(Webhook)
-class WebhookAdmin(admin.ModelAdmin):
+class WebhookAdmin(admin.ModelAdmin[Webhook]):
     list_display = ["id", "user", "url", "active", "created"]
     list_filter = ["active"]
     search_fields = ["user__username", "url"]
@@ -15,15 +16,15 @@ class WebhookAdmin(admin.ModelAdmin):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(admin.ModelAdmin[Delivery]):
     list_display = ["id", "webhook", "event", "status", "attempts", "status_code", "last_attempt"]
     list_filter = ["status", "event"]
     readonly_fields = [f.name for f in Delivery._meta.fields]
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
 
 @admin.register(EmailPreference)
-class EmailPreferenceAdmin(admin.ModelAdmin):
+class EmailPreferenceAdmin(admin.ModelAdmin[EmailPreference]):
     list_display = ["user", "job_end"]

@@ -1,20 +1,26 @@
 """The settings → Webhooks page: webhooks (add, edit, test, delete), job-end e-mail and the
 delivery log (each message's job, redelivering one)."""
 
+from collections.abc import Iterable
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from accounts.current import AuthenticatedHttpRequest
+
 from . import services, tasks
 from .forms import EmailForm, WebhookEditForm, WebhookForm
+from .models import Delivery
 
 LOG_ROWS = 50
 
 
 @login_required
-def webhooks(request):
+def webhooks(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = WebhookForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -32,16 +38,16 @@ def webhooks(request):
         "deliveries": _with_job_names(services.deliveries_of(request.user)[:LOG_ROWS])})
 
 
-def _with_job_names(deliveries):
+def _with_job_names(deliveries: Iterable[Delivery]) -> list[Delivery]:
     rows = list(deliveries)
     for d in rows:
-        d.job_name = services.job_name(d)
+        d.job_name = services.job_name(d)  # type: ignore[attr-defined]  # for the template
     return rows
 
 
 @login_required
 @require_POST
-def webhook_delete(request, pk: int):
+def webhook_delete(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     hook = get_object_or_404(services.webhooks_of(request.user), pk=pk)
     services.delete_webhook(hook)
     messages.success(request, f"Webhook {hook.url} deleted.")
@@ -49,7 +55,7 @@ def webhook_delete(request, pk: int):
 
 
 @login_required
-def webhook_edit(request, pk: int):
+def webhook_edit(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     hook = get_object_or_404(services.webhooks_of(request.user), pk=pk)
     initial = {"url": hook.url, "events": hook.events, "active": hook.active}
     form = WebhookEditForm(request.POST or None, initial=initial)
@@ -69,7 +75,7 @@ def webhook_edit(request, pk: int):
 
 @login_required
 @require_POST
-def webhook_test(request, pk: int):
+def webhook_test(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     hook = get_object_or_404(services.webhooks_of(request.user), pk=pk)
     tasks.queue(services.send_test(hook))
     messages.success(request, f"A test message is on its way to {hook.url}: see Deliveries below.")
@@ -78,7 +84,7 @@ def webhook_test(request, pk: int):
 
 @login_required
 @require_POST
-def redeliver(request, pk: int):
+def redeliver(request: AuthenticatedHttpRequest, pk: int) -> HttpResponse:
     delivery = get_object_or_404(services.deliveries_of(request.user), pk=pk)
     tasks.queue(services.redeliver(delivery))
     messages.success(request, f"The {delivery.event} message is sent again to {delivery.webhook.url}.")
@@ -87,7 +93,7 @@ def redeliver(request, pk: int):
 
 @login_required
 @require_POST
-def email(request):
+def email(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = EmailForm(request.POST)
     form.is_valid()  # a checkbox: absent means off
     services.set_email_on_job_end(request.user, form.cleaned_data.get("job_end", False))

@@ -2,7 +2,7 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "paddleweb.settings")
 
-import django  # noqa: E402
+import django
 
 django.setup(set_prefix=False)
 

@@ -9,8 +9,13 @@ import secrets
 from datetime import timedelta
 from pathlib import Path
 
+import django_stubs_ext
 import environ
 from django.core.exceptions import ImproperlyConfigured
+
+# Django's generic classes (ModelAdmin, ModelForm, QuerySet, fields) take type arguments at run
+# time too, as django-stubs types them: `class JobAdmin(admin.ModelAdmin[Job])`.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()

@@ -5,5 +5,5 @@ class PfsConfig(AppConfig):
     name = "pfs"
     verbose_name = "PFS storage"
 
-    def ready(self):
+    def ready(self) -> None:
         from . import signals  # noqa: F401  (connects the job state receiver)

@@ -41,14 +41,22 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.core import signals
 
 from accounts.asgi import is_token
+from core.asgi_types import ASGIApp, Headers, Receive, Scope, Send
 from core.headers import header
 from core.server import BODY_TO_FILE
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from .paths import PathError
+    from .uploads import ChunkWriter
 
 UPLOAD_CHUNK_PATH = re.compile(r"^/api/v2/uploads/(?P<id>[^/]+)/$")
 CONTENT_PATH = "/api/v2/files/content/"
@@ -66,10 +74,10 @@ class PfsASGI:
     """The HTTP application: the streaming upload-chunk route and the early quota answer to a
     one-shot upload in front of Django."""
 
-    def __init__(self, django_app):
+    def __init__(self, django_app: ASGIApp) -> None:
         self.django = django_app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] in ("PATCH", "PUT"):
             path, root = scope["path"], scope.get("root_path", "")
             if root and path.startswith(root):
@@ -89,7 +97,7 @@ class PfsASGI:
         await self.django(scope, receive, send)
 
 
-def _put_refusal(scope) -> _Refused | None:
+def _put_refusal(scope: Scope) -> _Refused | None:
     """413 for a one-shot upload (`PUT /api/v2/files/content/`) whose declared Content-Length
     does not fit the caller's free quota (or the size limit), decided from the head alone, so
     the body is never read. Anything else (no credentials, a bad path...) is left to Django,
@@ -124,7 +132,7 @@ def _put_refusal(scope) -> _Refused | None:
     return None
 
 
-def _user(scope):
+def _user(scope: Scope) -> User | None:
     """The active user the request's token or session cookie stands for, or None."""
     from importlib import import_module
     from types import SimpleNamespace
@@ -141,16 +149,19 @@ def _user(scope):
     key = parse_cookie(header(scope, b"cookie") or "").get(settings.SESSION_COOKIE_NAME)
     if not key:
         return None
-    user = auth.get_user(SimpleNamespace(session=import_module(settings.SESSION_ENGINE).SessionStore(key)))
+    # get_user reads only the request's session
+    user = auth.get_user(SimpleNamespace(  # type: ignore[arg-type]
+        session=import_module(settings.SESSION_ENGINE).SessionStore(key)))
     return user if user.is_authenticated else None
 
 
 class _Refused(Exception):
-    def __init__(self, status: int, body: dict, headers: list | None = None):
+    def __init__(self, status: int, body: dict[str, Any], headers: Headers | None = None) -> None:
         self.status, self.body, self.headers = status, body, headers or []
 
 
-def _start(auth: str, upload_id: str, offset_h: str | None, length_h: str | None, checksum_h: str | None):
+def _start(auth: str, upload_id: str, offset_h: str | None, length_h: str | None,
+           checksum_h: str | None) -> ChunkWriter:
     """Authenticate, find the upload and open the chunk (the view's checks, in its order).
     Runs in the request's database thread."""
     from rest_framework.exceptions import AuthenticationFailed
@@ -183,18 +194,18 @@ def _start(auth: str, upload_id: str, offset_h: str | None, length_h: str | None
         raise _refusal(e) from None
 
 
-def _refusal(e) -> _Refused:
+def _refusal(e: PathError) -> _Refused:
     from . import uploads
 
-    body = {"detail": e.message}
-    headers = []
+    body: dict[str, Any] = {"detail": e.message}
+    headers: Headers = []
     if isinstance(e, uploads.OffsetConflict):
         body["offset"] = e.offset
         headers.append((b"upload-offset", str(e.offset).encode()))
     return _Refused(e.status, body, headers)
 
 
-def _finish(writer) -> tuple[int, dict, list]:
+def _finish(writer: ChunkWriter) -> tuple[int, dict[str, Any], Headers]:
     """Verify and close the chunk (completing the upload at its last byte); the answer."""
     from .api.serializers import UploadSerializer
     from .paths import PathError
@@ -211,7 +222,7 @@ def _finish(writer) -> tuple[int, dict, list]:
                        (b"cache-control", b"no-store")]
 
 
-async def _respond(send, status: int, body: dict, headers: list) -> None:
+async def _respond(send: Send, status: int, body: dict[str, Any], headers: Headers) -> None:
     from rest_framework.renderers import JSONRenderer
 
     payload = JSONRenderer().render(body)
@@ -223,12 +234,12 @@ async def _respond(send, status: int, body: dict, headers: list) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
-async def _pump(receive, writer) -> None:
+async def _pump(receive: Receive, writer: ChunkWriter) -> None:
     """Feed the request body to `writer` in batches, writing one batch in a worker thread while
     the next arrives. Stops at the body's end or when the client goes away (the writer then
     holds what arrived; `finish` reports the chunk short)."""
     loop = asyncio.get_running_loop()
-    pending = None
+    pending: asyncio.Future[None] | None = None
     batch: list[bytes] = []
     have = 0
     more = True
@@ -253,7 +264,7 @@ async def _pump(receive, writer) -> None:
             await asyncio.shield(pending)  # never leave a write running on a closed file
 
 
-async def patch_chunk(scope, receive, send, upload_id: str, auth: str) -> None:
+async def patch_chunk(scope: Scope, receive: Receive, send: Send, upload_id: str, auth: str) -> None:
     """`PATCH /api/v2/uploads/<id>/` with a token: the chunk streamed to disk as it arrives."""
     from .paths import PathError
 
@@ -275,8 +286,8 @@ async def patch_chunk(scope, receive, send, upload_id: str, auth: str) -> None:
                     await _pump(receive, writer)
             except PathError as e:  # not expected: the size was checked against Content-Length
                 writer.abort()
-                r = _refusal(e)
-                await _respond(send, r.status, r.body, r.headers)
+                refused = _refusal(e)
+                await _respond(send, refused.status, refused.body, refused.headers)
                 return
             except BaseException:
                 writer.abort()

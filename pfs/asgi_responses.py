@@ -25,11 +25,20 @@ from __future__ import annotations
 import io
 import os
 import stat
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
+
+from django.http import StreamingHttpResponse
 
 from core.asgi_django import SyncChainASGIHandler
+from core.asgi_types import ASGIApp, Message, Receive, Scope, Send
 from core.server import ZERO_COPY_SEND
 
 from . import transfer
+
+if TYPE_CHECKING:
+    from django.http import HttpRequest
+    from django.http.response import HttpResponseBase
 
 SPAN_SINK = "paddlecloud.file_span"  # the scope key of a request's _SpanSink
 
@@ -54,11 +63,11 @@ class _SpanSink:
     """One request's file span to send by zero-copy send, and the `send` that sends it just
     before the closing (empty, last) body message."""
 
-    def __init__(self, send):
+    def __init__(self, send: Send) -> None:
         self._send = send
         self.span: transfer.FileSpan | None = None
 
-    async def send(self, message) -> None:
+    async def send(self, message: Message) -> None:
         span = self.span
         if (span is not None and span.fd >= 0 and message["type"] == "http.response.body"
                 and not message.get("more_body")):
@@ -71,10 +80,10 @@ class ZeroCopyResponses:
     """ASGI wrapper around Django: where the server offers zero-copy send, a `_SpanSink` goes
     into the request's scope (FileBodies hands it the span) and wraps `send`."""
 
-    def __init__(self, app):
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and ZERO_COPY_SEND in scope.get("extensions", {}):
             sink = _SpanSink(send)
             scope, send = {**scope, SPAN_SINK: sink}, sink.send
@@ -85,30 +94,32 @@ class FileBodies:
     """Django middleware: file spans to the server's zero-copy send, other sync streaming
     bodies read in worker threads, under ASGI; nothing under WSGI."""
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         response = self.get_response(request)
         scope = getattr(request, "scope", None)  # only an ASGI request has one
-        if scope is None or not response.streaming or response.is_async:
+        # Only StreamingHttpResponses (FileResponse among them) have .streaming set.
+        if scope is None or not isinstance(response, StreamingHttpResponse) or response.is_async:
             return response
         sink = scope.get(SPAN_SINK)
         span = getattr(response, "file_span", None) or _whole_file_span(response)
         if sink is not None and span is not None:
             sink.span = span
             response.streaming_content = _no_body()  # the span is closed with the response
-        else:  # Django would read a sync iterator whole into memory first
-            response.streaming_content = transfer.in_threads(response.streaming_content)
+        else:  # Django would read a sync iterator whole into memory first (not is_async: it is one)
+            response.streaming_content = transfer.in_threads(response.streaming_content)  # type: ignore[arg-type]
         return response
 
 
-async def _no_body():
+async def _no_body() -> AsyncIterator[bytes]:
+    part: bytes
     for part in ():
         yield part
 
 
-def _whole_file_span(response) -> transfer.FileSpan | None:
+def _whole_file_span(response: StreamingHttpResponse) -> transfer.FileSpan | None:
     """The rest of a FileResponse's regular file (WhiteNoise's static files) as a span."""
     f = getattr(response, "file_to_stream", None)
     if not isinstance(f, io.BufferedReader):  # ranges come as WhiteNoise's SlicedFile
@@ -120,6 +131,7 @@ def _whole_file_span(response) -> transfer.FileSpan | None:
         return None
     if not stat.S_ISREG(st.st_mode):
         return None
-    span = transfer.FileSpan(os.dup(f.fileno()), start, int(response.get("Content-Length", st.st_size - start)))
+    length = response.get("Content-Length", st.st_size - start)  # type: ignore[call-overload]  # any default
+    span = transfer.FileSpan(os.dup(f.fileno()), start, int(length))
     response.streaming_content = span  # closed with the response, like the file
     return span

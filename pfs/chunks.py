@@ -175,7 +175,7 @@ def write_range(user: User, path: str, offset: int, read: Callable[[int], bytes]
     return writer.written
 
 
-def read_range(user: User, path: str, offset: int, chunksize: int) -> Iterable[bytes]:
+def read_range(user: User, path: str, offset: int, chunksize: int) -> FileSpan:
     """The bytes of one chunk of a file (fewer at its end). Any chunksize from 1 byte: the
     client asks for a file's last chunk by the bytes that remain."""
     _check_chunk(offset, chunksize, least=1)

@@ -8,7 +8,7 @@ class NameForm(forms.Form):
 
     name = forms.CharField(max_length=255)
 
-    def clean_name(self):
+    def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
         try:
             return check_name(name)

@@ -220,22 +220,7 @@ def home(user: User, datacenter: str) -> PfsPath:
 
 def resolve(user: User, path: str, *, write: bool = False) -> PfsPath:
     """Parse and check a user-supplied PFS path; raises PathError saying why it is refused."""
-    if not isinstance(path, str) or not path:
-        raise PathError("a path is required")
-    if len(path) > MAX_PATH_LENGTH:
-        raise PathError(f"path longer than {MAX_PATH_LENGTH} characters")
-    if "\x00" in path:
-        raise PathError("NUL bytes are not allowed in a path")
-    pure = PurePosixPath(path)
-    if not pure.is_absolute():
-        raise PathError("path must start with /pfs/<datacenter>/home/<user>/ or /pfs/<datacenter>/public/")
-    parts = [p for p in path.split("/") if p not in ("", ".")]
-    for p in parts:
-        check_name(p)
-    if len(parts) >= 3 and parts[2] == "user":  # seed 004's spelling of a home
-        parts[2] = "home"
-    if len(parts) < 3 or parts[0] != "pfs" or parts[2] not in ("home", "public"):
-        raise PathError("path must start with /pfs/<datacenter>/home/<user>/ or /pfs/<datacenter>/public/")
+    parts = _components(path)
     datacenter = parts[1]
     if parts[2] == "home":
         if len(parts) < 4:
@@ -252,3 +237,25 @@ def resolve(user: User, path: str, *, write: bool = False) -> PfsPath:
     _check_datacenter(datacenter)
     result.ensure_contained()
     return result
+
+
+def _components(path: str) -> list[str]:
+    """The checked components of an absolute /pfs/<datacenter>/{home,public}/... path (a home
+    spelt `user` as seed 004 does reads as `home`)."""
+    if not isinstance(path, str) or not path:
+        raise PathError("a path is required")
+    if len(path) > MAX_PATH_LENGTH:
+        raise PathError(f"path longer than {MAX_PATH_LENGTH} characters")
+    if "\x00" in path:
+        raise PathError("NUL bytes are not allowed in a path")
+    pure = PurePosixPath(path)
+    if not pure.is_absolute():
+        raise PathError("path must start with /pfs/<datacenter>/home/<user>/ or /pfs/<datacenter>/public/")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    for p in parts:
+        check_name(p)
+    if len(parts) >= 3 and parts[2] == "user":  # seed 004's spelling of a home
+        parts[2] = "home"
+    if len(parts) < 3 or parts[0] != "pfs" or parts[2] not in ("home", "public"):
+        raise PathError("path must start with /pfs/<datacenter>/home/<user>/ or /pfs/<datacenter>/public/")
+    return parts

@@ -14,7 +14,7 @@ import shutil
 import stat
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import IO, TYPE_CHECKING
 
 from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath
@@ -49,10 +49,8 @@ def _write_temp_at(dir_fd: int, prefix: str, chunks: Iterable[bytes]) -> tuple[s
 
 
 def _unlink_at(name: str, dir_fd: int) -> None:
-    try:
+    with suppress(FileNotFoundError):
         os.unlink(name, dir_fd=dir_fd)
-    except FileNotFoundError:
-        pass
 
 
 def is_dir_at(name: str, dir_fd: int) -> bool:
@@ -284,10 +282,8 @@ def scratch_fd(p: PfsPath) -> Iterator[int]:
         (settings.PFS_ROOT / p.datacenter / ".public").mkdir(parents=True, exist_ok=True)
         home = os.open(settings.PFS_ROOT / p.datacenter / ".public", DIRECTORY)
     try:
-        try:
+        with suppress(FileExistsError):
             os.mkdir(RESERVED_NAME, 0o700, dir_fd=home)
-        except FileExistsError:
-            pass
         try:
             fd = os.open(RESERVED_NAME, DIRECTORY, dir_fd=home)
         except OSError as e:  # ELOOP: a link; ENOTDIR: a file; ENOENT: a dangling link gone meanwhile

@@ -222,13 +222,13 @@ def drop_stale_reservations() -> int:
 
 def recompute_all() -> int:
     """Recompute every home that exists on disk or has a usage row; returns how many."""
-    User = get_user_model()
+    user_model = get_user_model()
     count = 0
     for dc in Datacenter.objects.only("id", "name"):
         homes = settings.PFS_ROOT / dc.name / "home"
         names = {p.name for p in homes.iterdir() if p.is_dir()} if homes.is_dir() else set()
         names |= set(StorageUsage.objects.filter(datacenter=dc).values_list("user__username", flat=True))
-        for user in User.objects.filter(username__in=names):
+        for user in user_model.objects.filter(username__in=names):
             recompute(user, dc)
             count += 1
     return count

@@ -3,15 +3,20 @@ listing), and static/js/pfs.js for uploads through the resumable /api/v2/uploads
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
+
+from accounts.current import AuthenticatedHttpRequest
 
 from . import services, shares, usage
 from .forms import NameForm, ShareForm
@@ -31,7 +36,7 @@ def _crumbs(p: PfsPath) -> list[tuple[str, str]]:
     return [(name, reverse("pfs:browse", args=[_vpath(v) + "/"])) for name, v in crumbs]
 
 
-def _context(request, path: str, **extra) -> dict:
+def _context(request: AuthenticatedHttpRequest, path: str, **extra: str) -> dict[str, Any]:
     p = resolve(request.user, path)
     entries = services.listdir(request.user, p.virtual)
     u = usage.get_usage(request.user, p.datacenter)
@@ -49,7 +54,8 @@ def _context(request, path: str, **extra) -> dict:
     }
 
 
-def _listing(request, path: str, *, error: str = "", notice: str = "", status: int = 200) -> HttpResponse:
+def _listing(request: AuthenticatedHttpRequest, path: str, *, error: str = "", notice: str = "",
+             status: int = 200) -> HttpResponse:
     try:
         ctx = _context(request, path, error=error, notice=notice)
     except PathError as e:
@@ -58,14 +64,14 @@ def _listing(request, path: str, *, error: str = "", notice: str = "", status: i
 
 
 @login_required
-def files_home(request):
+def files_home(request: AuthenticatedHttpRequest) -> HttpResponseBase:
     home = services.home_of(request.user, request.GET.get("datacenter") or settings.DEFAULT_DATACENTER)
     return redirect("pfs:browse", vpath=_vpath(home.virtual) + "/")
 
 
 @login_required
 @require_GET
-def browse(request, vpath: str):
+def browse(request: AuthenticatedHttpRequest, vpath: str) -> HttpResponseBase:
     path = "/pfs/" + vpath
     try:
         p = resolve(request.user, path)
@@ -85,26 +91,27 @@ def _query(path: str) -> str:
 
 @login_required
 @require_GET
-def listing(request):
+def listing(request: AuthenticatedHttpRequest) -> HttpResponse:
     return _listing(request, request.GET.get("path", ""))
 
 
-def _action(request, fn, done: str) -> HttpResponse:
-    """Run one change, then answer the refreshed listing of the directory it happened in."""
+def _action(request: AuthenticatedHttpRequest, fn: Callable[[], object], done: str) -> HttpResponse:
+    """Run one change, then answer the refreshed listing of the directory it happened in (with
+    what `fn` returns, when that is a message, else `done`)."""
     directory = request.POST.get("dir", "")
     try:
         msg = fn() or done
     except PathError as e:
         return _listing(request, directory, error=e.message)
-    return _listing(request, directory, notice=msg)
+    return _listing(request, directory, notice=str(msg))
 
 
 @login_required
 @require_POST
-def make_dir(request):
+def make_dir(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = NameForm(request.POST)
     if not form.is_valid():
-        return _listing(request, request.POST.get("dir", ""), error=form.errors["name"][0])
+        return _listing(request, request.POST.get("dir", ""), error=str(form.errors["name"][0]))
     path = request.POST.get("dir", "").rstrip("/") + "/" + form.cleaned_data["name"]
     return _action(request, lambda: services.mkdir(request.user, path) and None,
                    f"Folder {form.cleaned_data['name']} created.")
@@ -112,10 +119,10 @@ def make_dir(request):
 
 @login_required
 @require_POST
-def rename(request):
+def rename(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = NameForm(request.POST)
     if not form.is_valid():
-        return _listing(request, request.POST.get("dir", ""), error=form.errors["name"][0])
+        return _listing(request, request.POST.get("dir", ""), error=str(form.errors["name"][0]))
     src = request.POST.get("path", "")
     dst = src.rstrip("/").rsplit("/", 1)[0] + "/" + form.cleaned_data["name"]
     return _action(request, lambda: services.move(request.user, src, dst) and None,
@@ -124,7 +131,7 @@ def rename(request):
 
 @login_required
 @require_POST
-def delete(request):
+def delete(request: AuthenticatedHttpRequest) -> HttpResponse:
     path = request.POST.get("path", "")
     return _action(request, lambda: services.remove(request.user, path, recursive=True) and None,
                    f"Deleted {path.rsplit('/', 1)[-1]}.")
@@ -132,12 +139,12 @@ def delete(request):
 
 @login_required
 @require_POST
-def share(request):
+def share(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = ShareForm(request.POST)
     days = form.cleaned_data.get("expires_days") if form.is_valid() else None
     expires = timezone.now() + timedelta(days=days) if days else None
 
-    def make():
+    def make() -> str:
         link = shares.create(request.user, request.POST.get("path", ""), expires=expires)
         return f"Share link: {shares.url_of(link, request.build_absolute_uri('/'))}"
 
@@ -146,12 +153,12 @@ def share(request):
 
 @login_required
 @require_POST
-def unshare(request):
+def unshare(request: AuthenticatedHttpRequest) -> HttpResponse:
     return _action(request, lambda: shares.revoke(request.user, request.POST.get("uuid", "")) and "Link revoked.",
                    "Link revoked.")
 
 
-def filepub(request):
+def filepub(request: HttpRequest) -> HttpResponseBase:
     """GET /filepub/?uuid=<uuid>: a shared file, for anyone with the link (no login)."""
     try:
         return shares.serve(request.GET.get("uuid", ""), range_header=request.headers.get("Range"),

@@ -1,7 +1,9 @@
 import math
+from typing import Any
 
 from django import forms
 from django.contrib import admin
+from django.contrib.auth.models import User
 
 from .models import Quota
 from .units import cpu_millicores, format_bytes, format_cpu, quantity
@@ -15,7 +17,7 @@ def as_quantity(n: int) -> str:
     return str(n)
 
 
-class QuotaForm(forms.ModelForm):
+class QuotaForm(forms.ModelForm[Quota]):
     """CPU, memory and storage as the list shows them and jobs ask for them ("8", "32Gi"), not in
     millicores and bytes."""
 
@@ -27,7 +29,7 @@ class QuotaForm(forms.ModelForm):
         model = Quota
         fields = ["datacenter", "user", "cpu", "memory", "gpus", "max_running_jobs", "storage", "max_priority"]
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         q = self.instance
         self.initial.setdefault("cpu", format_cpu(q.cpu_millicores))
@@ -57,11 +59,12 @@ class QuotaForm(forms.ModelForm):
         self.instance.cpu_millicores = self.cleaned_data["cpu"]
         self.instance.memory_bytes = self.cleaned_data["memory"]
         self.instance.storage_bytes = self.cleaned_data["storage"]
-        return super().save(commit)
+        saved: Quota = super().save(commit)
+        return saved
 
 
 @admin.register(Quota)
-class QuotaAdmin(admin.ModelAdmin):
+class QuotaAdmin(admin.ModelAdmin[Quota]):
     form = QuotaForm
     list_display = ["datacenter", "who", "cpu", "memory", "gpus", "max_running_jobs", "storage"]
     list_filter = ["datacenter"]
@@ -69,17 +72,17 @@ class QuotaAdmin(admin.ModelAdmin):
     list_select_related = ["datacenter", "user"]
 
     @admin.display(description="user")
-    def who(self, obj):
+    def who(self, obj: Quota) -> User | str:
         return obj.user or "(default)"
 
     @admin.display(description="CPU")
-    def cpu(self, obj):
+    def cpu(self, obj: Quota) -> str:
         return format_cpu(obj.cpu_millicores)
 
     @admin.display(description="memory")
-    def memory(self, obj):
+    def memory(self, obj: Quota) -> str:
         return format_bytes(obj.memory_bytes)
 
     @admin.display(description="storage")
-    def storage(self, obj):
+    def storage(self, obj: Quota) -> str:
         return format_bytes(obj.storage_bytes)

@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import psutil
@@ -289,7 +289,8 @@ class LauncherProcess:
                    *[a for name, path in roots.items() for a in (f"--{name}-root", str(path))], *extra]
             if registry:
                 cmd += ["--uid-registry", str(registry)]
-            self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=open(self.log, "wb"),  # noqa: SIM115 - the child's
+                                         stderr=subprocess.STDOUT,
                                          env={**os.environ, **(env or {})})
             wait_for(lambda: self.sock.exists() or self.proc.poll() is not None, 30, what=self.output)
             if self.proc.poll() is None or job_uids is not None or "another PaddleCloud" not in self.output():
@@ -322,8 +323,6 @@ def drop_job_networks(launcher: LauncherProcess, jobs_root) -> None:
             if entry.name.startswith(prefix):
                 subprocess.run(["ip", "netns", "delete", entry.name], capture_output=True)
     for pid_file in (launcher.state / "netns").glob(f"{prefix}*.pid"):
-        try:
+        with suppress(OSError, ValueError):
             os.kill(int(pid_file.read_text().split()[0]), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
         pid_file.unlink(missing_ok=True)

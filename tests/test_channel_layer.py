@@ -1,6 +1,7 @@
 """The Channels layer against the real Redis: idle receives wait, cancelled receives stop."""
 
 import asyncio
+import contextlib
 
 from channels.layers import get_channel_layer
 
@@ -21,10 +22,9 @@ async def test_a_receive_whose_cancellation_was_swallowed_still_stops():
 
     async def cancelled_then_receive():
         asyncio.current_task().cancel()
-        try:
+        # What Python 3.11's wait_for does when the cancel lands as its future completes
+        with contextlib.suppress(asyncio.CancelledError):
             await asyncio.sleep(0)
-        except asyncio.CancelledError:
-            pass  # what Python 3.11's wait_for does when the cancel lands as its future completes
         return await layer.receive(name)
 
     receive = asyncio.ensure_future(cancelled_then_receive())

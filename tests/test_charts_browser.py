@@ -3,6 +3,7 @@ metric, CSV export, and ten runs overlaid from the runs table."""
 
 import csv
 import io
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -19,10 +20,9 @@ LOSSES = [573.0, 120.0, 48.0, 30.0, 19.0, 12.5, 9.0, 7.1, 5.6, 4.3]
 
 def tensorboard_smoothing(values, weight):
     """TensorBoard's resampled EMA, as in its vz_line_chart: started at 0, debiased."""
-    last, n, out = 0.0, 0, []
-    for v in values:
+    last, out = 0.0, []
+    for n, v in enumerate(values, 1):
         last = last * weight + (1 - weight) * v
-        n += 1
         out.append(last / (1 - weight ** n))
     return out
 
@@ -70,7 +70,7 @@ def test_the_chart_switches_metric_and_x_axis_and_exports_csv(page, live_server,
     with page.expect_download() as download:
         page.click("#chart-csv")
     assert download.value.suggested_filename == "fit-acc.csv"
-    rows = list(csv.DictReader(io.StringIO(open(download.value.path()).read())))
+    rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
     assert len(rows) == 10 and rows[0]["run"] == "trainer-0" and rows[0]["step"] == "1"
     assert rows[0]["wall_time"] == "2023-11-14T22:13:20.000Z" and rows[-1]["seconds_since_start"] == "270.000"
     assert float(rows[-1]["acc_smoothed"]) == pytest.approx(tensorboard_smoothing(

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psutil
@@ -95,10 +95,8 @@ def running_tree(var):
         yield tree
     finally:
         for p in everything:
-            try:
+            with suppress(psutil.NoSuchProcess):
                 p.send_signal(signal.SIGKILL)
-            except psutil.NoSuchProcess:
-                pass
         tree.proc.kill()
         tree.proc.wait()
 

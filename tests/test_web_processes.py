@@ -1,6 +1,7 @@
 """Several web processes (`WEB_CONCURRENCY`, read by uvicorn as its --workers) serve the same port
 from the Procfile's web command; when their supervisor is killed with -9, none outlives it."""
 
+import contextlib
 import os
 import re
 import signal
@@ -32,7 +33,8 @@ def test_web_workers_serve_and_end_with_their_supervisor(tmp_path):
     env = {**os.environ, "WEB_CONCURRENCY": "2", "DJANGO_SETTINGS_MODULE": "paddleweb.settings"}
     env["PATH"] = f"{os.path.dirname(sys.executable)}:{env.get('PATH', '')}"  # the venv's uvicorn
     supervisor = subprocess.Popen(["/bin/sh", "-c", f"exec {command}"], cwd=settings.BASE_DIR, env=env,
-                                  stdout=open(tmp_path / "web.log", "wb"), stderr=subprocess.STDOUT,
+                                  stdout=open(tmp_path / "web.log", "wb"),  # noqa: SIM115 - the child's
+                                  stderr=subprocess.STDOUT,
                                   start_new_session=True)
     try:
         def answers() -> bool:
@@ -53,7 +55,5 @@ def test_web_workers_serve_and_end_with_their_supervisor(tmp_path):
         wait_for(lambda: not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in started), 30,
                  what="the web workers to end with their supervisor")
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(supervisor.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass

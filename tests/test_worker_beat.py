@@ -32,7 +32,8 @@ def test_the_procfile_worker_runs_the_periodic_tasks_in_one_process(tmp_path):
     command = procfile_worker()
     assert command[:2] == ["celery", "-A"] and "--beat-thread" in command
     worker = subprocess.Popen([sys.executable, "-m", *command], cwd=settings.BASE_DIR, env=env,
-                              stdout=open(log, "wb"), stderr=subprocess.STDOUT, start_new_session=True)
+                              stdout=open(log, "wb"),  # noqa: SIM115 - the child's
+                              stderr=subprocess.STDOUT, start_new_session=True)
     try:
         ran = "Task jobs.tasks.reconcile["
 

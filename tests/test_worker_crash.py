@@ -4,6 +4,7 @@ and while no worker is alive, /api/v2/health/, the probe command and the pages s
 The worker here is a real `celery worker -B` process, sharing the test database and Redis; the
 watcher runs in a thread of the test."""
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -48,10 +49,8 @@ def worker_process() -> subprocess.Popen:
 
 
 def kill_9(worker: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(worker.pid, signal.SIGKILL)  # the worker with its pool and beat children
-    except ProcessLookupError:
-        pass
     worker.wait()
 
 

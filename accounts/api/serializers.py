@@ -1,9 +1,11 @@
+from typing import Any
+
 from rest_framework import serializers
 
 from accounts.models import ApiToken, Datacenter, Registry
 
 
-class RegistrySerializer(serializers.ModelSerializer):
+class RegistrySerializer(serializers.ModelSerializer[Registry]):
     password = serializers.CharField(write_only=True, allow_blank=True, style={"input_type": "password"})
 
     class Meta:
@@ -15,13 +17,13 @@ class RegistrySerializer(serializers.ModelSerializer):
                         "username": {"allow_blank": True}}
 
 
-class DatacenterSerializer(serializers.ModelSerializer):
+class DatacenterSerializer(serializers.ModelSerializer[Datacenter]):
     class Meta:
         model = Datacenter
         fields = ["name", "backend", "description"]
 
 
-class TokenRequestSerializer(serializers.Serializer):
+class TokenRequestSerializer(serializers.Serializer[Any]):  # a request body: no instance
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=4096, style={"input_type": "password"})
     name = serializers.CharField(max_length=64, required=False, allow_blank=True, default="",
@@ -35,19 +37,19 @@ class TokenRequestSerializer(serializers.Serializer):
 class StrictCharField(serializers.CharField):
     """Text only: DRF's CharField would take 0 or true and make it "0" or "True"."""
 
-    def to_internal_value(self, data):
+    def to_internal_value(self, data: object) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
 
 
-class NewTokenSerializer(serializers.Serializer):
+class NewTokenSerializer(serializers.Serializer[Any]):  # a request body: no instance
     name = StrictCharField(max_length=64, help_text="What it is for, e.g. ci-nightly; one not in use.")
     never_expires = serializers.BooleanField(required=False, default=False,
                                              help_text="A token that does not expire; revoke it when done.")
 
 
-class ApiTokenSerializer(serializers.ModelSerializer):
+class ApiTokenSerializer(serializers.ModelSerializer[ApiToken]):
     """A token as listed: never its secret."""
 
     created = serializers.DateTimeField(source="auth_token.created", read_only=True)

@@ -8,12 +8,13 @@ could not be made at all, so nothing is ever done twice.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
+from tenacity.stop import stop_base
 
 from . import __version__
 from .config import TokenCache, normalize_endpoint
@@ -23,12 +24,17 @@ IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRY_STATUS = frozenset({502, 503, 504})
 
 
+# What the API answers for one object. API.request returns the decoded JSON as it comes (Any);
+# the callers that know an endpoint answers an object say so with cast(JsonObject, ...).
+JsonObject = dict[str, Any]
+
+
 class _RetryableStatus(Exception):
     def __init__(self, response: httpx.Response):
         self.response = response
 
 
-def _retryable(method: str):
+def _retryable(method: str) -> Callable[[BaseException], bool]:
     def check(exc: BaseException) -> bool:
         if isinstance(exc, _RetryableStatus):
             return True
@@ -88,7 +94,7 @@ class API:
         self.http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=10.0),
                                  headers={"User-Agent": f"paddlectl/{__version__}", "Accept": "application/json"},
                                  transport=transport, follow_redirects=False,
-                                 **({"verify": tls} if tls is not None else {}))
+                                 verify=tls if tls is not None else True)  # httpx's default: True
 
     # --- auth -----------------------------------------------------------------------------
     @property
@@ -124,7 +130,7 @@ class API:
 
     # --- requests -------------------------------------------------------------------------
     def _retrying(self, method: str, deadline: float | None = None) -> Retrying:
-        stop = stop_after_attempt(self.retries + 1)
+        stop: stop_base = stop_after_attempt(self.retries + 1)
         if deadline is not None:
             stop = stop | stop_after_delay(deadline)
         return Retrying(stop=stop, wait=wait_exponential(multiplier=0.25, max=8), reraise=True,

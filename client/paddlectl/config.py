@@ -45,6 +45,7 @@ password: secret              #   (`paddle login` replaces this with token: ...)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import stat
@@ -246,6 +247,23 @@ def select(cfg: Config, name: str | None = None, env: dict[str, str] | None = No
     env = dict(os.environ) if env is None else env
     wanted = name or env.get(ENV_DATACENTER) or None
     endpoint = env.get(ENV_ENDPOINT)
+    dc = _configured(cfg, wanted, endpoint)
+    if dc is None:
+        if not endpoint:
+            raise ConfigError(_missing(cfg))
+        dc = Datacenter(name=wanted or "default", endpoint=endpoint)
+    dc = Datacenter(**vars(dc))
+    if endpoint:
+        dc.endpoint = endpoint
+    for var, attr in ((ENV_USERNAME, "username"), (ENV_PASSWORD, "password"), (ENV_TOKEN, "token")):
+        if env.get(var):
+            setattr(dc, attr, env[var])
+    return dc
+
+
+def _configured(cfg: Config, wanted: str | None, endpoint: str | None) -> Datacenter | None:
+    """The config's entry for `wanted` (else the current one, else the only one); None where
+    there is none and the environment's `endpoint` stands in. Raises when none can be chosen."""
     dc: Datacenter | None = None
     if wanted:
         dc = cfg.find(wanted)
@@ -264,16 +282,6 @@ def select(cfg: Config, name: str | None = None, env: dict[str, str] | None = No
     elif cfg.datacenters and not endpoint:
         raise ConfigError(f"{cfg.path} lists several datacenters ({', '.join(cfg.names())}): set current-datacenter "
                           "or pass --datacenter NAME")
-    if dc is None:
-        if not endpoint:
-            raise ConfigError(_missing(cfg))
-        dc = Datacenter(name=wanted or "default", endpoint=endpoint)
-    dc = Datacenter(**vars(dc))
-    if endpoint:
-        dc.endpoint = endpoint
-    for var, attr in ((ENV_USERNAME, "username"), (ENV_PASSWORD, "password"), (ENV_TOKEN, "token")):
-        if env.get(var):
-            setattr(dc, attr, env[var])
     return dc
 
 
@@ -390,7 +398,5 @@ class TokenCache:
             data.pop(key, None)
         else:
             data[key] = token
-        try:
+        with contextlib.suppress(OSError):
             _write_private(self.path, yaml.safe_dump(data))
-        except OSError:
-            pass

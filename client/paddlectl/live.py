@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from websockets.exceptions import InvalidHandshake, InvalidURI, WebSocketException
-from websockets.sync.client import connect
+from websockets.sync.client import ClientConnection, connect
 
 if TYPE_CHECKING:
     from .api import API
@@ -35,7 +35,7 @@ class JobEvents:
         self._logs: deque[dict[str, Any]] = deque()  # pushed log messages not yet taken
         self._other = threading.Event()  # news other than log output came: read over HTTP
         self._stop = threading.Event()
-        self._ws = None
+        self._ws: ClientConnection | None = None
         self._thread = threading.Thread(target=self._run, name=f"paddlectl-events-{job}", daemon=True)
 
     def start(self) -> JobEvents:
@@ -78,8 +78,9 @@ class JobEvents:
         delay = 1.0
         while not self._stop.is_set():
             try:
+                # ssl=None is websockets' default (a default context for wss://)
                 with connect(self.url, additional_headers=self.headers, open_timeout=self.open_timeout,
-                             **({"ssl": self.tls} if self.tls is not None else {})) as ws:
+                             ssl=self.tls) as ws:
                     self._ws = ws
                     self.connected.set()
                     self.settled.set()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -98,7 +99,7 @@ class LogReader:
         """Read replica `name` from its offset until nothing new is left."""
         while True:
             offset = self.offsets.get(name, 0)
-            chunks = self._call(lambda at=offset: self.api.get(self.path, replica=name, offset=at)) or []
+            chunks = self._call(partial(self.api.get, self.path, replica=name, offset=offset)) or []
             read = 0
             for chunk in chunks:
                 read = int(chunk["next_offset"]) - int(chunk["offset"])

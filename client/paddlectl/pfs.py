@@ -23,7 +23,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import httpx
 
@@ -33,7 +33,7 @@ from .errors import APIError, ConnectionFailed, NotFound, PaddlectlError
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from .api import API
+    from .api import API, JsonObject
 
     class Client(Protocol):
         """What Storage needs of its client (paddlectl.sdk.Client, which imports this module)."""
@@ -86,7 +86,7 @@ class _FileSlice:
     """`length` bytes of the open file `f` from `offset`, read block by block as the request body
     goes out (counted in `sent` and on the meter); iterable again if the request is resent."""
 
-    def __init__(self, f, local: Path, offset: int, length: int, meter: _Meter):
+    def __init__(self, f: BinaryIO, local: Path, offset: int, length: int, meter: _Meter) -> None:
         self.f, self.local, self.offset, self.length, self.meter = f, local, offset, length, meter
         self.sent = 0
 
@@ -114,6 +114,18 @@ def _sha256(path: Path) -> str:
         while block := f.read(1 << 20):
             h.update(block)
     return h.hexdigest()
+
+
+def _resume_etag(remote: str, part: Path, side: Path) -> str | None:
+    """The ETag a partial download of `remote` in `part` was made from (its side file says), or
+    None: then the partial copy cannot be resumed."""
+    if not (part.exists() and side.exists()):
+        return None
+    try:
+        info = json.loads(side.read_text())
+        return info.get("etag") if info.get("path") == remote else None
+    except (OSError, ValueError):
+        return None
 
 
 def _retry_connection(fn: Callable[[], Any], what: str, deadline: float) -> Any:
@@ -144,7 +156,7 @@ class Storage:
 
     # --- metadata -----------------------------------------------------------------------------
     def stat(self, path: str) -> dict[str, Any]:
-        return self.api.get("files/stat/", path=path)
+        return cast("JsonObject", self.api.get("files/stat/", path=path))
 
     def exists(self, path: str) -> bool:
         try:
@@ -155,7 +167,7 @@ class Storage:
 
     def is_dir(self, path: str) -> bool:
         try:
-            return self.stat(path)["type"] == "dir"
+            return bool(self.stat(path)["type"] == "dir")
         except NotFound:
             return False
 
@@ -172,20 +184,20 @@ class Storage:
 
     def mkdir(self, path: str) -> dict[str, Any]:
         self._ensure_home()
-        return self.api.post("files/mkdir/", {"path": path})
+        return cast("JsonObject", self.api.post("files/mkdir/", {"path": path}))
 
     def rm(self, path: str, recursive: bool = False) -> None:
         self.api.delete("files/", params={"path": path, "recursive": "true" if recursive else "false"})
 
     def mv(self, src: str, dst: str, overwrite: bool = False) -> dict[str, Any]:
-        return self.api.post("files/move/", {"src": src, "dst": dst, "overwrite": overwrite})
+        return cast("JsonObject", self.api.post("files/move/", {"src": src, "dst": dst, "overwrite": overwrite}))
 
     def copy(self, src: str, dst: str, overwrite: bool = False) -> dict[str, Any]:
         """Server-side copy within PFS."""
-        return self.api.post("files/copy/", {"src": src, "dst": dst, "overwrite": overwrite})
+        return cast("JsonObject", self.api.post("files/copy/", {"src": src, "dst": dst, "overwrite": overwrite}))
 
     def usage(self, datacenter: str | None = None) -> dict[str, Any]:
-        return self.api.get("storage/usage/", datacenter=datacenter or self.client.datacenter)
+        return cast("JsonObject", self.api.get("storage/usage/", datacenter=datacenter or self.client.datacenter))
 
     # --- upload -------------------------------------------------------------------------------
     def upload_file(self, local: str | Path, remote: str, progress: Progress | None = None,
@@ -199,13 +211,13 @@ class Storage:
             entry = self.api.request("PUT", "files/content/", params={"path": remote}, content=data,
                                      headers={"Content-Type": "application/octet-stream"})
             meter.add(len(data))
-            return entry
+            return cast("JsonObject", entry)
         return self._resumable(local, remote, size, meter)
 
     def _find_unfinished(self, remote: str, size: int, sha256: str) -> dict[str, Any] | None:
         for upload in self.api.paginate("uploads/"):
             if upload["path"] == remote and upload["size"] == size and upload.get("sha256") == sha256:
-                return upload
+                return cast("JsonObject", upload)
         return None
 
     def _resumable(self, local: Path, remote: str, size: int, meter: _Meter) -> dict[str, Any]:
@@ -266,10 +278,8 @@ class Storage:
                 self.rm(dest, recursive=True)
             self.mv(staging, dest)
         except BaseException:
-            try:
+            with contextlib.suppress(PaddlectlError):
                 self.rm(staging, recursive=True)
-            except PaddlectlError:
-                pass
             raise
 
     # --- download -----------------------------------------------------------------------------
@@ -282,13 +292,7 @@ class Storage:
         if size is None:
             size = int(self.stat(remote).get("size", 0))
         meter = meter or _Meter(size, progress)
-        etag = None
-        if part.exists() and side.exists():
-            try:
-                info = json.loads(side.read_text())
-                etag = info.get("etag") if info.get("path") == remote else None
-            except (OSError, ValueError):
-                etag = None
+        etag = _resume_etag(remote, part, side)
         if etag is None:
             part.unlink(missing_ok=True)
         start_done = meter.done
@@ -299,33 +303,15 @@ class Storage:
             headers = {"Accept-Encoding": "identity"}
             if have and etag:
                 headers.update({"Range": f"bytes={have}-", "If-Range": etag})
+            seen: dict[str, str] = {}
             try:
-                if wire.usable(self.api):
-                    seen: dict[str, str] = {}
-                    try:
+                try:
+                    if wire.usable(self.api):
                         self._download_spliced(remote, part, headers, meter, start_done, have, seen)
-                    finally:
-                        etag = seen.get("etag") or etag  # resume from what arrived, if it drops
-                    break
-                with self.api.stream("GET", "files/content/", params={"path": remote}, headers=headers) as r:
-                    if r.headers.get("Content-Encoding", "identity") != "identity":
-                        raise PaddlectlError(f"download of {remote}: the server sent it encoded "
-                                             f"({r.headers['Content-Encoding']}) though asked not to")
-                    resumed = r.status_code == 206
-                    etag = r.headers.get("ETag") or etag
-                    if etag:
-                        side.write_text(json.dumps({"path": remote, "etag": etag}))
-                    mode = "ab" if resumed else "wb"
-                    meter.done = start_done + (have if resumed else 0)
-                    meter.report()
-                    with open(part, mode) as f:
-                        # Blocks as the connection reads them (64 KiB): iter_bytes/iter_raw with a
-                        # chunk size re-chunk them through a BytesIO, which took 2-3x the CPU and
-                        # made downloads a quarter of upload speed. A buffered file passes blocks
-                        # bigger than its buffer straight to write(2).
-                        for block in r.iter_raw():
-                            f.write(block)
-                            meter.add(len(block))
+                    else:
+                        self._download_streamed(remote, part, headers, meter, start_done, have, etag, seen)
+                finally:
+                    etag = seen.get("etag") or etag  # resume from what arrived, if it drops
                 break
             except APIError as e:
                 if e.status == 416 and have:  # our partial copy is already complete (or stale)
@@ -340,6 +326,32 @@ class Storage:
         os.replace(part, local)
         side.unlink(missing_ok=True)
         return local
+
+    def _download_streamed(self, remote: str, part: Path, headers: dict[str, str], meter: _Meter,
+                           start_done: int, have: int, etag: str | None, seen: dict[str, str]) -> None:
+        """download_file's request through httpx, the body appended to `part` (or replacing it
+        when the server sends the whole file); the ETag into `seen` as soon as it is known."""
+        side = part.with_name(part.name + ".json")
+        with self.api.stream("GET", "files/content/", params={"path": remote}, headers=headers) as r:
+            if r.headers.get("Content-Encoding", "identity") != "identity":
+                raise PaddlectlError(f"download of {remote}: the server sent it encoded "
+                                     f"({r.headers['Content-Encoding']}) though asked not to")
+            resumed = r.status_code == 206
+            etag = r.headers.get("ETag") or etag
+            if etag:
+                seen["etag"] = etag
+                side.write_text(json.dumps({"path": remote, "etag": etag}))
+            mode = "ab" if resumed else "wb"
+            meter.done = start_done + (have if resumed else 0)
+            meter.report()
+            with open(part, mode) as f:
+                # Blocks as the connection reads them (64 KiB): iter_bytes/iter_raw with a
+                # chunk size re-chunk them through a BytesIO, which took 2-3x the CPU and
+                # made downloads a quarter of upload speed. A buffered file passes blocks
+                # bigger than its buffer straight to write(2).
+                for block in r.iter_raw():
+                    f.write(block)
+                    meter.add(len(block))
 
     def _download_spliced(self, remote: str, part: Path, headers: dict[str, str], meter: _Meter, start_done: int,
                           have: int, seen: dict[str, str]) -> None:

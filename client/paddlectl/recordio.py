@@ -22,6 +22,7 @@ the file and byte offset, never returns garbage.
 
 from __future__ import annotations
 
+import contextlib
 import glob as _glob
 import gzip
 import os
@@ -31,7 +32,7 @@ import weakref
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Union
+from typing import BinaryIO, Literal, Union
 
 from . import snappy
 
@@ -90,19 +91,17 @@ def _decompress(data: memoryview, compressor: int) -> bytes:
     return gzip.decompress(data)
 
 
-def _open(target: PathOrFile, mode: str) -> tuple[BinaryIO, str, bool]:
+def _open(target: PathOrFile, mode: Literal["rb"]) -> tuple[BinaryIO, str, bool]:
     if hasattr(target, "read") or hasattr(target, "write"):
-        return target, getattr(target, "name", "<stream>"), False  # type: ignore[return-value]
-    path = os.fspath(target)  # type: ignore[arg-type]
-    return open(path, mode), path, True  # noqa: SIM115
+        return target, getattr(target, "name", "<stream>"), False  # type: ignore[return-value]  # a file, by hasattr
+    path = os.fspath(target)
+    return open(path, mode), path, True
 
 
 def _discard(f: BinaryIO, path: str) -> None:
     f.close()
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 class Writer:
@@ -130,10 +129,11 @@ class Writer:
         self.closed = False
         self.count = 0
         self._temp: str | None = None
+        self._file: BinaryIO
         if hasattr(target, "write"):
-            self._file, self.name = target, getattr(target, "name", "<stream>")  # type: ignore[assignment]
+            self._file, self.name = target, getattr(target, "name", "<stream>")  # type: ignore[assignment]  # as in _open
             return
-        self.name = os.fspath(target)  # type: ignore[arg-type]
+        self.name = os.fspath(target)
         directory, base = os.path.split(self.name)
         self._temp = os.path.join(directory, f".{base}.{secrets.token_hex(4)}.tmp")
         # O_EXCL: never through a planted file or link; 0o666 so the umask decides, as for open().
@@ -165,7 +165,7 @@ class Writer:
         """Write the pending records as one chunk."""
         if not self._records:
             return
-        parts = []
+        parts: list[bytes] = []
         for r in self._records:
             parts += (struct.pack("<I", len(r)), r)
         data = _compress(b"".join(parts), self.compressor)
@@ -242,17 +242,7 @@ def read_chunk(f: BinaryIO, name: str = "<stream>", layout: str | None = None,
         raise CorruptRecordIO(name, offset, "the header's compressor or size makes no sense")
     sizes = {candidates[n][2] for n in order}
     data = memoryview(f.read(max(sizes)))
-    chosen = None
-    for n in order:
-        checksum, compressor, size, _ = candidates[n]
-        if len(data) >= size and zlib.crc32(data[:size]) & 0xFFFFFFFF == checksum:
-            chosen = n
-            break
-    if chosen is None:
-        size = candidates[order[0]][2]
-        if len(data) < size:
-            raise CorruptRecordIO(name, offset, f"truncated chunk ({len(data)} of {size} data bytes)")
-        raise CorruptRecordIO(name, offset, "checksum mismatch")
+    chosen = _checked_layout(candidates, order, data, name, offset)
     checksum, compressor, size, count = candidates[chosen]
     f.seek(offset + HEADER.size + size)
     if compressor == GZIP and chosen == "fluid":
@@ -261,7 +251,26 @@ def read_chunk(f: BinaryIO, name: str = "<stream>", layout: str | None = None,
         raw = _decompress(data[:size], compressor)
     except (snappy.SnappyError, OSError, EOFError, zlib.error) as e:
         raise CorruptRecordIO(name, offset, f"cannot decompress ({COMPRESSORS[compressor]}): {e}") from None
-    records, pos = [], 0
+    return ChunkHeader(checksum, compressor, size, count, chosen), _records(raw, count, name, offset)
+
+
+def _checked_layout(candidates: dict[str, tuple[int, int, int, int]], order: list[str], data: memoryview,
+                    name: str, offset: int) -> str:
+    """The first layout in `order` whose checksum matches the chunk's `data`."""
+    for n in order:
+        checksum, _, size, _ = candidates[n]
+        if len(data) >= size and zlib.crc32(data[:size]) & 0xFFFFFFFF == checksum:
+            return n
+    size = candidates[order[0]][2]
+    if len(data) < size:
+        raise CorruptRecordIO(name, offset, f"truncated chunk ({len(data)} of {size} data bytes)")
+    raise CorruptRecordIO(name, offset, "checksum mismatch")
+
+
+def _records(raw: bytes, count: int, name: str, offset: int) -> list[bytes]:
+    """The `count` length-prefixed records of a chunk's decompressed data, all of it."""
+    records: list[bytes] = []
+    pos = 0
     for i in range(count):
         if pos + 4 > len(raw):
             raise CorruptRecordIO(name, offset, f"record {i} of {count} is missing")
@@ -273,7 +282,7 @@ def read_chunk(f: BinaryIO, name: str = "<stream>", layout: str | None = None,
         pos += length
     if pos != len(raw):
         raise CorruptRecordIO(name, offset, f"{len(raw) - pos} stray bytes after {count} records")
-    return ChunkHeader(checksum, compressor, size, count, chosen), records
+    return records
 
 
 class Scanner:
@@ -390,7 +399,8 @@ class Index:
 def load_index(target: PathOrFile) -> Index:
     f, name, owned = _open(target, "rb")
     try:
-        offsets, counts = [], []
+        offsets: list[int] = []
+        counts: list[int] = []
         while True:
             offset = f.tell()
             chunk = read_chunk(f, name)

@@ -13,17 +13,19 @@ Every method returns the server's JSON (dicts and lists) and raises a PaddlectlE
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import httpx
 
 from . import __version__
 from . import config as cfgmod
-from .api import API, tls_context
+from .api import API, JsonObject, tls_context
 from .errors import APIError, ConfigError, NotFound, PaddlectlError
 from .job import PaddleJob, check_job_name
 from .live import JobEvents
@@ -132,7 +134,7 @@ class Client:
         return "/".join(parts)
 
     def quota(self, datacenter: str | None = None) -> dict[str, Any]:
-        return self.api.get("quota/", datacenter=datacenter or self.datacenter)
+        return cast(JsonObject, self.api.get("quota/", datacenter=datacenter or self.datacenter))
 
     def cluster(self) -> list[dict[str, Any]]:
         """Every datacenter: capacity and use, its running jobs and its queue in order (another
@@ -144,8 +146,8 @@ class Client:
         return list(self.api.paginate("registries/"))
 
     def add_registry(self, name: str, server: str, username: str, password: str) -> dict[str, Any]:
-        return self.api.post("registries/", {"name": name, "server": server, "username": username,
-                                             "password": password})
+        return cast(JsonObject, self.api.post("registries/", {"name": name, "server": server, "username": username,
+                                             "password": password}))
 
     def delete_registry(self, name: str) -> None:
         self.api.delete(f"registries/{_q(name)}/")
@@ -163,7 +165,7 @@ class Client:
 
     def add_webhook(self, url: str, events: Iterable[str], secret: str = "") -> dict[str, Any]:
         """A new webhook, with its secret: the only time the server shows it."""
-        return self.api.post("webhooks/", {"url": url, "events": list(events), "secret": secret})
+        return cast(JsonObject, self.api.post("webhooks/", {"url": url, "events": list(events), "secret": secret}))
 
     def delete_webhook(self, webhook_id: int) -> None:
         self.api.delete(f"webhooks/{int(webhook_id)}/")
@@ -183,9 +185,9 @@ class Client:
 
     def get(self, name: str) -> JobDict:
         """One job with its replicas and events."""
-        return self.api.get(f"jobs/{_q(name)}/")
+        return cast(JsonObject, self.api.get(f"jobs/{_q(name)}/"))
 
-    def workers(self, name: str) -> list[dict[str, Any]]:
+    def workers(self, name: str) -> builtins.list[dict[str, Any]]:  # `list` is a method here
         return list(self.get(name).get("replicas", []))
 
     def exists(self, name: str) -> bool:
@@ -212,7 +214,7 @@ class Client:
             raise ValueError("a package is required: a local directory or a /pfs/... path")
         source = str(source)
         if source.startswith("/pfs/"):
-            return self.api.post("jobs/", job.to_request(self.pfs_path(source).rstrip("/")))
+            return cast(JsonObject, self.api.post("jobs/", job.to_request(self.pfs_path(source).rstrip("/"))))
         local = Path(source).expanduser()
         if not local.is_dir():
             raise PaddlectlError(f"{source}: not a directory (give a local package directory or a /pfs/... path)")
@@ -229,33 +231,31 @@ class Client:
             self.storage.mkdir(dest)
         self.storage.upload_package(local, f"{dest}/{nest_as}" if nest_as else dest, progress=progress)
         try:
-            return self.api.post("jobs/", job.to_request(dest))
+            return cast(JsonObject, self.api.post("jobs/", job.to_request(dest)))
         except APIError:
             # Refused (a bad field, the quota): leave nothing behind.
-            try:
+            with contextlib.suppress(PaddlectlError):
                 self.storage.rm(dest, recursive=True)
-            except PaddlectlError:
-                pass
             raise
 
     def clone(self, name: str, /, **changes: Any) -> JobDict:
         """Submit job `name` again with `changes` to its fields (the API's names: trainers, cpu,
         env, ..., name); the new job gets a free name (<name>-2) unless one is given, and
         records `cloned_from`."""
-        return self.api.post(f"jobs/{_q(name)}/clone/", changes)
+        return cast(JsonObject, self.api.post(f"jobs/{_q(name)}/clone/", changes))
 
     def suspend(self, name: str) -> JobDict:
         """Stop the job and free its resources, keeping it (Suspended): its replicas get SIGTERM
         first, time to checkpoint. A queued job leaves the queue."""
-        return self.api.post(f"jobs/{_q(name)}/suspend/")
+        return cast(JsonObject, self.api.post(f"jobs/{_q(name)}/suspend/"))
 
     def resume(self, name: str) -> JobDict:
         """Queue a suspended job again; it continues from its checkpoint where it keeps one."""
-        return self.api.post(f"jobs/{_q(name)}/resume/")
+        return cast(JsonObject, self.api.post(f"jobs/{_q(name)}/resume/"))
 
     def kill(self, name: str) -> JobDict:
         """Stop every replica; the job becomes Killed (its history and logs stay)."""
-        return self.api.post(f"jobs/{_q(name)}/kill/")
+        return cast(JsonObject, self.api.post(f"jobs/{_q(name)}/kill/"))
 
     def delete(self, name: str) -> None:
         """Kill the job if it runs and remove it with its history and logs."""

@@ -170,8 +170,8 @@ def compress_block(data: bytes) -> bytes:
     return bytes(out)
 
 
-def decompress_block(data: bytes) -> bytes:
-    view = memoryview(data)
+def _block_size(data: bytes) -> tuple[int, int]:
+    """A block's uncompressed size (its varint preamble) and where its elements start."""
     size = shift = pos = 0
     while True:
         if pos >= len(data) or shift > 28:
@@ -181,7 +181,12 @@ def decompress_block(data: bytes) -> bytes:
         size |= (b & 0x7F) << shift
         shift += 7
         if not b & 0x80:
-            break
+            return size, pos
+
+
+def decompress_block(data: bytes) -> bytes:
+    view = memoryview(data)
+    size, pos = _block_size(data)
     out = bytearray()
     end = len(data)
     try:
@@ -314,10 +319,7 @@ def compress(data: bytes | memoryview, codec: Backend | None = None) -> bytes:
     for start in range(0, len(view), MAX_BLOCK):
         block = bytes(view[start:start + MAX_BLOCK])
         crc = struct.pack("<I", masked(codec.crc32c(block)))
-        if codec.python_codec and _incompressible(block):
-            packed = block
-        else:
-            packed = codec.compress_block(block)
+        packed = block if codec.python_codec and _incompressible(block) else codec.compress_block(block)
         if len(packed) < len(block) - len(block) // 8:
             parts.append(_frame(0x00, crc + packed))
         else:
@@ -348,19 +350,24 @@ def decompress(data: bytes | memoryview, verify: bool = True, codec: Backend | N
         if not seen_identifier:
             raise SnappyError("bad snappy stream: no stream identifier")
         if kind in (0x00, 0x01):
-            if length < 4:
-                raise SnappyError("bad snappy stream: chunk too short")
-            if kind == 0x00:
-                # The format caps a chunk at 64 KiB of data: a block claiming more is hostile.
-                if _block_length(body[4:]) > MAX_BLOCK:
-                    raise SnappyError("bad snappy stream: a chunk decompresses to more than 64 KiB")
-                block = codec.decompress_block(bytes(body[4:]))
-            else:
-                block = bytes(body[4:])
-            if verify and struct.unpack("<I", body[:4])[0] != masked(codec.crc32c(block)):
-                raise SnappyError("bad snappy stream: CRC-32C mismatch")
-            out.append(block)
+            out.append(_data_chunk(kind, body, verify, codec))
         elif kind <= 0x7F:
             raise SnappyError(f"bad snappy stream: unknown chunk type {kind:#x}")
         # 0x80-0xfe: padding and skippable chunks
     return b"".join(out)
+
+
+def _data_chunk(kind: int, body: memoryview, verify: bool, codec: Backend) -> bytes:
+    """The data of a compressed (0x00) or uncompressed (0x01) chunk, its CRC checked if `verify`."""
+    if len(body) < 4:
+        raise SnappyError("bad snappy stream: chunk too short")
+    if kind == 0x00:
+        # The format caps a chunk at 64 KiB of data: a block claiming more is hostile.
+        if _block_length(body[4:]) > MAX_BLOCK:
+            raise SnappyError("bad snappy stream: a chunk decompresses to more than 64 KiB")
+        block = codec.decompress_block(bytes(body[4:]))
+    else:
+        block = bytes(body[4:])
+    if verify and struct.unpack("<I", body[:4])[0] != masked(codec.crc32c(block)):
+        raise SnappyError("bad snappy stream: CRC-32C mismatch")
+    return block

@@ -13,6 +13,7 @@ dropped connection, APIError for an answer >= 400).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import http.client
 import os
@@ -103,7 +104,7 @@ class Connection:
             if "content-length" not in head or head.get("transfer-encoding"):
                 raise ConnectionFailed("the server sent no Content-Length for the file")
             out = open_file(response.status, head)
-            _splice_body(response, self.conn.sock, out, int(head["content-length"]), received)  # type: ignore[arg-type]
+            _splice_body(response, self.conn.sock, out, int(head["content-length"]), received)
             if response.will_close:
                 self.conn.close()
         except (OSError, http.client.HTTPException) as e:
@@ -115,7 +116,7 @@ def _splice_body(response: http.client.HTTPResponse, sock: socket.socket, out: i
                  received: Callable[[int], None]) -> None:
     """The body into `out`: what http.client already buffered, then socket -> pipe -> file."""
     total = 0
-    buffered = response.fp.peek(0)[:length] if length else b""  # type: ignore[attr-defined]
+    buffered = response.fp.peek(0)[:length] if length else b""
     if buffered:
         response.fp.read(len(buffered))
         os.write(out, buffered)
@@ -123,10 +124,8 @@ def _splice_body(response: http.client.HTTPResponse, sock: socket.socket, out: i
         received(total)
     r, w = os.pipe()
     try:
-        try:
+        with contextlib.suppress(OSError):
             fcntl.fcntl(w, F_SETPIPE_SZ, PIPE)
-        except OSError:
-            pass
         while total < length:
             n = os.splice(sock.fileno(), w, min(PIPE, length - total))
             if n == 0:

@@ -3,6 +3,7 @@ refuse new ones for a while, or drop them once a number of bytes has passed. Loo
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -70,10 +71,8 @@ class CuttableProxy:
             pass
         finally:
             for s in (src, dst):
-                try:
+                with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 s.close()
             with self.lock:
                 self.conns.discard(src)
@@ -86,10 +85,8 @@ class CuttableProxy:
             conns = list(self.conns)
             self.cuts += count
         for s in conns:
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def close(self) -> None:
         self.closed = True

@@ -51,7 +51,7 @@ def test_follow_resumes_after_cut_connections_without_loss_or_repeats(live_serve
         try:
             for line in client.logs("fol", follow=True, poll_interval=0.05, reconnect_for=60):
                 got.append((line.replica, line.text))
-        except BaseException as e:  # surfaced by the assertion below
+        except BaseException as e:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(e)
         finally:
             connection.close()
@@ -111,7 +111,7 @@ def test_cli_follow_waits_while_pending_and_stops_at_the_end(config, alice):
             wait_for(lambda: "[trainer-0] started 0" in out.getvalue() and "[trainer-1] started 1" in out.getvalue(),
                      what=lambda: f"the first lines in {out.getvalue()!r}")
             logstore.append(t0, b"done 0\n")
-        except BaseException as e:  # surfaced below; the job ends all the same so the follower returns
+        except BaseException as e:  # noqa: BLE001 - surfaced below; the job ends all the same so the follower returns
             problems.append(e)
         finally:
             _set_states(job, "Succeeded", "Succeeded")

@@ -49,7 +49,7 @@ class _GzipServer(BaseHTTPRequestHandler):
 
     requests: list[dict[str, str]] = []
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         type(self).requests.append(dict(self.headers))
         body = gzip.compress(b"the file's bytes" * 100)
         self.send_response(200)

@@ -207,7 +207,7 @@ def test_the_pure_python_crc_32c_takes_no_python_step_per_byte():
         snappy.crc32c(data)
         count = 0
 
-        def trace(frame, event, arg):  # noqa: ANN001, ANN202 (sys.settrace's signature)
+        def trace(frame, event, arg):
             nonlocal count
             if event == "line":
                 count += 1

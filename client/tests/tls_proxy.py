@@ -5,6 +5,7 @@ Loopback only; the CA's files live in the test's tmp_path."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import ipaddress
 import ssl
@@ -117,10 +118,8 @@ class ClientCertProxy:
             except (ConnectionError, ssl.SSLError):
                 pass
             finally:
-                try:
+                with contextlib.suppress(ConnectionError, RuntimeError):
                     dst.close()
-                except (ConnectionError, RuntimeError):
-                    pass
 
         await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
 

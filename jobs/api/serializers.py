@@ -1,3 +1,5 @@
+from typing import Any
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -13,18 +15,18 @@ __all__ = ["JobSubmitSerializer", "JobCloneSerializer", "JobSerializer", "JobDet
            "LogSerializer", "MergedLineSerializer", "MergedQuerySerializer", "ReplicaUsageSerializer"]
 
 
-class UsagePointSerializer(serializers.Serializer):
+class UsagePointSerializer(serializers.Serializer[usage.Point]):
     taken = serializers.DateTimeField()
     cpu_percent = serializers.FloatField(allow_null=True, help_text="100 = one core busy; null until known.")
     memory_bytes = serializers.IntegerField()
 
 
-class ReplicaUsageSerializer(serializers.Serializer):
+class ReplicaUsageSerializer(serializers.Serializer[dict[str, Any]]):
     replica = serializers.CharField()
     samples = UsagePointSerializer(many=True, help_text="Oldest first; the newest USAGE_SAMPLES_KEPT.")
 
 
-class ReplicaSerializer(PlainFieldsRepresentation, serializers.ModelSerializer):
+class ReplicaSerializer(PlainFieldsRepresentation, serializers.ModelSerializer[Replica]):
     name = serializers.CharField(read_only=True)
     usage = serializers.SerializerMethodField(help_text="The newest CPU and memory sample; null before the first.")
 
@@ -34,12 +36,12 @@ class ReplicaSerializer(PlainFieldsRepresentation, serializers.ModelSerializer):
                   "restarts", "attempt", "started", "finished", "usage"]
 
     @extend_schema_field(UsagePointSerializer(allow_null=True))
-    def get_usage(self, replica: Replica):
+    def get_usage(self, replica: Replica) -> dict[str, Any] | None:
         point = usage.latest(replica)
         return UsagePointSerializer(point).data if point else None
 
 
-class JobEventSerializer(PlainFieldsRepresentation, serializers.ModelSerializer):
+class JobEventSerializer(PlainFieldsRepresentation, serializers.ModelSerializer[JobEvent]):
     replica = serializers.CharField(source="replica.name", default=None, read_only=True, allow_null=True,
                                     help_text="The replica it concerns; null for the job itself.")
 
@@ -48,7 +50,7 @@ class JobEventSerializer(PlainFieldsRepresentation, serializers.ModelSerializer)
         fields = ["created", "replica", "state", "reason", "message"]
 
 
-class JobSerializer(PlainFieldsRepresentation, serializers.ModelSerializer):
+class JobSerializer(PlainFieldsRepresentation, serializers.ModelSerializer[Job]):
     datacenter = serializers.CharField(source="datacenter.name", read_only=True)
     registry = serializers.CharField(source="registry.name", default=None, read_only=True, allow_null=True)
     cloned_from = serializers.CharField(source="cloned_from.name", default=None, read_only=True, allow_null=True,
@@ -80,7 +82,7 @@ class JobDetailSerializer(JobSerializer):
         return services.waiting_reason(job)
 
 
-class LogQuerySerializer(serializers.Serializer):
+class LogQuerySerializer(serializers.Serializer[Any]):  # a query: no instance
     replica = serializers.CharField(required=False, max_length=64,
                                     help_text="e.g. trainer-0, or build (the runtime build's log); all when omitted")
     offset = serializers.IntegerField(required=False, min_value=0, max_value=MAX_LOG_OFFSET,
@@ -92,25 +94,25 @@ class LogQuerySerializer(serializers.Serializer):
                                         "`matches` with their line numbers, and `text` is empty")
 
 
-class LogMatchSerializer(serializers.Serializer):
+class LogMatchSerializer(serializers.Serializer[dict[str, Any]]):
     line = serializers.IntegerField(help_text="1-based line number in the whole log.")
     offset = serializers.IntegerField(help_text="Byte offset where the line starts (read on from it with ?offset=).")
     text = serializers.CharField()
 
 
-class MergedQuerySerializer(serializers.Serializer):
+class MergedQuerySerializer(serializers.Serializer[Any]):  # a query: no instance
     lines = serializers.IntegerField(required=False, default=300, min_value=0, max_value=MAX_LOG_LINES,
                                      help_text="The last N lines of all the logs together")
 
 
-class MergedLineSerializer(serializers.Serializer):
+class MergedLineSerializer(serializers.Serializer[dict[str, Any]]):
     time = serializers.DateTimeField(allow_null=True, help_text="When it was written, to about a second "
                                                                 "(null: not seen by the watcher yet).")
     replica = serializers.CharField()
     text = serializers.CharField()
 
 
-class LogSerializer(serializers.Serializer):
+class LogSerializer(serializers.Serializer[dict[str, Any]]):
     replica = serializers.CharField()
     text = serializers.CharField()
     offset = serializers.IntegerField(help_text="Byte offset where text starts.")

@@ -1,12 +1,14 @@
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
-from django.db.models import Prefetch
+from django.db.models import Prefetch, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
 from rest_framework.response import Response
 
+from accounts.current import AuthenticatedRequest
 from accounts.models import Datacenter, Registry
 from core.api import OwnedViewSet, field_errors
 from core.pagination import NewestFirstCursorPagination
@@ -28,6 +30,8 @@ from .serializers import (
     ReplicaUsageSerializer,
 )
 
+_Row = TypeVar("_Row")  # what a queryset yields (filter_queryset keeps it)
+
 
 def _moment(seconds: float | None) -> datetime | None:
     return datetime.fromtimestamp(seconds, UTC) if seconds is not None else None
@@ -48,7 +52,7 @@ _REPLICAS = usage.with_latest(Replica.objects.all())
 _EVENTS = JobEvent.objects.select_related("replica")
 
 
-class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet):
+class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet[Job]):
     queryset = Job.objects.filter(deleting=False).select_related(
         "datacenter", "registry", "cloned_from").defer(*_SOURCE_NAME_ONLY)
     lookup_field = "name"
@@ -56,17 +60,17 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
     filterset_class = JobFilterSet
     pagination_class = NewestFirstCursorPagination  # a user may have 100,000 jobs
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Job]:
         qs = super().get_queryset()
         if self.action == "list":
             return qs.defer(*_LISTED_NAMES_ONLY)
         # a copy of each (the prefetch adds hints to the queryset it is given)
         return qs.prefetch_related(Prefetch("replicas", _REPLICAS.all()), Prefetch("events", _EVENTS.all()))
 
-    def get_serializer_class(self):
+    def get_serializer_class(self) -> type[JobSerializer]:
         return JobSerializer if self.action == "list" else JobDetailSerializer
 
-    def filter_queryset(self, queryset):
+    def filter_queryset(self, queryset: QuerySet[Job, _Row]) -> QuerySet[Job, _Row]:
         # Without query parameters JobFilterSet filters nothing (jobs/tests/test_list_queries.py),
         # yet building and validating its form was a tenth of a job detail's or list's CPU.
         if not self.request.query_params:
@@ -74,43 +78,44 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
         return super().filter_queryset(queryset)
 
     @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer})
-    def create(self, request):
+    def create(self, request: AuthenticatedRequest) -> Response:
         with field_errors():  # the service checks every field against the spec, so all errors come at once
-            job = services.submit_job(request.user, request.data)
+            # a body that is no JSON object is refused by the service (jobs.submission.validation)
+            job = services.submit_job(request.user, request.data)  # type: ignore[arg-type]
         return Response(JobDetailSerializer(job).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(responses={204: None}, parameters=[OpenApiParameter(
         "checkpoints", bool, description="Also delete its checkpoint directory (kept by default: a job submitted "
                                          "again under the name resumes from it).")])
-    def destroy(self, request, name=None):
+    def destroy(self, request: AuthenticatedRequest, name: str | None = None) -> Response:
         """Delete the job: kill it if running, then remove its history and logs (and, if asked, its checkpoints)."""
         services.delete_job(self.get_object(), checkpoints=request.query_params.get("checkpoints") in ("1", "true"))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(request=None, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
-    def kill(self, request, name=None):
+    def kill(self, request: AuthenticatedRequest, name: str | None = None) -> Response:
         """Stop every replica (SIGTERM, then SIGKILL after a grace period); the job becomes Killed."""
         job = self.get_object()
         if not services.kill_job(job):
             raise serializers.ValidationError({"state": [f"the job has already ended ({job.state})"]})
-        job = self.get_queryset().filter(pk=job.pk).first()
-        if job is None:  # deleted meanwhile
+        killed = self.get_queryset().filter(pk=job.pk).first()
+        if killed is None:  # deleted meanwhile
             raise NotFound()
-        return Response(JobDetailSerializer(job).data)
+        return Response(JobDetailSerializer(killed).data)
 
     @extend_schema(request=JobCloneSerializer, responses={201: JobDetailSerializer})
     @action(detail=True, methods=["post"])
-    def clone(self, request, name=None):
+    def clone(self, request: AuthenticatedRequest, name: str | None = None) -> Response:
         """Submit the job again, with the fields given in the body changed (validated like a submission)."""
         source = self.get_object()
         with field_errors():
-            job = services.clone_job(request.user, source, request.data)
+            job = services.clone_job(request.user, source, request.data)  # type: ignore[arg-type]  # as above
         return Response(JobDetailSerializer(self.get_queryset().get(pk=job.pk)).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(request=None, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
-    def suspend(self, request, name=None):
+    def suspend(self, request: AuthenticatedRequest, name: str | None = None) -> Response:
         """Stop the job and free its resources, keeping it: its replicas get SIGTERM (time to checkpoint) and the
         job becomes Suspended; a queued job leaves the queue."""
         with field_errors():
@@ -119,13 +124,13 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
 
     @extend_schema(request=None, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
-    def resume(self, request, name=None):
+    def resume(self, request: AuthenticatedRequest, name: str | None = None) -> Response:
         """Queue a suspended job again; it continues from its checkpoint where the program keeps one."""
         with field_errors():
             services.resume_job(self.get_object())
         return self._current(name)
 
-    def _current(self, name):
+    def _current(self, name: str | None) -> Response:
         job = self.get_queryset().filter(name=name).first()
         if job is None:  # deleted meanwhile
             raise NotFound()
@@ -133,18 +138,19 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
 
     @extend_schema(responses={200: ReplicaUsageSerializer(many=True)})
     @action(detail=True, methods=["get"], pagination_class=None, filterset_class=None)
-    def usage(self, request, name=None):
+    def usage(self, request: AuthenticatedRequest, name: str | None = None) -> Response:
         """Each replica's kept CPU and memory samples, oldest first (kept after the job ends)."""
         job = self.get_object()
         out = [{"replica": r.name, "samples": usage.series(r)} for r in job.replicas.all()]
-        return Response(ReplicaUsageSerializer(out, many=True).data)
+        # many=True takes a list; DRF's stubs type the one instance only (so below)
+        return Response(ReplicaUsageSerializer(out, many=True).data)  # type: ignore[arg-type]
 
     @extend_schema(
         parameters=[LogQuerySerializer],
         responses={200: LogSerializer(many=True)},
     )
     @action(detail=True, methods=["get"], pagination_class=None, filterset_class=None)
-    def logs(self, request, name=None):
+    def logs(self, request: AuthenticatedRequest, name: str | None = None) -> Response:
         """The job's logs: the runtime build's (`build`, once it has output) and each replica's."""
         query = LogQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
@@ -159,7 +165,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
             found = logs.sources(job)
         out = []
         for source in found:
-            entry = {"replica": source.name, "state": logs.state(job, source)}
+            entry: dict[str, Any] = {"replica": source.name, "state": logs.state(job, source)}
             if "q" in query.validated_data:
                 matches, truncated = logs.search(source, query.validated_data["q"])
                 end = logstore.size(source)
@@ -171,15 +177,15 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet)
                                       lines=query.validated_data["lines"])
                 entry.update(text=chunk.text, offset=chunk.offset, next_offset=chunk.next_offset, notice=chunk.notice)
             out.append(entry)
-        return Response(LogSerializer(out, many=True).data)
+        return Response(LogSerializer(out, many=True).data)  # type: ignore[arg-type]
 
     @extend_schema(parameters=[MergedQuerySerializer], responses={200: MergedLineSerializer(many=True)})
     @action(detail=True, methods=["get"], url_path="logs/merged", pagination_class=None, filterset_class=None)
-    def merged_logs(self, request, name=None):
+    def merged_logs(self, request: AuthenticatedRequest, name: str | None = None) -> Response:
         """The last lines of all the job's logs together (the build's and every replica's), in the order they
         were written, each with its replica and time."""
         query = MergedQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         lines = logs.merged(self.get_object(), query.validated_data["lines"])
         out = [{"time": _moment(line.time), "replica": line.replica, "text": line.text} for line in lines]
-        return Response(MergedLineSerializer(out, many=True).data)
+        return Response(MergedLineSerializer(out, many=True).data)  # type: ignore[arg-type]

@@ -8,6 +8,10 @@ existing training programs still read.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..models import Job
 
 RESERVED_ENV = frozenset({
     "TRAINING_ROLE", "PADDLE_PSERVERS_IP_PORT_LIST", "PADDLE_TRAINERS_NUM", "POD_IP", "PADDLE_PORT",
@@ -19,7 +23,7 @@ RESERVED_ENV = frozenset({
 })
 
 
-def checkpoint_subpath(job) -> str:
+def checkpoint_subpath(job: Job) -> str:
     """The job's checkpoint directory relative to its user's home: it survives restarts, resume
     and the job itself, and counts against the user's storage."""
     return f"jobs/{job.name}/checkpoints"
@@ -33,8 +37,8 @@ class Topology:
     trainers: list[str]
 
 
-def replica_env(job, role: str, index: int, topo: Topology, *, pfs_home: str, package: str) -> dict[str, str]:
-    """Environment variables for replica `role`-`index` of `job` (a Job or anything with its fields)."""
+def replica_env(job: Job, role: str, index: int, topo: Topology, *, pfs_home: str, package: str) -> dict[str, str]:
+    """Environment variables for replica `role`-`index` of `job`."""
     me = topo.pservers[index] if role == "pserver" else topo.trainers[index]
     host, port = me.rsplit(":", 1)
     env = {

@@ -3,6 +3,9 @@
 The client sends nothing; on connect it gets the current state, then pushes. Access is checked
 on every subscribe: only the job's owner may join its group."""
 
+from collections.abc import Mapping
+from typing import Any
+
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
@@ -10,8 +13,8 @@ from ..models import Job
 from . import notify
 
 
-class JobConsumer(AsyncJsonWebsocketConsumer):
-    async def connect(self):
+class JobConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]  # channels has no types
+    async def connect(self) -> None:
         user = self.scope.get("user")
         name = self.scope["url_route"]["kwargs"]["name"]
         job = await self._job(user, name)
@@ -24,26 +27,26 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         await self.send_json({"type": "job", "state": job.state, "reason": job.reason})
 
-    async def disconnect(self, code):
+    async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    @database_sync_to_async
-    def _job(self, user, name):
+    @database_sync_to_async  # type: ignore[untyped-decorator]  # channels has no types
+    def _job(self, user: Any, name: str) -> Job | None:
         if user is None or not user.is_authenticated:
             return None
         return Job.objects.filter(user=user, name=name, deleting=False).first()
 
-    @database_sync_to_async
-    def _state(self):
+    @database_sync_to_async  # type: ignore[untyped-decorator]  # as above
+    def _state(self) -> Mapping[str, object] | None:
         return Job.objects.filter(pk=self.job_id).values("state", "reason").first()
 
-    async def job_changed(self, event):
+    async def job_changed(self, event: dict[str, Any]) -> None:
         state = await self._state()
         if state:
             await self.send_json({"type": "job", **state})
 
-    async def dispatch(self, message):
+    async def dispatch(self, message: dict[str, Any]) -> None:
         # Log output, the bulk of the pushes, needs no database: channels' dispatch would first
         # close stale database connections in a thread, a thread hop per message and viewer.
         if message["type"] == "log.data":
@@ -51,8 +54,8 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
         else:
             await super().dispatch(message)
 
-    async def log_data(self, event):
+    async def log_data(self, event: dict[str, Any]) -> None:
         await self.send(text_data=event["json"])  # encoded once by the pusher (notify.log_data)
 
-    async def log_notice(self, event):
+    async def log_notice(self, event: dict[str, Any]) -> None:
         await self.send_json({"type": "log_notice", "replica": event["replica"], "notice": event["notice"]})

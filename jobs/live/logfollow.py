@@ -11,6 +11,7 @@ still push every WATCH_INTERVAL: inotify only makes pushes sooner, never decides
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import select
 import threading
@@ -113,10 +114,9 @@ class LogFollower:
             wd = self._watches.pop(job_id, None)
             if wd is not None and self._inotify is not None:
                 self._wd_jobs.pop(wd, None)
-                try:
+                # The directory is gone (job deleted): the kernel dropped the watch itself
+                with contextlib.suppress(OSError):
                     self._inotify.rm_watch(wd)
-                except OSError:
-                    pass  # the directory is gone (job deleted): the kernel dropped the watch itself
 
     def wait(self, timeout: float, stopping: threading.Event, wake: Wakeable | None = None) -> bool:
         """Until `timeout` passes or `stopping` is set, push log output as it is written. Returns

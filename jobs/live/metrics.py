@@ -54,7 +54,7 @@ def replica_series(replica: LogSource) -> Series:
     walls: list[float | None] = []
     offsets, seconds = logstore.times(replica)
     try:
-        f = open(logstore.path(replica), "rb")
+        f = open(logstore.path(replica), "rb")  # noqa: SIM115 - apart from `with`: only the open's FileNotFoundError is caught
     except FileNotFoundError:
         return {}
     with f:

@@ -22,7 +22,7 @@ def send(job_id: int, message: dict[str, str | int]) -> None:
         return
     try:
         async_to_sync(layer.group_send)(group(job_id), message)
-    except Exception:  # noqa: BLE001 - Redis hiccups must never fail a state change
+    except Exception:  # Redis hiccups must never fail a state change
         log.warning("could not push an update for job %s", job_id, exc_info=True)
 
 

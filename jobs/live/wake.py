@@ -8,6 +8,7 @@ whose replicas were just started, is observed at once and then every HURRY_INTER
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -63,15 +64,14 @@ class Waker:
     def _listen(self) -> None:
         while not self._stopping.is_set():
             try:
-                pubsub = health.redis_client().pubsub(ignore_subscribe_messages=True)
+                pubsub = health.redis_client().pubsub(  # type: ignore[no-untyped-call]  # redis-py's is untyped
+                    ignore_subscribe_messages=True)
                 pubsub.subscribe(channel())
                 try:
                     while not self._stopping.is_set():
                         if pubsub.get_message(timeout=1.0) is not None:
-                            try:
+                            with contextlib.suppress(BlockingIOError):  # already woken: the pipe is full
                                 os.write(self._write, b"\0")
-                            except BlockingIOError:
-                                pass  # already woken: the pipe is full
                 finally:
                     pubsub.close()
             except redis.RedisError as e:  # Redis restarting: passes go on at WATCH_INTERVAL

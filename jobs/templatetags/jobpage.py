@@ -1,6 +1,9 @@
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from django import template
+from django.http import HttpRequest
 from django.utils import timezone
 
 from quotas.services import Resources
@@ -8,6 +11,8 @@ from quotas.units import format_bytes, format_cpu
 
 from .. import job_page
 from ..models import Job
+
+_V = TypeVar("_V")
 
 register = template.Library()
 
@@ -52,7 +57,7 @@ def clock(seconds: float | None) -> str:
 
 
 @register.filter
-def get(mapping: dict, key: str):  # noqa: ANN201 - whatever the mapping holds
+def get(mapping: Mapping[str, _V], key: str) -> _V | None:
     return mapping.get(key)
 
 
@@ -71,7 +76,7 @@ def sort_key(metric: str, current: str) -> str:
 
 
 @register.simple_tag
-def query_with(request, **changes) -> str:
+def query_with(request: HttpRequest, **changes: str) -> str:
     """The request's query string with `changes` set (so sorting keeps the filters)."""
     query = request.GET.copy()
     for key, value in changes.items():

@@ -278,9 +278,9 @@ class Store:
 
     def _delete_dependents(self, uid: str, propagation: str) -> None:
         for (p, n, name), o in list(self.objects.items()):
-            if any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or []):
-                if (p, n, name) in self.objects:
-                    self.delete(p, n, name, propagation)
+            owned = any(ref.get("uid") == uid for ref in o["metadata"].get("ownerReferences") or [])
+            if owned and (p, n, name) in self.objects:
+                self.delete(p, n, name, propagation)
 
     def _remove(self, key: tuple[str, str, str]) -> None:
         obj = self.objects.pop(key)

@@ -168,10 +168,9 @@ def test_kills_racing_deletes_never_answer_500(alice, pkg, datacenter):
 @pytest.mark.parametrize("path", ["/ws/jobs/..%2fx/", "/ws/elsewhere/", "/ws/jobs/a/b/", "/ws/jobs/a%00b/"])
 def test_unroutable_websocket_paths_are_refused_not_crashed(alice, path):
     token = issue_token(alice)
-    with LiveASGI() as live:
-        with pytest.raises(InvalidStatus) as refused:
-            connect(f"ws://127.0.0.1:{live.port}{path}", additional_headers={"Authorization": f"Token {token}"},
-                    open_timeout=20)
+    with LiveASGI() as live, pytest.raises(InvalidStatus) as refused:
+        connect(f"ws://127.0.0.1:{live.port}{path}", additional_headers={"Authorization": f"Token {token}"},
+                open_timeout=20)
     assert refused.value.response.status_code == 403
 
 

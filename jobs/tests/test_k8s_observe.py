@@ -10,7 +10,7 @@ from jobs.backends.kubernetes.config import parse
 from jobs.backends.kubernetes.gang import Gang, Kueue, Verdict, Volcano
 from jobs.backends.kubernetes.layouts import JobSetLayout, Plain
 from jobs.backends.kubernetes.observe import INDEX_FAILURES, JobFacts, Seen, observe_job
-from jobs.backends.kubernetes.status import Warning
+from jobs.backends.kubernetes.status import Warning  # noqa: A004 - Kubernetes' event type, named as Kubernetes names it
 
 pytestmark = pytest.mark.unit
 

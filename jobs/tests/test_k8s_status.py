@@ -3,7 +3,12 @@
 import pytest
 
 from jobs.backends.kubernetes.manifests import COMPLETION_INDEX, LABEL_JOB_ID, LABEL_ROLE
-from jobs.backends.kubernetes.status import Warning, pod_status, replica_key, workload_failure
+from jobs.backends.kubernetes.status import (
+    Warning,  # noqa: A004 - Kubernetes' event type
+    pod_status,
+    replica_key,
+    workload_failure,
+)
 
 pytestmark = pytest.mark.unit
 

@@ -82,7 +82,7 @@ def test_a_local_replica_closing_its_log_wakes_the_loop(loop, alice, datacenter,
     replica = Replica.objects.create(job=job, role="trainer", index=0, state="Running")
     log = logstore.path(replica)
     log.parent.mkdir(parents=True, exist_ok=True)
-    writer = open(log, "ab")
+    writer = open(log, "ab")  # noqa: SIM115 - written through the test, closed as the keeper does
     loop.follow.append(job)
     transition(job, JobState.RUNNING, "Restarted", from_states=[JobState.RUNNING])  # a pass that follows it
     wait_for(lambda: loop.passes_done >= 2, 10, what="the pass that follows the job")

@@ -41,7 +41,7 @@ class Launcher:
         cmd = [sys.executable, "-m", "launcher", "--socket", str(self.sock), "--state-dir", str(base / "state"),
                "--service-uid", str(uid), "--uid-registry", str(base.parent / "uid-registry"),
                *[a for name, path in self.roots.items() for a in (f"--{name}-root", str(path))], *extra]
-        self.proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[2], stdout=open(self.log, "wb"),
+        self.proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[2], stdout=open(self.log, "wb"),  # noqa: SIM115 - the child's
                                      stderr=subprocess.STDOUT)
 
     def wait_ready(self) -> Launcher:

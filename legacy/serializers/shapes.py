@@ -3,7 +3,9 @@ them (snake_case keys, None where Kubernetes has no value), built from our jobs 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from accounts.models import Registry
 from jobs.models import Job, JobState, Replica, ReplicaState
@@ -11,7 +13,10 @@ from pfs.services import Entry
 from quotas.models import Quota
 from quotas.services import Resources
 
-_PHASE = {ReplicaState.PENDING: "Pending", ReplicaState.RUNNING: "Running",
+# What the old client reads: JSON objects shaped as the Kubernetes client's to_dict() gives them.
+Json = dict[str, Any]
+
+_PHASE: dict[str, str] = {ReplicaState.PENDING: "Pending", ReplicaState.RUNNING: "Running",
           ReplicaState.SUCCEEDED: "Succeeded", ReplicaState.FAILED: "Failed"}
 
 
@@ -20,15 +25,16 @@ def timestamp(value: datetime | None) -> str | None:
     return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
 
 
-def _count(replicas: list[Replica], *states) -> int | None:
+def _count(replicas: list[Replica], *states: str) -> int | None:
     """Kubernetes leaves a Job's counters unset (None, `<nil>` in the client) rather than 0."""
     return sum(r.state in states for r in replicas) or None
 
 
-def job_list(jobs: list[Job]) -> dict:
+def job_list(jobs: list[Job]) -> Json:
     """A batch/v1 JobList of each job's trainers (`<job>-trainer`), with `terminating`: jobs
     killed whose workers are still stopping."""
-    items, terminating = [], []
+    items: list[Json] = []
+    terminating: list[str] = []
     for job in jobs:
         trainers = [r for r in job.replicas.all() if r.role == Replica.Role.TRAINER]
         items.append({
@@ -48,7 +54,7 @@ def job_list(jobs: list[Job]) -> dict:
             "terminating": terminating}
 
 
-def _conditions(job: Job) -> list[dict] | None:
+def _conditions(job: Job) -> list[Json] | None:
     """A suspended job reads as Kubernetes shows a suspended batch/v1 Job, a queued one as Kueue
     shows a waiting Job (with its place and reason): a Suspended condition."""
     if job.state == JobState.SUSPENDED:
@@ -62,9 +68,9 @@ def _conditions(job: Job) -> list[dict] | None:
              "last_probe_time": None, "last_transition_time": None}]
 
 
-def pserver_list(jobs: list[Job]) -> dict:
+def pserver_list(jobs: list[Job]) -> Json:
     """An apps/v1 ReplicaSetList of each parameter-server job's pservers (`<job>-pserver`)."""
-    items = []
+    items: list[Json] = []
     for job in jobs:
         if job.mode != Job.Mode.PS or not job.pservers:
             continue
@@ -80,7 +86,7 @@ def pserver_list(jobs: list[Job]) -> dict:
     return {"api_version": "apps/v1", "kind": "ReplicaSetList", "items": items, "metadata": {}}
 
 
-def _container_state(r: Replica, job: Job) -> dict:
+def _container_state(r: Replica, job: Job) -> Json:
     none = {"running": None, "terminated": None, "waiting": None}
     if r.state == ReplicaState.PENDING:
         # A worker waits on its job (Queued, Building, Starting) or, in a running job, to start
@@ -94,24 +100,28 @@ def _container_state(r: Replica, job: Job) -> dict:
                                    "started_at": timestamp(r.started), "finished_at": timestamp(r.finished)}}
 
 
-def pod_list(job: Job | None, pod_name) -> dict:
+def pod_list(job: Job | None, pod_name: Callable[[Replica, Job], str]) -> Json:
     """A v1 PodList of the job's workers (none for no job). The client reads
     `container_statuses[0]` of every pod, so each has one: a worker that has not started yet
     (its job queued, building or starting) is waiting, with the reason."""
-    items = []
-    for r in job.replicas.all() if job is not None else ():
-        phase = _PHASE.get(r.state) or ("Succeeded" if r.exit_code == 0 else "Failed")
-        items.append({
-            "api_version": "v1", "kind": "Pod",
-            "metadata": {"name": pod_name(r, job), "labels": {"paddle-job": job.name, "paddle-role": r.role}},
-            "status": {"phase": phase, "start_time": timestamp(r.started), "host_ip": r.host or None,
-                       "pod_ip": r.host or None, "reason": r.reason or None, "message": r.message or None,
-                       "container_statuses": [{
-                           "name": r.role, "ready": r.state == ReplicaState.RUNNING,
-                           "restart_count": r.restarts, "image": job.image or None,
-                           "state": _container_state(r, job)}]},
-        })
+    items: list[Json] = []
+    if job is not None:
+        items.extend(_pod(r, job, pod_name) for r in job.replicas.all())
     return {"api_version": "v1", "kind": "PodList", "items": items, "metadata": {}}
+
+
+def _pod(r: Replica, job: Job, pod_name: Callable[[Replica, Job], str]) -> Json:
+    phase = _PHASE.get(r.state) or ("Succeeded" if r.exit_code == 0 else "Failed")
+    return {
+        "api_version": "v1", "kind": "Pod",
+        "metadata": {"name": pod_name(r, job), "labels": {"paddle-job": job.name, "paddle-role": r.role}},
+        "status": {"phase": phase, "start_time": timestamp(r.started), "host_ip": r.host or None,
+                   "pod_ip": r.host or None, "reason": r.reason or None, "message": r.message or None,
+                   "container_statuses": [{
+                       "name": r.role, "ready": r.state == ReplicaState.RUNNING,
+                       "restart_count": r.restarts, "image": job.image or None,
+                       "state": _container_state(r, job)}]},
+    }
 
 
 def cpu_quantity(millicores: int) -> str:
@@ -125,7 +135,7 @@ def memory_quantity(n: int) -> str:
     return str(n)
 
 
-def quota_list(quota: Quota, used: Resources, running_jobs: int, running_pods: int) -> dict:
+def quota_list(quota: Quota, used: Resources, running_jobs: int, running_pods: int) -> Json:
     """A v1 ResourceQuotaList mirroring the user's quota (we bound jobs, not pods: `pods` is
     unlimited, and the job count is its own key)."""
     hard = {"requests.cpu": cpu_quantity(quota.cpu_millicores), "requests.memory": memory_quantity(quota.memory_bytes),
@@ -138,11 +148,11 @@ def quota_list(quota: Quota, used: Resources, running_jobs: int, running_pods: i
             "items": [{"metadata": {"name": "quota"}, "spec": {"hard": hard}, "status": {"hard": hard, "used": now}}]}
 
 
-def registry_list(registries: list[Registry]) -> dict:
+def registry_list(registries: list[Registry]) -> Json:
     """Image pull secrets as a v1 SecretList: names only, never the credentials."""
     return {"items": [{"metadata": {"name": r.name, "creation_timestamp": timestamp(r.created)},
                        "type": "kubernetes.io/dockerconfigjson"} for r in registries]}
 
 
-def pfs_entry(e: Entry) -> dict:
+def pfs_entry(e: Entry) -> Json:
     return {"Path": e.path, "ModTime": int(e.mtime.timestamp() * 1_000_000_000), "Size": e.size, "IsDir": e.is_dir}

@@ -16,7 +16,7 @@ class NULLABLE:
 
 
 @dataclass(frozen=True)
-class AT_LEAST_ONE:
+class AT_LEAST_ONE:  # noqa: N801 - read as a constant in the recorded shapes
     """A list with at least one element, each matching `item`."""
 
     item: Any

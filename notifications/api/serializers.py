@@ -4,7 +4,7 @@ from notifications import services
 from notifications.models import SUBSCRIBABLE, Delivery, Webhook
 
 
-class WebhookSerializer(serializers.ModelSerializer):
+class WebhookSerializer(serializers.ModelSerializer[Webhook]):
     # Every rule (schemes, addresses, events) lives in notifications.services, which reports all
     # errors at once, each with its reason.
     url = serializers.CharField(max_length=2000, allow_blank=True, help_text="http:// or https://, public address")
@@ -26,7 +26,7 @@ class NewWebhookSerializer(WebhookSerializer):
     secret = serializers.CharField(read_only=True)
 
 
-class DeliverySerializer(serializers.ModelSerializer):
+class DeliverySerializer(serializers.ModelSerializer[Delivery]):
     job = serializers.SerializerMethodField(help_text="The name of the job it is about; empty for a test message.")
 
     class Meta:

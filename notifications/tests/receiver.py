@@ -32,7 +32,7 @@ def receiver(answers: list[int] | None = None, tls: ssl.SSLContext | None = None
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             with lock:
                 state.requests.append(Received(self.path, dict(self.headers), body))

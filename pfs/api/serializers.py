@@ -1,13 +1,15 @@
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from rest_framework import serializers
 
 from pfs import uploads
 from pfs.models import ShareLink, UploadSession
+from pfs.services import Entry
 
 
-class EntrySerializer(serializers.Serializer):
+class EntrySerializer(serializers.Serializer[Entry]):
     name = serializers.CharField()
     path = serializers.CharField(help_text="PFS path, /pfs/<datacenter>/home/<you>/...")
     type = serializers.ChoiceField(choices=["file", "dir", "link"])
@@ -15,17 +17,17 @@ class EntrySerializer(serializers.Serializer):
     mtime = serializers.DateTimeField()
 
 
-class PathSerializer(serializers.Serializer):
+class PathSerializer(serializers.Serializer[Any]):  # request bodies: no instance
     path = serializers.CharField(max_length=4096)
 
 
-class MoveSerializer(serializers.Serializer):
+class MoveSerializer(serializers.Serializer[Any]):
     src = serializers.CharField(max_length=4096)
     dst = serializers.CharField(max_length=4096, help_text="New path, or an existing directory to move into.")
     overwrite = serializers.BooleanField(default=False, help_text="Replace an existing file at dst.")
 
 
-class UploadCreateSerializer(serializers.Serializer):
+class UploadCreateSerializer(serializers.Serializer[Any]):
     path = serializers.CharField(max_length=4096, help_text="Where the file goes; missing parents are created.")
     size = serializers.IntegerField(min_value=0, max_value=uploads.MAX_FILE_SIZE, help_text="Total bytes of the file.")
     sha256 = serializers.RegexField(r"^[0-9a-fA-F]{64}$", required=False, allow_blank=True, default="",
@@ -33,7 +35,7 @@ class UploadCreateSerializer(serializers.Serializer):
     overwrite = serializers.BooleanField(default=True, help_text="Replace an existing file at path.")
 
 
-class UploadSerializer(serializers.ModelSerializer):
+class UploadSerializer(serializers.ModelSerializer[UploadSession]):
     offset = serializers.SerializerMethodField(help_text="Bytes received so far: send the next chunk from here.")
     complete = serializers.SerializerMethodField()
     expires = serializers.SerializerMethodField(help_text="Abandoned after this time without a chunk.")
@@ -43,17 +45,17 @@ class UploadSerializer(serializers.ModelSerializer):
         fields = ["id", "path", "size", "offset", "complete", "sha256", "overwrite", "created", "updated",
                   "completed", "expires"]
 
-    def get_offset(self, obj) -> int:
+    def get_offset(self, obj: UploadSession) -> int:
         return uploads.part_size(obj)
 
-    def get_complete(self, obj) -> bool:
+    def get_complete(self, obj: UploadSession) -> bool:
         return obj.completed is not None
 
-    def get_expires(self, obj) -> str:
+    def get_expires(self, obj: UploadSession) -> str:
         return serializers.DateTimeField().to_representation(obj.updated + settings.PFS_UPLOAD_TTL)
 
 
-class UsageSerializer(serializers.Serializer):
+class UsageSerializer(serializers.Serializer[dict[str, Any]]):
     datacenter = serializers.CharField()
     used_bytes = serializers.IntegerField(help_text="Bytes of files in your home.")
     reserved_bytes = serializers.IntegerField(help_text="Bytes still to come in your unfinished uploads.")
@@ -61,7 +63,7 @@ class UsageSerializer(serializers.Serializer):
     free_bytes = serializers.IntegerField()
 
 
-class ShareCreateSerializer(serializers.Serializer):
+class ShareCreateSerializer(serializers.Serializer[Any]):
     path = serializers.CharField(max_length=4096)
     expires = serializers.DateTimeField(required=False, allow_null=True, default=None,
                                         help_text="When the link stops working; never when omitted.")
@@ -69,7 +71,7 @@ class ShareCreateSerializer(serializers.Serializer):
                                           max_value=10 * 366 * 24 * 3600,  # ten years
                                           help_text="Alternatively: seconds from now (at most ten years).")
 
-    def validate(self, attrs):
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         from django.utils import timezone
 
         if attrs.get("expires_in"):
@@ -77,14 +79,14 @@ class ShareCreateSerializer(serializers.Serializer):
         return attrs
 
 
-class ShareSerializer(serializers.ModelSerializer):
+class ShareSerializer(serializers.ModelSerializer[ShareLink]):
     url = serializers.SerializerMethodField()
 
     class Meta:
         model = ShareLink
         fields = ["uuid", "path", "url", "created", "expires", "revoked", "downloads"]
 
-    def get_url(self, obj) -> str:
+    def get_url(self, obj: ShareLink) -> str:
         request = self.context.get("request")
         from django.conf import settings
 

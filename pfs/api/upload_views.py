@@ -1,10 +1,12 @@
 """The resumable upload protocol (tus-like) and share links."""
 
+from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
 
+from accounts.current import AuthenticatedRequest, signed_in
 from pfs import shares, uploads
 from pfs.models import UploadSession
 
@@ -47,20 +49,20 @@ PROTOCOL = """
 class UploadListView(PfsView):
     serializer_class = UploadSerializer
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[UploadSession]:
         if getattr(self, "swagger_fake_view", False):
             return UploadSession.objects.none()
-        return UploadSession.objects.filter(user=self.request.user, completed=None)
+        return UploadSession.objects.filter(user=signed_in(self.request), completed=None)
 
     @extend_schema(responses={200: UploadSerializer(many=True)})
-    def get(self, request):
+    def get(self, request: AuthenticatedRequest) -> Response:
         """Your unfinished uploads (to resume them)."""
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(UploadSerializer(page, many=True).data)
 
     @extend_schema(request=UploadCreateSerializer, responses={201: UploadSerializer, **ERRORS, 413: ERROR},
                    description=PROTOCOL)
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         """Start a resumable upload."""
         data = UploadCreateSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -75,7 +77,7 @@ class UploadDetailView(PfsView):
     parser_classes = [OffsetRawParser, RawParser]
 
     @extend_schema(responses={200: UploadSerializer, 404: ERROR}, description=PROTOCOL)
-    def get(self, request, upload_id):
+    def get(self, request: AuthenticatedRequest, upload_id: str) -> Response:
         """The upload's state; `offset` (and the `Upload-Offset` header) is where to resume.
         `HEAD` answers the same headers without a body."""
         return _upload_response(uploads.get(request.user, upload_id))
@@ -93,7 +95,7 @@ class UploadDetailView(PfsView):
         responses={200: UploadSerializer, **ERRORS, 410: ERROR, 411: ERROR, 413: ERROR, 422: ERROR, 460: ERROR},
         description=PROTOCOL,
     )
-    def patch(self, request, upload_id):
+    def patch(self, request: AuthenticatedRequest, upload_id: str) -> Response:
         """Send the next chunk of an upload."""
         session = uploads.get(request.user, upload_id)
         offset = uploads.parse_offset(request.headers.get("Upload-Offset"))
@@ -106,7 +108,7 @@ class UploadDetailView(PfsView):
         return _upload_response(session)
 
     @extend_schema(responses={204: None, 404: ERROR})
-    def delete(self, request, upload_id):
+    def delete(self, request: AuthenticatedRequest, upload_id: str) -> Response:
         """Cancel the upload and remove what arrived of it."""
         uploads.cancel(uploads.get(request.user, upload_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -116,13 +118,13 @@ class ShareListView(PfsView):
     serializer_class = ShareSerializer
 
     @extend_schema(responses={200: ShareSerializer(many=True)})
-    def get(self, request):
+    def get(self, request: AuthenticatedRequest) -> Response:
         """Your active share links."""
         page = self.paginate_queryset(shares.active(request.user))
         return self.get_paginated_response(ShareSerializer(page, many=True, context={"request": request}).data)
 
     @extend_schema(request=ShareCreateSerializer, responses={201: ShareSerializer, **ERRORS})
-    def post(self, request):
+    def post(self, request: AuthenticatedRequest) -> Response:
         """Share one file: anyone with the returned `url` (`/filepub/?uuid=<uuid>`) can download it
         until you revoke the link or it expires."""
         data = ShareCreateSerializer(data=request.data)
@@ -135,7 +137,7 @@ class ShareDetailView(PfsView):
     serializer_class = ShareSerializer
 
     @extend_schema(responses={204: None, 404: ERROR})
-    def delete(self, request, share_uuid):
+    def delete(self, request: AuthenticatedRequest, share_uuid: str) -> Response:
         """Revoke a share link (it answers 404 from now on)."""
         shares.revoke(request.user, share_uuid)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django import template
 
 from quotas.units import format_bytes
@@ -6,7 +8,7 @@ register = template.Library()
 
 
 @register.filter(name="bytes")
-def bytes_filter(value) -> str:
+def bytes_filter(value: Any) -> str:  # whatever the template holds
     try:
         return format_bytes(int(value))
     except (TypeError, ValueError):

@@ -3,6 +3,7 @@ browser with progress bars, with the connection dropped in the middle of a chunk
 upload resume from the server's offset and finish intact. Skipped without Chromium."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -62,4 +63,4 @@ def test_folder_upload_with_progress_survives_a_dropped_connection(page, live_se
     with page.expect_download() as dl:
         page.click("tr[data-name='README.txt'] a[download]")
     assert dl.value.suggested_filename == "README.txt"
-    assert open(dl.value.path()).read() == "a small file\n"
+    assert Path(dl.value.path()).read_text() == "a small file\n"

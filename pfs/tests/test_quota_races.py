@@ -69,7 +69,7 @@ def in_parallel(fn, n=10) -> list:
         try:
             start.wait(30)
             results[i] = fn(i)
-        except Exception as e:  # reported by the caller's assertions
+        except Exception as e:  # noqa: BLE001 - reported by the caller's assertions
             results[i] = e
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]

@@ -181,7 +181,6 @@ def test_file_and_tree_copies_go_through_one_kernel_copier(alice, home_dir, monk
     data = os.urandom(3 * 2**20 + 7)
     write(home_dir / "one.bin", data)
     write(home_dir / "tree" / "a.bin", data[:100])
-    A = "/pfs/local/home/alice"
     services.copy(alice, f"{A}/one.bin", f"{A}/two.bin")
     services.copy(alice, f"{A}/tree", f"{A}/tree2")
     assert copied == [len(data), 100]

@@ -217,7 +217,7 @@ def test_concurrent_uploads_to_one_path_leave_one_complete_file(http, alice, hom
                 r = s.patch(f"{http.base}/api/v2/uploads/{uid}/", data=contents[i][off:off + 2**20],
                             headers={"Upload-Offset": str(off), "Content-Type": OCTETS})
                 assert r.status_code == 200, r.text
-        except Exception as e:  # reported below
+        except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
     threads = [threading.Thread(target=upload, args=(i,)) for i in contents]

@@ -10,5 +10,5 @@ class Command(BaseCommand):
     help = ("Re-encrypt every stored secret (registry passwords, kubeconfigs) with the first key of "
             "FIELD_ENCRYPTION_KEYS; afterwards the other keys can be dropped.")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: str, **options: object) -> None:
         self.stdout.write(f"re-encrypted {rotate_encrypted_fields()} stored secrets with the first key")

@@ -7,9 +7,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .. import config as cfgmod
+
+if TYPE_CHECKING:
+    from ..sdk import Client
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -26,6 +29,7 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {}
+_Run = TypeVar("_Run", bound="Callable[[Context, argparse.Namespace], int | None]")
 
 
 def _no_setup(parser: argparse.ArgumentParser) -> None:
@@ -34,10 +38,10 @@ def _no_setup(parser: argparse.ArgumentParser) -> None:
 
 def command(name: str, summary: str, *, setup: Callable[[argparse.ArgumentParser], None] = _no_setup,
             group: str = "main", usage: str | None = None,
-            aliases: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+            aliases: tuple[str, ...] = ()) -> Callable[[_Run], _Run]:
     """Register `run(ctx, args)` as a subcommand whose flags `setup(parser)` adds."""
 
-    def wrap(run: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(run: _Run) -> _Run:
         COMMANDS[name] = Command(name, summary, setup, run, group, usage, aliases)
         return run
 
@@ -57,7 +61,7 @@ class Context:
         self.output: str = getattr(args, "output", None) or "table"
         self.datacenter: str | None = getattr(args, "datacenter", None)
         self.config_path: str | None = getattr(args, "config", None)
-        self._client: Any = None
+        self._client: Client | None = None
         self._warned = False
 
     def config(self) -> cfgmod.Config:
@@ -68,7 +72,7 @@ class Context:
         return cfg
 
     @property
-    def client(self) -> Any:
+    def client(self) -> Client:
         if self._client is None:
             from ..sdk import Client
 
@@ -111,7 +115,7 @@ class OutputFlag(argparse.Action):
 
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         words = self.prog.split()
         hint = f"{words[0]} help {words[1]}" if len(words) > 1 else f"{words[0]} help"
         raise UsageError(f"{self.prog}: {message}\nRun '{hint}' for usage.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from . import output
@@ -26,7 +27,8 @@ def print_cluster(datacenters: list[dict[str, Any]], fmt: str) -> None:
         return
     for dc in datacenters:
         cap, used = dc["capacity"], dc["used"]
-        limit = {"cpu_millicores": output.cores, "memory_bytes": output.human_bytes, "gpus": str}
+        limit: dict[str, Callable[[int], str]] = {"cpu_millicores": output.cores, "memory_bytes": output.human_bytes,
+                                                  "gpus": str}
         held = ", ".join(f"{label} {limit[key](used[key])} of "
                          f"{'no limit' if cap[key] is None else limit[key](cap[key])}"
                          for label, key in (("CPU", "cpu_millicores"), ("memory", "memory_bytes"), ("GPU", "gpus")))

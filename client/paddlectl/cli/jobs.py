@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -268,9 +269,7 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
     c, fmt = ctx.client, ctx.output
     if kind == "jobs":
         data = [get_job(ctx, args.name)] if args.name else c.list(all=args.all)
-        if args.name and fmt in ("json", "yaml"):
-            data = data[0]
-        output.emit(data, fmt, JOB_COLUMNS, JOB_WIDE)
+        output.emit(data[0] if args.name and fmt in ("json", "yaml") else data, fmt, JOB_COLUMNS, JOB_WIDE)
     elif kind in ("workers", "events"):
         if not args.name:
             raise UsageError(f"get {kind} needs a job name: paddlectl get {kind} <job>")
@@ -281,10 +280,8 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
             output.emit(job.get("events", []), fmt, EVENT_COLUMNS, name=lambda e: str(e.get("reason")))
     elif kind == "quota":
         quota = c.quota()
-        try:
+        with contextlib.suppress(PaddlectlError):  # storage accounting is optional for the quota view
             quota["storage"] = c.storage.usage()
-        except PaddlectlError:  # storage accounting is optional for the quota view
-            pass
         _print_quota(quota, fmt)
     elif kind == "cluster":
         print_cluster(c.cluster(), fmt)

@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 error (the server's message is printed, never a traceba
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -96,10 +97,8 @@ def run(prog: str = "paddlectl", entry: Callable[..., int] | None = None) -> Non
     try:
         code = (entry or main)(None, prog)
     except BrokenPipeError:  # `paddlectl logs job | head`
-        try:
+        with contextlib.suppress(OSError):
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115
-        except OSError:
-            pass
         code = 0
     sys.exit(code)
 

@@ -46,7 +46,7 @@ def flags(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _flags_of(parser: argparse.ArgumentParser) -> list[str]:
-    out = []
+    out: list[str] = []
     for action in parser._actions:
         out.extend(s for s in action.option_strings if not s.startswith("--") or len(action.option_strings) == 1)
     return sorted(set(out))

@@ -52,7 +52,7 @@ def check_installed(settings: K8sSettings, kubeconfig: str) -> None:
                 if e.status != 404:
                     raise ValueError(f"the cluster refused the check for {what} ({group}/{version}): "
                                      f"{e.status} {e.reason}") from e
-            except Exception as e:  # noqa: BLE001 - unreachable, TLS, timeout: the operator is told
+            except Exception as e:  # unreachable, TLS, timeout: the operator is told
                 raise ValueError(f"cannot reach the cluster to check that {what} is installed: {e}") from e
             if resource not in served:
                 raise ValueError(f"gang_scheduler {settings.gang_scheduler}: the cluster does not serve {resource} "

@@ -29,7 +29,7 @@ from kubernetes.watch.watch import iter_resp_lines
 from .client import Api, is_transient
 from .gang import Watched
 from .manifests import LABEL_DATACENTER, LABEL_JOB, LABEL_JOB_ID
-from .status import Warning, meta
+from .status import Warning, meta  # noqa: A004 - Kubernetes' event type, named as Kubernetes names it
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

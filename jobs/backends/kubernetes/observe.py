@@ -25,7 +25,15 @@ from .gang import Verdict
 from .informer import POD, ClusterState
 from .layouts import Layout
 from .layouts.plain import WAITING_FOR_PSERVERS
-from .status import Warning, meta, parse_time, pod_status, replica_key, workload_failure, workload_finished
+from .status import (
+    Warning,  # noqa: A004 - Kubernetes' event type, named as Kubernetes names it
+    meta,
+    parse_time,
+    pod_status,
+    replica_key,
+    workload_failure,
+    workload_finished,
+)
 
 Obj = dict[str, Any]
 Key = tuple[str, int]

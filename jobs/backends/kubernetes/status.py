@@ -34,7 +34,7 @@ _ORDINAL = re.compile(r"-(\d+)$")
 
 
 @dataclass(frozen=True)
-class Warning:
+class Warning:  # noqa: A001 - Kubernetes' event type, named as Kubernetes names it
     reason: str
     message: str
 

@@ -14,6 +14,7 @@ is the service's again, read-only to jobs.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -102,10 +103,9 @@ def _sandboxed_pip(target: Path, log_path: Path, heartbeat: Callable[[], None]) 
     except LauncherError as e:
         raise RuntimeEnvError("the sandbox for pip install cannot start", str(e)) from e
     finally:
-        try:
+        # Not started, or the launcher is gone: nothing of the build is left to release
+        with contextlib.suppress(LauncherError):
             ask("release_build", venv=str(target))
-        except LauncherError:
-            pass  # not started, or the launcher is gone: nothing of the build is left to release
         shutil.rmtree(state, ignore_errors=True)
 
 

@@ -1,5 +1,6 @@
 """`manage.py watch_jobs`: the watch loop (jobs/watch.py) until SIGTERM or Ctrl-C."""
 
+import contextlib
 import signal
 import threading
 
@@ -11,11 +12,9 @@ from jobs.watch import WatchLoop
 class Command(BaseCommand):
     help = "Watch running jobs: replica states, job outcomes, live logs."
 
-    def handle(self, *args, **options):
+    def handle(self, *args: str, **options: object) -> None:
         stopping = threading.Event()
         signal.signal(signal.SIGTERM, lambda *a: stopping.set())
         self.stdout.write("watching jobs")
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             WatchLoop().run(stopping)
-        except KeyboardInterrupt:
-            pass

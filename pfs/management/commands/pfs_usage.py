@@ -7,7 +7,7 @@ class Command(BaseCommand):
     help = ("Recompute every home's storage usage by walking it, and remove abandoned uploads and the "
             "reservations of writes whose process died.")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: str, **options: object) -> None:
         removed = uploads.cleanup_stale()
         dropped = usage.drop_stale_reservations()
         homes = usage.recompute_all()
