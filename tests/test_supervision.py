@@ -249,3 +249,43 @@ def test_a_job_runs_sandboxed_to_succeeded_and_what_it_writes_is_its_users(tree,
         got = client.storage.download_file(f"{home}/{remote}", tmp_path / remote.replace("/", "-"))
         assert got.read_text() == text
     client.storage.rm(f"{home}/hidden", recursive=True)  # and the user may delete it
+
+
+def _program(marker: str) -> list[psutil.Process]:
+    """The job's own program, found by the argument only it was started with (its keeper's and
+    sandbox's command lines end the same way)."""
+    return [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [])[-2:] == ["train.py", marker]
+            and os.path.basename(p.info["cmdline"][0]).startswith("python") and len(p.info["cmdline"]) == 3]
+
+
+def test_a_running_job_keeps_running_across_a_restart_of_the_service(state_dirs, tmp_path):
+    """Ctrl-C stops the service (the launcher with it); the job's keeper and sandbox are no part of
+    its tree, so the job runs on, and the service started again follows it and can kill it."""
+    var = Path(tempfile.mkdtemp(dir=state_dirs))
+    marker = f"outlives-{os.getpid()}-{next(_trees)}"
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "train.py").write_text("import time\nwhile True:\n    print('tick', flush=True)\n    time.sleep(0.2)\n")
+    try:
+        with running_tree(var) as tree:
+            client = _client(tree)
+            client.submit(package=package, job_name="outlives", entry_point=f"python train.py {marker}",
+                          mode="collective", trainers=1, pservers=0)
+            client.wait("outlives", "Running", timeout=240)
+            [program] = _wait(lambda: _program(marker), 60, "the job's program", tree)
+            os.killpg(tree.proc.pid, signal.SIGINT)  # Ctrl-C reaches the service's process group
+            assert tree.proc.wait(60) == 0, tree.output()[-4000:]
+            assert program.is_running()
+        with running_tree(var) as tree:
+            client = _client(tree)
+            assert client.get("outlives")["state"] == "Running"
+            ticks = sum(line.text.startswith("tick") for line in client.logs("outlives"))
+            _wait(lambda: sum(line.text.startswith("tick") for line in client.logs("outlives")) > ticks, 60,
+                  "the job's log to go on", tree)
+            assert program.is_running()
+            client.kill("outlives")
+            _wait(lambda: not _program(marker), 60, "the killed job's program to end", tree)
+    finally:
+        for p in _program(marker):
+            with suppress(psutil.NoSuchProcess):
+                p.kill()
