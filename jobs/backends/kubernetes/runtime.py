@@ -56,6 +56,7 @@ POLL_SECONDS = 2.0  # how often the watcher looks at the builds under way (their
 LOG_TAIL_LINES = 25
 IMAGE_TAR = "/image/image.tar"
 PUSH_AUTH = "/push-auth"
+BUILD_SECRETS = ("build-pull", "push")  # `<job>-<suffix>`: made for one build, deleted when it ends
 PUSH_USER = 65532  # the push container's uid: it needs no root and no capability
 Obj = dict[str, Any]
 
@@ -162,7 +163,7 @@ def _build_secrets(ctx: ClusterContext, job: Job, ns: str, owner: Obj) -> tuple[
         pull[reg.server] = manifests.docker_auth(reg.username, reg.password)
     push = shared_auths(ctx, st.build.push_secret) if st.build.push_secret and st.secrets_namespace else {}
     names: list[str | None] = []
-    for suffix, auths in (("build-pull", pull), ("push", push)):
+    for suffix, auths in zip(BUILD_SECRETS, (pull, push), strict=True):
         if not auths:
             names.append(None)
             continue
@@ -231,7 +232,7 @@ def _built(ctx: ClusterContext, job: Job, ns: str, image: str) -> None:
 def _delete_secrets(ctx: ClusterContext, job: Job, ns: str) -> None:
     """The push credentials live only as long as the build."""
     api = ctx.api
-    for suffix in ("build-pull", "push"):
+    for suffix in BUILD_SECRETS:
         api.delete(api.core.delete_namespaced_secret, f"{job.k8s_name}-{suffix}", ns)
 
 
