@@ -153,14 +153,21 @@ class Service:
 
     def cpu_seconds(self) -> float:
         """User + system CPU the tree's processes have used so far."""
-        total = 0.0
-        for p in self.processes():
-            try:
-                t = p.cpu_times()
-                total += t.user + t.system
-            except psutil.NoSuchProcess:
-                pass
-        return total
+        assert self.proc is not None
+        return tree_cpu(self.proc.pid)
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds used so far by process `pid` and its children (user + system)."""
+    total = 0.0
+    top = psutil.Process(pid)
+    for p in [top, *top.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
 
 
 def load() -> str:

@@ -25,9 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 from report import Row, emit
-from service import ROOT, Service, free_port, load
+from service import ROOT, Service, free_port, load, tree_cpu
 
 BENCH = Path(__file__).resolve().parent
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
@@ -58,19 +57,6 @@ def web_command(port: int, app: str) -> str:
     line = next(ln for ln in (ROOT / "Procfile").read_text().splitlines() if ln.startswith("web:"))
     command = line.split(":", 1)[1].strip().replace("paddleweb.asgi:application", app)
     return re.sub(r"\$\{PADDLECLOUD_PORT:-\d+\}", str(port), command)
-
-
-def tree_cpu(pid: int) -> float:
-    """CPU seconds used so far by process `pid` and its children (a web server and its workers)."""
-    total = 0.0
-    top = psutil.Process(pid)
-    for p in [top, *top.children(recursive=True)]:
-        try:
-            t = p.cpu_times()
-            total += t.user + t.system
-        except psutil.NoSuchProcess:
-            pass
-    return total
 
 
 def hammer(port: int, path: str, token: str | None) -> dict:
