@@ -66,8 +66,10 @@ def test_a_list_request_takes_two_queries_without_distinct_at_any_size(alice, al
     Job.objects.filter(user=alice, name__startswith="more-").update(cloned_from=Job.objects.get(name="job-0"),
                                                                      registry=registry)
     many = queries(alice_api, f"/api/v2/jobs/?{query}")
-    # the token, the page (the datacenter filter looks its id up first)
-    assert len(many) == len(few) == (3 if "datacenter" in query else 2), many
+    # the token, the page (the datacenter filter looks its id up first; on PostgreSQL the name
+    # filter counts its matches first)
+    looks_up = "datacenter" in query or (query.startswith("name=") and connection.vendor == "postgresql")
+    assert len(many) == len(few) == (3 if looks_up else 2), many
     assert not any("DISTINCT" in sql.upper() for sql in many), many
 
 
@@ -98,9 +100,9 @@ def test_the_job_list_page_takes_the_same_queries_at_any_size_without_distinct(a
 # the few rows any way and sorts them, so sequential scans, bitmap scans and sorts are priced out
 # (PostgreSQL still uses them where nothing else can answer): the plan then shows whether an
 # index serves the filter in the page's order, as it must for 100,000 jobs: no Sort node. The name
-# filter is the exception: its trigram index finds the few matching rows, which are then sorted.
-# Filters that keep most jobs (state=Succeeded: 90% of them here) may rightly read the newest-first
-# index and skip the few others.
+# filter is the exception: its trigram index finds the few matching rows, which are then sorted
+# (see the tests after this one). Filters that keep most jobs (state=Succeeded: 90% of them here)
+# may rightly read the newest-first index and skip the few others.
 NEWEST = "job_user_newest_first"
 EXPECTED_INDEX = {
     "": (NEWEST,), "sort=oldest": (NEWEST,), "active=false": (NEWEST,),
@@ -120,7 +122,7 @@ def test_on_postgresql_each_filter_reads_its_index_in_page_order(alice, bob, ali
     dc2 = datacenter.__class__.objects.create(name="dc2", backend="local")
     Job.objects.filter(user=alice, name__in=[f"job-{i}" for i in range(0, 400, 40)]).update(datacenter=dc2)
     Job.objects.filter(user=alice, name="job-7").update(name="resnet-50")
-    page = [sql for sql in queries(alice_api, f"/api/v2/jobs/?{query}") if '"jobs_job"' in sql.split("FROM")[1]]
+    page = [sql for sql in queries(alice_api, f"/api/v2/jobs/?{query}") if sql.endswith("LIMIT 51")]
     assert len(page) == 1
     with connection.cursor() as cur:
         cur.execute("ANALYZE jobs_job")
@@ -138,6 +140,59 @@ def test_on_postgresql_each_filter_reads_its_index_in_page_order(alice, bob, ali
     if not query.startswith("name="):
         # an Incremental Sort only orders the ties of a key the index already sorts (the name's)
         assert not re.search(r"(^|->  )Sort ", plan, re.MULTILINE), plan
+
+
+def sweep_and_others(alice, datacenter) -> None:
+    """alice's oldest 400 jobs are a sweep (`sweep-N`), her newest 4,000 are not: a name rare in her
+    history and clustered in its past, as a finished sweep's runs are."""
+    Job.objects.bulk_create(Job(user=alice, datacenter=datacenter, name=f"sweep-{i}", k8s_name=f"sweep-{i}",
+                                mode="ps", pservers=1, trainers=1, package="/p", entry="x", state="Succeeded")
+                            for i in range(400))
+    make_jobs(alice, datacenter, 4000)
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE jobs_job")
+
+
+def page_plan(alice_api, url: str) -> str:
+    sql = [sql for sql in queries(alice_api, url) if "LIMIT 51" in sql]
+    assert len(sql) == 1, sql
+    with connection.cursor() as cur:
+        cur.execute("EXPLAIN " + sql[0])
+        return "\n".join(row[0] for row in cur.fetchall())
+
+
+def names(alice_api, url: str) -> list[str]:
+    found = []
+    while url:
+        page = alice_api.get(url).json()
+        found += [job["name"] for job in page["results"]]
+        url = page["next"]
+    return found
+
+
+def test_on_postgresql_a_name_clustered_in_the_past_is_sorted_not_walked_to(alice, alice_api, datacenter):
+    if connection.vendor != "postgresql":
+        pytest.skip("query plans are PostgreSQL's")
+    sweep_and_others(alice, datacenter)
+    # Walking newest first, PostgreSQL would expect a page of `sweep` within its first 600 jobs
+    # (400 in 4,400 match) and read all 4,000 others instead: it sorts the 400 found by the index.
+    plan = page_plan(alice_api, "/api/v2/jobs/?name=SWEEP")
+    assert re.search(r"Sort Key: .*created DESC", plan), plan
+    assert " job_name_upper_trgm " in plan or "Seq Scan" in plan, plan
+    newest_first = list(Job.objects.filter(user=alice, name__startswith="sweep-").order_by("-created", "-id")
+                        .values_list("name", flat=True))
+    assert names(alice_api, "/api/v2/jobs/?name=SWEEP") == newest_first
+
+
+def test_on_postgresql_a_name_most_jobs_match_is_met_walking_newest_first(alice, alice_api, datacenter, monkeypatch):
+    if connection.vendor != "postgresql":
+        pytest.skip("query plans are PostgreSQL's")
+    sweep_and_others(alice, datacenter)
+    # `job-` matches 4,000 jobs: more than the few the filter sorts (made 1,000 here)
+    monkeypatch.setattr("jobs.filtersets.FEW_NAME_MATCHES", 1000)
+    plan = page_plan(alice_api, "/api/v2/jobs/?name=job-")
+    assert " job_user_newest_first " in plan and "Sort Key" not in plan, plan
+    assert names(alice_api, "/api/v2/jobs/?name=job-")[:3] == ["job-3999", "job-3998", "job-3997"]
 
 
 def test_without_query_parameters_the_job_filters_change_nothing(alice, datacenter):
