@@ -8,6 +8,7 @@ import re
 
 import pytest
 from django.db import connection
+from django.db.models.sql.compiler import SQLCompiler
 from django.http import QueryDict
 from django.test.utils import CaptureQueriesContext
 
@@ -112,6 +113,23 @@ EXPECTED_INDEX = {
     "sort=-name": ("job_unique_name_per_user",), "name=ResNet": ("job_name_upper_trgm",),
 }
 
+
+
+def test_a_job_detail_compiles_no_sql_after_the_first(alice, alice_api, datacenter, monkeypatch):
+    # Its queries are prepared once per process (core/prepared.py), the token's too (accounts/auth.py).
+    job = with_replicas_and_events(make_job(alice, datacenter, name="small"), replicas=2, events=2)
+    first = alice_api.get(f"/api/v2/jobs/{job.name}/")
+    compiled = []
+    original = SQLCompiler.as_sql
+    monkeypatch.setattr(SQLCompiler, "as_sql", lambda self, *a, **k: compiled.append(self.query.model) or original(
+        self, *a, **k))
+    again = alice_api.get(f"/api/v2/jobs/{job.name}/")
+    assert again.status_code == 200 and again.json() == first.json()
+    assert alice_api.get("/api/v2/jobs/missing/").status_code == 404
+    assert compiled == []
+    # with query parameters the filterset applies to the lookup, as before: compiled as a queryset
+    assert alice_api.get(f"/api/v2/jobs/{job.name}/?state=Succeeded").status_code == 404
+    assert compiled
 
 @pytest.mark.parametrize("query", EXPECTED_INDEX)
 def test_on_postgresql_each_filter_reads_its_index_in_page_order(alice, bob, alice_api, datacenter, query):
