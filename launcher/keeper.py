@@ -27,23 +27,85 @@ State directory files: `keeper.pid` (this process), `child.pid`, `exit.json`
 ({"exit_code", "signal", "terminated", "oom_killed", "disk_limit", "finished"}).
 """
 
-import argparse
-import contextlib
-import ctypes
-import json
+# Only what a start needs, and nothing that imports much more: every replica's start is one of
+# these interpreters starting up, side by side with the others' and with the replicas' own
+# (argparse, subprocess, json, shutil, signal and collections cost ~30 ms of CPU here, the
+# interpreter itself ~10). _signal is signal's C core, already loaded at start-up (signal adds
+# enum and functools); ctypes (prctl) is loaded once the keeper's pid is written.
+import _signal
 import os
-import resource
-import shutil
-import signal
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 DISK_INTERVAL = 1.0
-_libc = ctypes.CDLL(None, use_errno=True)
+Convert = type[int] | type[float] | type[str]
+# The command line: option -> (attribute, type, may repeat); --sandboxed takes no value.
+OPTIONS: dict[str, tuple[str, Convert, bool]] = {
+    "--label": ("label", str, False), "--state-fd": ("state_fd", int, False), "--log-fd": ("log_fd", int, False),
+    "--grace": ("grace", float, False), "--cwd-fd": ("cwd_fd", int, False), "--cgroup": ("cgroup", str, True),
+    "--oom-file": ("oom_file", str, False), "--pass-fd": ("pass_fd", int, True), "--disk-fd": ("disk_fd", int, True),
+    "--disk-limit": ("disk_limit", int, False), "--tmp-fd": ("tmp_fd", int, True), "--require": ("require", str, False),
+}
+REQUIRED = ("--label", "--state-fd", "--log-fd", "--cwd-fd")
+
+
+class Options:
+    """What the starter asked for (see the module's docstring for each option)."""
+
+    def __init__(self) -> None:
+        self.label = ""
+        self.state_fd = self.log_fd = self.cwd_fd = -1
+        self.grace = 10.0
+        self.cgroup: list[str] = []  # cgroup directories the command joins
+        self.oom_file: str | None = None  # the cgroup file whose oom_kill counter tells an OOM kill
+        self.pass_fd: list[int] = []  # descriptors the command gets
+        self.disk_fd: list[int] = []  # directories bounded by disk_limit
+        self.disk_limit = 0  # bytes (0: none)
+        self.tmp_fd: list[int] = []  # directories emptied at the end
+        self.sandboxed = False
+        self.require: str | None = None  # the program, checked before anything starts
+        self.argv: list[str] = []
+
+
+def parse(argv: list[str]) -> Options:
+    """`--option value ... [--] command...`; ValueError says what is wrong."""
+    opts, given, i = Options(), set(), 0
+    while i < len(argv) and argv[i].startswith("-"):
+        flag = argv[i]
+        if flag == "--":
+            i += 1
+            break
+        if flag == "--sandboxed":
+            opts.sandboxed, i = True, i + 1
+            continue
+        if flag not in OPTIONS or i + 1 == len(argv):
+            raise ValueError(f"{flag}: unknown, or without its value (known: --sandboxed {' '.join(OPTIONS)})")
+        name, convert, repeats = OPTIONS[flag]
+        try:
+            value = convert(argv[i + 1])
+        except ValueError:
+            raise ValueError(f"{flag}: {argv[i + 1]!r} is not a {convert.__name__}")
+        if repeats:
+            getattr(opts, name).append(value)
+        else:
+            setattr(opts, name, value)
+        given.add(flag)
+        i += 2
+    missing = [flag for flag in REQUIRED if flag not in given]
+    if missing:
+        raise ValueError(f"required: {' '.join(missing)}")
+    opts.argv = argv[i:]
+    if not opts.argv:
+        raise ValueError("no command")
+    return opts
+
+
+def _prctl(option: int, arg: int) -> None:
+    import ctypes  # here, not above: see the imports
+
+    ctypes.CDLL(None, use_errno=True).prctl(option, arg)
 
 
 def _write_atomic(dir_fd: int, name: str, text: str) -> None:
@@ -53,6 +115,14 @@ def _write_atomic(dir_fd: int, name: str, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(f"{name}.tmp", name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def to_json(values: dict[str, object]) -> str:
+    """exit.json's text: numbers, booleans and None only (importing json costs more than this
+    keeper's whole start, and it runs at the end of every replica, just before a queued job's)."""
+    words = {True: "true", False: "false"}
+    return "{" + ", ".join(f'"{key}": ' + ("null" if value is None else words[value] if isinstance(value, bool)
+                                          else repr(value)) for key, value in values.items()) + "}"
 
 
 def _oom_kills(path: str | None) -> int:
@@ -101,6 +171,8 @@ def _empty(dir_fd: int) -> None:
     for name in os.listdir(dir_fd):
         try:
             if os.path.isdir(f"/proc/self/fd/{dir_fd}/{name}") and not os.path.islink(f"/proc/self/fd/{dir_fd}/{name}"):
+                import shutil  # here, not above: see the imports
+
                 shutil.rmtree(name, dir_fd=dir_fd)
             else:
                 os.unlink(name, dir_fd=dir_fd)
@@ -108,11 +180,34 @@ def _empty(dir_fd: int) -> None:
             pass
 
 
-def _preexec(cgroups: list[str], fsize: int) -> Callable[[], None]:
-    def setup() -> None:
-        # Runs in the child before exec: if the keeper itself is SIGKILLed, the replica goes too.
-        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        for d in cgroups:
+def _start(opts: Options, argv: list[str]) -> int:
+    """Fork the command (what subprocess.Popen did, without its import): stdin from /dev/null,
+    stdout+stderr to the log, in a session of its own, with only the passed descriptors."""
+    keeper = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    try:
+        _exec(opts, argv, keeper)
+    finally:
+        os._exit(127)  # whatever happened, never back into the keeper's code
+
+
+def _exec(opts: Options, argv: list[str], keeper: int) -> None:
+    """In the child: what to set up before the command runs, then run it (a failure is logged)."""
+    try:
+        os.dup2(opts.log_fd, 1)
+        os.dup2(opts.log_fd, 2)
+        for fd in opts.pass_fd:
+            os.set_inheritable(fd, True)
+        for sig in (_signal.SIGPIPE, _signal.SIGXFSZ):  # which Python ignores, and the command inherits
+            _signal.signal(sig, _signal.SIG_DFL)
+        os.setsid()
+        # If the keeper itself is SIGKILLed, the replica goes too (and if it already was, at once).
+        _prctl(PR_SET_PDEATHSIG, _signal.SIGKILL)
+        if os.getppid() != keeper:
+            return
+        for d in opts.cgroup:
             with open(os.path.join(d, "cgroup.procs"), "w") as f:
                 f.write(str(os.getpid()))
         try:
@@ -120,10 +215,16 @@ def _preexec(cgroups: list[str], fsize: int) -> Callable[[], None]:
                 f.write("0")  # undo the keeper's -1000, which children inherit
         except OSError:
             pass
-        if fsize:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        if opts.disk_limit:
+            import resource  # here, not above: see the imports
 
-    return setup
+            resource.setrlimit(resource.RLIMIT_FSIZE, (opts.disk_limit, opts.disk_limit))
+        keep = sorted({0, 1, 2, *opts.pass_fd})
+        for low, high in zip([k + 1 for k in keep], [*keep[1:], os.sysconf("SC_OPEN_MAX")], strict=True):
+            os.closerange(low, high)
+        os.execvp(argv[0], argv)
+    except OSError as e:
+        os.write(2, f"paddlecloud: cannot start {argv[0]!r}: {e}\n".encode())
 
 
 def _descendants(pid: int) -> list[int]:
@@ -146,15 +247,19 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _kill(pids: Iterable[int], sig: int) -> None:
+def _kill(pids: list[int] | set[int], sig: int) -> None:
     for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
+        try:
             os.kill(pid, sig)
+        except ProcessLookupError:
+            continue  # gone already (try, not contextlib.suppress: see the imports)
 
 
 def _kill_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
+    try:
         os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return  # gone already
 
 
 def _result(code: int, sig: int | None = None, terminated: bool = False, oom: bool = False,
@@ -163,19 +268,17 @@ def _result(code: int, sig: int | None = None, terminated: bool = False, oom: bo
             "finished": time.time()}
 
 
-def run(args: argparse.Namespace, argv: list[str]) -> int:
-    _libc.prctl(PR_SET_CHILD_SUBREAPER, 1)
+def run(opts: Options) -> int:
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
     _spare_from_oom_killer()
-    program = args.require or argv[0]
+    program = opts.require or opts.argv[0]
     if "/" not in program or not os.path.exists(program):
-        os.write(args.log_fd, f"paddlecloud: cannot start {program!r}: No such file or directory\n".encode())
-        _write_atomic(args.state_fd, "exit.json", json.dumps(_result(127)))
+        os.write(opts.log_fd, f"paddlecloud: cannot start {program!r}: No such file or directory\n".encode())
+        _write_atomic(opts.state_fd, "exit.json", to_json(_result(127)))
         return 0
-    oom_before = _oom_kills(args.oom_file)
-    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=args.log_fd, stderr=subprocess.STDOUT,
-                             start_new_session=True, preexec_fn=_preexec(args.cgroup, args.disk_limit),
-                             pass_fds=args.pass_fd)
-    _write_atomic(args.state_fd, "child.pid", str(child.pid))
+    oom_before = _oom_kills(opts.oom_file)
+    child = _start(opts, opts.argv)
+    _write_atomic(opts.state_fd, "child.pid", str(child))
 
     stop_at: list[float] = []  # set on SIGTERM: when to escalate to SIGKILL
     disk_limited: list[bool] = []
@@ -183,17 +286,17 @@ def run(args: argparse.Namespace, argv: list[str]) -> int:
     def on_term(signum: int, frame: object) -> None:
         if stop_at:
             return
-        stop_at.append(time.monotonic() + args.grace)
-        if args.sandboxed:
-            _kill(_descendants(child.pid), signal.SIGTERM)
+        stop_at.append(time.monotonic() + opts.grace)
+        if opts.sandboxed:
+            _kill(_descendants(child), _signal.SIGTERM)
         else:
-            _kill_group(child.pid, signal.SIGTERM)
+            _kill_group(child, _signal.SIGTERM)
 
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-    status = _wait(args, child, stop_at, disk_limited)
-    _end_all(child.pid, args.cgroup)
-    _write_atomic(args.state_fd, "exit.json", json.dumps(_outcome(args, status, stop_at, disk_limited, oom_before)))
+    _signal.signal(_signal.SIGTERM, on_term)
+    _signal.signal(_signal.SIGINT, on_term)
+    status = _wait(opts, child, stop_at, disk_limited)
+    _end_all(child, opts.cgroup)
+    _write_atomic(opts.state_fd, "exit.json", to_json(_outcome(opts, status, stop_at, disk_limited, oom_before)))
     return 0
 
 
@@ -205,8 +308,7 @@ def _spare_from_oom_killer() -> None:
         pass  # not permitted (not root): the replica's cgroup limit still applies to it alone
 
 
-def _wait(args: argparse.Namespace, child: subprocess.Popen[bytes], stop_at: list[float],
-          disk_limited: list[bool]) -> int | None:
+def _wait(opts: Options, child: int, stop_at: list[float], disk_limited: list[bool]) -> int | None:
     """The child's wait status once it ends (None if it cannot be waited for), reaping adopted
     orphans meanwhile; SIGKILL when the grace after a SIGTERM is over, or the disk limit is hit."""
     status = None
@@ -216,16 +318,16 @@ def _wait(args: argparse.Namespace, child: subprocess.Popen[bytes], stop_at: lis
             pid, st = os.waitpid(-1, os.WNOHANG)  # reaps adopted orphans too
         except ChildProcessError:
             break
-        if pid == child.pid:
+        if pid == child:
             status = st
             continue
         now = time.monotonic()
         if stop_at and now >= stop_at[0]:
-            _kill_group(child.pid, signal.SIGKILL)
-        if args.disk_limit and now >= next_disk_check and not disk_limited:
-            if disk_usage(args.disk_fd) >= args.disk_limit:
+            _kill_group(child, _signal.SIGKILL)
+        if opts.disk_limit and now >= next_disk_check and not disk_limited:
+            if disk_usage(opts.disk_fd) >= opts.disk_limit:
                 disk_limited.append(True)
-                _kill([child.pid, *_descendants(child.pid)], signal.SIGKILL)
+                _kill([child, *_descendants(child)], _signal.SIGKILL)
             next_disk_check = time.monotonic() + DISK_INTERVAL
         time.sleep(0.05)
     return status
@@ -234,13 +336,13 @@ def _wait(args: argparse.Namespace, child: subprocess.Popen[bytes], stop_at: lis
 def _end_all(child_pid: int, cgroups: list[str]) -> None:
     """Nothing of the replica may outlive it: its group, any descendants that escaped it, and
     whatever is in its cgroups (a fork bomb's children keep appearing until they are all gone)."""
-    _kill_group(child_pid, signal.SIGKILL)
+    _kill_group(child_pid, _signal.SIGKILL)
     deadline = time.monotonic() + 30
     while True:
         left = set(_descendants(os.getpid())) | _in_cgroups(cgroups)
         if not left or time.monotonic() > deadline:
             break
-        _kill(left, signal.SIGKILL)
+        _kill(left, _signal.SIGKILL)
         _reap()
         time.sleep(0.01)
     while True:
@@ -250,24 +352,26 @@ def _end_all(child_pid: int, cgroups: list[str]) -> None:
             break
 
 
-def _outcome(args: argparse.Namespace, status: int | None, stop_at: list[float], disk_limited: list[bool],
+def _outcome(opts: Options, status: int | None, stop_at: list[float], disk_limited: list[bool],
              oom_before: int) -> dict[str, object]:
     """exit.json's content (the replica's files emptied as it says), its cgroups removed."""
     code = os.waitstatus_to_exitcode(status) if status is not None else -1
     sig = -code if code < 0 else None
-    if args.sandboxed and code > 128:
+    if opts.sandboxed and code > 128:
         sig = code - 128
     # A file that reached the limit (RLIMIT_FSIZE: SIGXFSZ, or EFBIG where the program ignores it, as
     # Python does) ends the program before the next measure would: measure once more.
-    if args.disk_limit and (sig == signal.SIGXFSZ or disk_usage(args.disk_fd) >= args.disk_limit):
+    if opts.disk_limit and (sig == _signal.SIGXFSZ or disk_usage(opts.disk_fd) >= opts.disk_limit):
         disk_limited.append(True)
-    for fd in args.disk_fd if disk_limited else args.tmp_fd:
+    for fd in opts.disk_fd if disk_limited else opts.tmp_fd:
         _empty(fd)
-    result = _result(code if code >= 0 else 128 - code, sig, bool(stop_at), _oom_kills(args.oom_file) > oom_before,
+    result = _result(code if code >= 0 else 128 - code, sig, bool(stop_at), _oom_kills(opts.oom_file) > oom_before,
                      bool(disk_limited))
-    for d in args.cgroup:
-        with contextlib.suppress(OSError):  # the launcher removes what is left when the job's network goes
+    for d in opts.cgroup:
+        try:
             os.rmdir(d)
+        except OSError:
+            continue  # the launcher removes what is left when the job's network goes
     return result
 
 
@@ -281,24 +385,12 @@ def _reap() -> None:
             return
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--label", required=True, help="the state directory's path (names this keeper only)")
-    parser.add_argument("--state-fd", type=int, required=True)
-    parser.add_argument("--log-fd", type=int, required=True)
-    parser.add_argument("--grace", type=float, default=10.0)
-    parser.add_argument("--cwd-fd", type=int, required=True)
-    parser.add_argument("--cgroup", action="append", default=[], help="a cgroup directory the command joins")
-    parser.add_argument("--oom-file", help="the cgroup file whose oom_kill counter tells an OOM kill")
-    parser.add_argument("--pass-fd", type=int, action="append", default=[], help="a descriptor the command gets")
-    parser.add_argument("--disk-fd", type=int, action="append", default=[], help="a directory bounded by --disk-limit")
-    parser.add_argument("--disk-limit", type=int, default=0, help="bytes (0: none)")
-    parser.add_argument("--tmp-fd", type=int, action="append", default=[], help="a directory emptied at the end")
-    parser.add_argument("--sandboxed", action="store_true", help="the command is the sandbox (see above)")
-    parser.add_argument("--require", help="the program, checked before anything starts")
-    parser.add_argument("argv", nargs=argparse.REMAINDER)
-    args = parser.parse_args()
-    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+def main(argv: list[str]) -> int:
+    try:
+        opts = parse(argv)
+    except ValueError as e:
+        sys.stderr.write(f"keeper.py: {e}\n")
+        return 2
     # Double fork: the starter gets its answer at once and we are re-parented away from it,
     # so its exit (or a kill -9 of the launcher or worker) never touches the replica.
     if os.fork():
@@ -306,13 +398,13 @@ def main() -> int:
     os.setsid()
     if os.fork():
         os._exit(0)
-    os.fchdir(args.cwd_fd)
+    os.fchdir(opts.cwd_fd)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    _write_atomic(args.state_fd, "keeper.pid", str(os.getpid()))
-    os._exit(run(args, argv))
+    _write_atomic(opts.state_fd, "keeper.pid", str(os.getpid()))
+    os._exit(run(opts))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
