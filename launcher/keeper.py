@@ -396,10 +396,14 @@ def main(argv: list[str]) -> int:
     except ValueError as e:
         sys.stderr.write(f"keeper.py: {e}\n")
         return 2
-    # Double fork: the starter gets its answer at once and we are re-parented away from it,
-    # so its exit (or a kill -9 of the launcher or worker) never touches the replica.
+    # Double fork: we are re-parented away from the starter, so its exit (or a kill -9 of the
+    # launcher or worker) never touches the replica. It gets its answer once keeper.pid is there
+    # (what it waits for next), or at once if we failed before.
+    written, done = os.pipe()
     if os.fork():
-        return 0
+        os.close(done)
+        return 0 if os.read(written, 1) else 1
+    os.close(written)
     os.setsid()
     if os.fork():
         os._exit(0)
@@ -408,6 +412,8 @@ def main(argv: list[str]) -> int:
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     _write_atomic(opts.state_fd, "keeper.pid", str(os.getpid()), durable=False)
+    os.write(done, b".")
+    os.close(done)
     os._exit(run(opts))
 
 

@@ -83,6 +83,7 @@ def _keep(tmp_path: Path, *command: str, require: str | None = None) -> tuple[st
     finally:
         for fd in fds:
             os.close(fd)
+    assert (tmp_path / "state" / "keeper.pid").exists()  # before the starter's answer: the service waits for it
     wait_for(lambda: (tmp_path / "state" / "exit.json").exists(), 30, what="exit.json")
     return (tmp_path / "log").read_text(), json.loads((tmp_path / "state" / "exit.json").read_text()), fds[3]
 
@@ -123,3 +124,17 @@ def test_a_command_that_cannot_be_executed_is_logged_and_ends_with_127(tmp_path)
     log, result, _ = _keep(tmp_path, str(program), require=str(program))
     assert f"paddlecloud: cannot start {str(program)!r}" in log and "Permission denied" in log
     assert result["exit_code"] == 127
+
+
+def test_a_keeper_that_fails_before_writing_its_pid_fails_its_starter(tmp_path):
+    state = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    log = os.open(tmp_path / "log", os.O_WRONLY | os.O_CREAT)
+    try:  # the log as its working directory: fchdir fails
+        done = subprocess.run([sys.executable, "-I", "-S", str(KEEPER), "--label", str(tmp_path), "--state-fd",
+                               str(state), "--log-fd", str(log), "--cwd-fd", str(log), "--", "/bin/true"],
+                              pass_fds=[state, log])
+    finally:
+        os.close(state)
+        os.close(log)
+    assert done.returncode == 1
+    assert not (tmp_path / "keeper.pid").exists()
