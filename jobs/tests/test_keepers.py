@@ -7,7 +7,7 @@ from jobs.models import ReplicaState
 
 
 def test_an_empty_pid_file_reads_as_a_keeper_lost(tmp_path):
-    """The keeper writes its pid without fsync (launcher/keeper.py): after a crash the file may be
+    """The keeper writes its pid without fsync (launcher/keeper_main.py): after a crash the file may be
     there but empty, and no keeper runs any more."""
     (tmp_path / "keeper.pid").write_text("")
     (tmp_path / "child.pid").write_text("")
