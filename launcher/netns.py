@@ -29,6 +29,10 @@ from .paths import Refused
 
 NETNS_DIR = Path("/run/netns")
 READY_TIMEOUT = 10.0
+# As root, the named namespaces whose loopback this launcher brought up, with their inode: each of
+# a job's replicas asks for the namespace in turn (one job's lock), and every `ip` run is a process
+# start, which all but the first would repeat for nothing (30-60 ms each on a busy machine).
+_loopback_up: dict[str, int] = {}
 
 
 @dataclass
@@ -68,8 +72,16 @@ def ensure(state_dir: Path, ns: str) -> Network:
     if os.geteuid() == 0:
         if not (NETNS_DIR / ns).exists():
             _run("ip", "netns", "add", ns)
-        _run("ip", "-n", ns, "link", "set", "lo", "up")
-        return Network(os.open(NETNS_DIR / ns, os.O_RDONLY | os.O_CLOEXEC), None)
+        fd = os.open(NETNS_DIR / ns, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            inode = os.fstat(fd).st_ino
+            if _loopback_up.get(ns) != inode:
+                _run("ip", "-n", ns, "link", "set", "lo", "up")
+                _loopback_up[ns] = inode
+        except BaseException:
+            os.close(fd)
+            raise
+        return Network(fd, None)
     pid = _holder(state_dir, ns) or _start_holder(state_dir, ns)
     user = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
     net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
@@ -122,6 +134,7 @@ def _start_holder(state_dir: Path, ns: str) -> int:
 def remove(state_dir: Path, ns: str) -> None:
     """Drop the namespace (idempotent). Processes still inside keep it alive until they end."""
     if os.geteuid() == 0:
+        _loopback_up.pop(ns, None)
         if (NETNS_DIR / ns).exists():
             subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
         return
