@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import http.client
 import os
+import select
 import socket
 import sys
 import urllib.request
@@ -82,7 +83,11 @@ class Connection:
             assert sock is not None
             end = offset + length
             while offset < end:
-                n = os.sendfile(sock.fileno(), fd, offset, min(STEP, end - offset))
+                try:
+                    n = os.sendfile(sock.fileno(), fd, offset, min(STEP, end - offset))
+                except BlockingIOError:
+                    _wait(sock, select.POLLOUT)
+                    continue
                 if n == 0:
                     raise ConnectionFailed("the file got shorter while it was being uploaded")
                 offset += n
@@ -112,6 +117,18 @@ class Connection:
             raise ConnectionFailed(f"cannot reach {self.api.endpoint}: {e or type(e).__name__}") from None
 
 
+def _wait(sock: socket.socket, event: int) -> None:
+    """Wait until `sock` is ready for `event`, up to its timeout. A socket with a timeout is
+    non-blocking underneath (that is how Python times it out), so sendfile(2) and splice(2) on
+    its descriptor answer EAGAIN whenever the kernel's buffer is full (or empty) instead of
+    waiting: every chunk failed that way, and was resumed, before this waited."""
+    poller = select.poll()
+    poller.register(sock.fileno(), event | select.POLLERR | select.POLLHUP)
+    timeout = sock.gettimeout()
+    if not poller.poll(None if timeout is None else timeout * 1000):
+        raise TimeoutError(f"no progress for {timeout:.0f} s")
+
+
 def _splice_body(response: http.client.HTTPResponse, sock: socket.socket, out: int, length: int,
                  received: Callable[[int], None]) -> None:
     """The body into `out`: what http.client already buffered, then socket -> pipe -> file."""
@@ -127,7 +144,11 @@ def _splice_body(response: http.client.HTTPResponse, sock: socket.socket, out: i
         with contextlib.suppress(OSError):
             fcntl.fcntl(w, F_SETPIPE_SZ, PIPE)
         while total < length:
-            n = os.splice(sock.fileno(), w, min(PIPE, length - total))
+            try:
+                n = os.splice(sock.fileno(), w, min(PIPE, length - total))
+            except BlockingIOError:
+                _wait(sock, select.POLLIN)
+                continue
             if n == 0:
                 raise ConnectionFailed(f"the connection closed after {total} of {length} bytes")
             while n:
