@@ -89,6 +89,9 @@ class UploadDetailView(PfsView):
                              description="Where this chunk starts: the upload's current offset."),
             OpenApiParameter("Upload-Checksum", OpenApiTypes.STR, OpenApiParameter.HEADER,
                              description="`sha256 <base64 digest of this chunk>` (or md5, sha1)."),
+            OpenApiParameter("Upload-Sha256", OpenApiTypes.STR, OpenApiParameter.HEADER,
+                             description="The whole file's sha256 (64 hex digits), for an upload created "
+                                         "with `sha256_later`; checked when the last byte is in."),
         ],
         request={"application/offset+octet-stream": OpenApiTypes.BINARY,
                  "application/octet-stream": OpenApiTypes.BINARY},
@@ -101,9 +104,10 @@ class UploadDetailView(PfsView):
         offset = uploads.parse_offset(request.headers.get("Upload-Offset"))
         length = self.content_length()
         checksum = uploads.parse_checksum(request.headers.get("Upload-Checksum"))
+        sha256 = uploads.parse_sha256(request.headers.get("Upload-Sha256"))
         stream = request.stream
         read = stream.read if stream is not None else (lambda n: b"")
-        uploads.write_chunk(session, offset, read, length, checksum)
+        uploads.write_chunk(session, offset, read, length, checksum, sha256)
         session.refresh_from_db()
         return _upload_response(session)
 
