@@ -14,12 +14,8 @@ promised a sha256 that has all its bytes but no digest yet waits for a chunk (an
 
 from __future__ import annotations
 
-import base64
-import binascii
 import fcntl
-import hashlib
 import os
-import re
 import stat
 import time
 import uuid
@@ -39,15 +35,17 @@ from .paths import RESERVED_NAME, PathError, PfsPath, resolve
 from .services import _refuse_root, counted_size, lstat_or_none, mkdir, put_in_place
 from .storage import NEW_FILE, remove_at, scratch_fd
 
+# the views and pfs.asgi_fast parse headers through here
+from .upload_headers import _HEX64, CHECKSUM_ALGORITHMS
+from .upload_headers import MAX_FILE_SIZE as MAX_FILE_SIZE
+from .upload_headers import parse_checksum as parse_checksum
+from .upload_headers import parse_offset as parse_offset
+from .upload_headers import parse_sha256 as parse_sha256
+
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 BLOCK = 1 << 20
-# The largest file an upload may declare (1 PiB): far past any quota, and a size or offset the
-# database, JavaScript clients and the OS all hold exactly.
-MAX_FILE_SIZE = 1 << 50
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-CHECKSUM_ALGORITHMS = {"sha256": hashlib.sha256, "md5": hashlib.md5, "sha1": hashlib.sha1}
 
 
 class OffsetConflict(PathError):
@@ -132,39 +130,6 @@ def get(user: User, upload_id: str) -> UploadSession:
         return UploadSession.objects.select_related("user").get(pk=key, user=user)
     except (UploadSession.DoesNotExist, ValueError):
         raise PathError("no such upload (it may have expired or been cancelled)", 404) from None
-
-
-def parse_offset(header: str | None) -> int:
-    """tus's `Upload-Offset: <bytes>`: where a chunk starts."""
-    try:
-        offset = int(header)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        offset = -1
-    if not 0 <= offset <= MAX_FILE_SIZE:
-        raise PathError(f"the Upload-Offset header must be a byte offset from 0 to {MAX_FILE_SIZE}")
-    return offset
-
-
-def parse_sha256(header: str | None) -> str:
-    """`Upload-Sha256: <hex>`: the whole file's sha256, on any chunk ("" without one)."""
-    value = (header or "").strip().lower()
-    if value and not _HEX64.match(value):
-        raise PathError("Upload-Sha256 must be the whole file's sha256: 64 hexadecimal digits")
-    return value
-
-
-def parse_checksum(header: str | None) -> tuple[str, bytes] | None:
-    """tus's `Upload-Checksum: <algorithm> <base64 digest>` (sha256, sha1 or md5)."""
-    if not header:
-        return None
-    try:
-        algo, digest = header.strip().split(" ", 1)
-        raw = base64.b64decode(digest.strip(), validate=True)
-    except (ValueError, binascii.Error):
-        raise PathError("Upload-Checksum must be '<algorithm> <base64 digest>'") from None
-    if algo.lower() not in CHECKSUM_ALGORITHMS:
-        raise PathError(f"unsupported checksum algorithm '{algo}': use sha256, sha1 or md5")
-    return algo.lower(), raw
 
 
 class ChunkWriter:

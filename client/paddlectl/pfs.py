@@ -25,7 +25,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int], None]
 SMALL_FILE = 4 << 20  # at most this: one PUT
 CHUNK = 64 << 20  # resumable upload chunk: the most a server takes in one request from any client
-BLOCK = 1 << 20  # bytes read from the file at a time while a chunk goes out
 REPORT_INTERVAL = 0.1  # seconds between progress reports
 RETRY_FOR = 300.0  # seconds a transfer keeps retrying a dropped connection
 
@@ -82,32 +81,6 @@ class _Meter:
         if self.progress:
             self._next_report = time.monotonic() + REPORT_INTERVAL
             self.progress(self.done, self.total)
-
-
-class _FileSlice:
-    """`length` bytes of the open file `f` from `offset`, read block by block as the request body
-    goes out (counted in `sent` and on the meter); iterable again if the request is resent."""
-
-    def __init__(self, f: BinaryIO, local: Path, offset: int, length: int, meter: _Meter) -> None:
-        self.f, self.local, self.offset, self.length, self.meter = f, local, offset, length, meter
-        self.sent = 0
-
-    def count(self, n: int) -> None:
-        """`n` more bytes went out (sent by the kernel instead: wire.py)."""
-        self.sent += n
-        self.meter.add(n)
-
-    def __iter__(self) -> Iterator[bytes]:
-        self.f.seek(self.offset)
-        left = self.length
-        while left:
-            block = self.f.read(min(BLOCK, left))
-            if not block:
-                raise PaddlectlError(f"{self.local} got shorter while it was being uploaded")
-            left -= len(block)
-            self.sent += len(block)
-            self.meter.add(len(block))
-            yield block
 
 
 def _resume_etag(remote: str, part: Path, side: Path) -> str | None:
@@ -259,7 +232,7 @@ class Storage:
         conn = wire.Connection(self.api) if wire.usable(self.api) else None
         with open(local, "rb") as f, contextlib.closing(conn) if conn else contextlib.nullcontext():
             while not upload.get("complete"):
-                body = _FileSlice(f, local, offset, min(CHUNK, size - offset), meter)
+                body = pfs_upload.FileSlice(f, local, offset, min(CHUNK, size - offset), meter)
                 headers = {"Upload-Offset": str(offset), "Content-Type": "application/offset+octet-stream"}
                 if upload.get("sha256_later") and (hasher.ready() or not body.length):
                     headers["Upload-Sha256"] = hasher.result()

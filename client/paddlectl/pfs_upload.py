@@ -3,7 +3,8 @@ the bytes go out (the server hashes them as they arrive, and checks the two when
 in), and a record of the upload under ~/.paddle/uploads, so a later run of the same command finds
 it and sends only the rest. The record holds the server's upload id and the file's size and
 modification time: a file changed since (another size or time) starts a new upload, and one
-changed without either is refused by the digest check at the end.
+changed without either is refused by the digest check at the end. Also the body of a chunk
+read from the file, for where it goes through httpx rather than sendfile (wire.py).
 """
 
 from __future__ import annotations
@@ -13,13 +14,44 @@ import hashlib
 import json
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from . import config
 from .errors import PaddlectlError
 
+if TYPE_CHECKING:
+    from .pfs import _Meter
+
 READ = 4 << 20  # bytes hashed at a time (hashlib releases the GIL for each)
+BLOCK = 1 << 20  # bytes read from the file at a time while a chunk goes out through httpx
+
+
+class FileSlice:
+    """`length` bytes of the open file `f` from `offset`, read block by block as the request body
+    goes out (counted in `sent` and on the meter); iterable again if the request is resent."""
+
+    def __init__(self, f: BinaryIO, local: Path, offset: int, length: int, meter: _Meter) -> None:
+        self.f, self.local, self.offset, self.length, self.meter = f, local, offset, length, meter
+        self.sent = 0
+
+    def count(self, n: int) -> None:
+        """`n` more bytes went out (sent by the kernel instead: wire.py)."""
+        self.sent += n
+        self.meter.add(n)
+
+    def __iter__(self) -> Iterator[bytes]:
+        self.f.seek(self.offset)
+        left = self.length
+        while left:
+            block = self.f.read(min(BLOCK, left))
+            if not block:
+                raise PaddlectlError(f"{self.local} got shorter while it was being uploaded")
+            left -= len(block)
+            self.sent += len(block)
+            self.meter.add(len(block))
+            yield block
 
 
 class Hasher:
