@@ -256,3 +256,24 @@ def test_download_resumes_after_a_dropped_connection_and_across_runs(live_server
     proxy.close()
     assert (tmp_path / "again.bin").read_bytes() == data
     assert proxy.bytes_down - before < 1_100_000
+
+
+def test_a_server_without_sha256_later_gets_the_digest_up_front(alice, settings, tmp_path, small_chunks,
+                                                                live_server, monkeypatch):
+    """A server from before `sha256_later` ignores the field and does not echo it: the client
+    cancels that upload and starts one with the sha256 given at creation, as clients did."""
+    from accounts.services import issue_token
+    from paddlectl import Client
+    from pfs.api import serializers
+    from pfs.models import UploadSession
+
+    monkeypatch.delitem(serializers.UploadCreateSerializer._declared_fields, "sha256_later")
+    monkeypatch.setattr(serializers.UploadSerializer.Meta, "fields",
+                        [f for f in serializers.UploadSerializer.Meta.fields if f != "sha256_later"])
+    data = os.urandom(300_000)
+    (tmp_path / "big.bin").write_bytes(data)
+    with Client(live_server.url, token=issue_token(alice), username="alice") as client:
+        client.storage.upload_file(tmp_path / "big.bin", f"{HOME}/old.bin")
+    assert disk(settings, "old.bin").read_bytes() == data
+    (upload,) = UploadSession.objects.all()  # the first one was cancelled
+    assert not upload.sha256_later and upload.sha256 == hashlib.sha256(data).hexdigest() and upload.completed
