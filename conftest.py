@@ -196,9 +196,9 @@ def zero_copy_calls(monkeypatch):
         seen.append(("sendfile", offset, count))
         return real_send(sock, fd, offset, count)
 
-    def store_body(head, sock, fd, offset, remaining):
+    def store_body(head, sock, fd, offset, remaining, told=None):
         seen.append(("splice", len(head) + remaining))
-        return real_store(head, sock, fd, offset, remaining)
+        return real_store(head, sock, fd, offset, remaining, told)
 
     monkeypatch.setattr(server, "_send_file", send_file)
     monkeypatch.setattr(server, "_store_body", store_body)

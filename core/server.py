@@ -10,10 +10,13 @@ Each request's ASGI scope advertises, under `scope["extensions"]`:
   "count": n, "more_body": bool}` and the server moves those bytes from the page cache to the
   socket with sendfile(2). The response must have a Content-Length.
 * `paddlecloud.body_to_file` (ours; the spec has no receive-side counterpart): `{"splice":
-  coroutine(fd, offset, count) -> int}` moves the next `count` bytes of the request body into
-  the open file `fd` at `offset` with splice(2) (socket -> pipe -> file, one copy in the
-  kernel) and returns how many were stored: fewer when the client went away or stalled for
-  IDLE_TIMEOUT. The app then answers as usual; it must not call `receive()` for that body.
+  coroutine(fd, offset, count, stored=None) -> int}` moves the next `count` bytes of the
+  request body into the open file `fd` at `offset` with splice(2) (socket -> pipe -> file, one
+  copy in the kernel) and returns how many were stored: fewer when the client went away or
+  stalled for IDLE_TIMEOUT. `stored(n)`, if given, is called in the worker thread after each
+  piece of `n` bytes lands in the file, in order (an app hashing the body reads them back
+  while they are in the page cache); an exception from it ends the transfer with it. The app
+  then answers as usual; it must not call `receive()` for that body.
 
 uvicorn (0.54, pinned in requirements.txt) offers neither extension and has no public hook for
 a protocol to add one, so this module subclasses its httptools protocol: it overrides the
@@ -178,7 +181,7 @@ class _ZeroCopyRequest:
                 return
         await cycle.send({"type": "http.response.body", "body": b"", "more_body": message.get("more_body", False)})
 
-    async def splice(self, fd: int, offset: int, count: int) -> int:
+    async def splice(self, fd: int, offset: int, count: int, stored: Callable[[int], None] | None = None) -> int:
         cycle, transport = self.cycle, self.protocol.transport
         if cycle.response_started:
             raise RuntimeError("the request body is read before the response starts")
@@ -193,12 +196,12 @@ class _ZeroCopyRequest:
         if remaining and cycle.more_body and not cycle.disconnected:
             self.protocol.flow.pause_reading()
             sock = self._socket_dup()
-        stored = -1
+        done = -1
         try:
-            stored = await self._in_thread(_store_body, head, sock, os.dup(fd), offset, remaining)
+            done = await self._in_thread(_store_body, head, sock, os.dup(fd), offset, remaining, stored)
         finally:
             if sock >= 0:
-                if stored == count:
+                if done == count:
                     # The body is complete and the parser never saw its tail: it starts again
                     # at the next request, so the connection stays usable.
                     self.protocol.fresh_parser()
@@ -206,7 +209,7 @@ class _ZeroCopyRequest:
                     cycle.keep_alive = False
                 cycle.more_body = False
                 cycle.message_event.set()
-        return stored
+        return done
 
 
 def _wait(fd: int, event: int) -> None:
@@ -236,14 +239,18 @@ def _send_file(sock: int, fd: int, offset: int, count: int) -> int:
     return sent
 
 
-def _store_body(head: bytes, sock: int, fd: int, offset: int, remaining: int) -> int:
-    """Write `head` at `offset`, then splice up to `remaining` bytes from the socket after it.
-    Returns the bytes stored; stops early when the client closes, resets or stalls. Errors of
-    the file (a full disk) propagate. Owns (closes) `fd` and `sock`, if any."""
+def _store_body(head: bytes, sock: int, fd: int, offset: int, remaining: int,
+                told: Callable[[int], None] | None = None) -> int:
+    """Write `head` at `offset`, then splice up to `remaining` bytes from the socket after it,
+    telling `told(n)` of each piece stored. Returns the bytes stored; stops early when the
+    client closes, resets or stalls. Errors of the file (a full disk) and of `told` propagate.
+    Owns (closes) `fd` and `sock`, if any."""
     view, stored = memoryview(head), 0
     try:
         while stored < len(view):
             stored += os.pwrite(fd, view[stored:], offset + stored)
+        if stored and told is not None:
+            told(stored)
         if sock < 0:
             return stored
         r, w = os.pipe2(os.O_CLOEXEC)
@@ -265,10 +272,13 @@ def _store_body(head: bytes, sock: int, fd: int, offset: int, remaining: int) ->
                     break
                 if n == 0:
                     break  # the client closed the connection
+                piece = n
                 while n:
                     m = os.splice(r, fd, n, offset_dst=offset + stored)
                     n -= m
                     stored += m
+                if told is not None:
+                    told(piece)
         finally:
             os.close(r)
             os.close(w)

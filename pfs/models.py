@@ -34,6 +34,8 @@ class UploadSession(models.Model):
     path = models.CharField(max_length=4096, help_text="Destination PFS path.")
     size = models.PositiveBigIntegerField()
     sha256 = models.CharField(max_length=64, blank=True, help_text="Expected hex digest of the whole file.")
+    sha256_later = models.BooleanField(default=False, help_text="The sha256 comes with a chunk (Upload-Sha256); "
+                                       "the upload is not put in place without it.")
     overwrite = models.BooleanField(default=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)

@@ -1,21 +1,21 @@
-"""Resumable uploads (tus-like). See pfs/api/views.py for the HTTP protocol.
+"""Resumable uploads (tus-like). See pfs/api/upload_views.py for the HTTP protocol.
 
-An upload is created with its destination path and total size (and optionally the sha256 of
-the whole file); its quota is reserved then, so an upload that would not fit is refused before
-any byte is written. Data goes to `<home>/.uploads/<id>.part`, whose length *is* the upload
-offset, so a crash or a dropped connection never loses track of what arrived. Chunks are
-appended at an explicit offset (a mismatch answers 409 with the current offset); when the last
-byte arrives the file is verified (size, sha256) and renamed atomically onto its destination.
+An upload is created with its destination path and total size, and optionally the sha256 of
+the whole file, or a promise of it (`sha256_later`: it comes in an `Upload-Sha256` header of a
+chunk, so the client can hash while it sends); its quota is reserved then, so an upload that
+would not fit is refused before any byte is written. Data goes to `<home>/.uploads/<id>.part`,
+whose length *is* the upload offset, so a crash or a dropped connection never loses track of
+what arrived. Chunks are appended at an explicit offset (a mismatch answers 409 with the
+current offset); when the last byte arrives the file is verified (size; sha256 as hashed while
+the bytes arrived: pfs.upload_digest) and renamed atomically onto its destination. An upload
+promised a sha256 that has all its bytes but no digest yet waits for a chunk (an empty one:
+`Content-Length: 0`) that brings it.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import fcntl
-import hashlib
 import os
-import re
 import stat
 import time
 import uuid
@@ -29,21 +29,23 @@ from django.utils import timezone
 
 from accounts.models import Datacenter
 
-from . import usage
+from . import upload_digest, usage
 from .models import UploadSession
 from .paths import RESERVED_NAME, PathError, PfsPath, resolve
 from .services import _refuse_root, counted_size, lstat_or_none, mkdir, put_in_place
 from .storage import NEW_FILE, remove_at, scratch_fd
 
+# the views and pfs.asgi_fast parse headers through here
+from .upload_headers import _HEX64, CHECKSUM_ALGORITHMS
+from .upload_headers import MAX_FILE_SIZE as MAX_FILE_SIZE
+from .upload_headers import parse_checksum as parse_checksum
+from .upload_headers import parse_offset as parse_offset
+from .upload_headers import parse_sha256 as parse_sha256
+
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 BLOCK = 1 << 20
-# The largest file an upload may declare (1 PiB): far past any quota, and a size or offset the
-# database, JavaScript clients and the OS all hold exactly.
-MAX_FILE_SIZE = 1 << 50
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-CHECKSUM_ALGORITHMS = {"sha256": hashlib.sha256, "md5": hashlib.md5, "sha1": hashlib.sha1}
 
 
 class OffsetConflict(PathError):
@@ -71,7 +73,7 @@ def _open_part(session: UploadSession, dest: PfsPath) -> int:
     """The part file of an upload to `dest`, for writing, opened in the scratch directory
     (race-free below a home: jobs write to homes too, and could swap `.uploads` for a link)."""
     with scratch_fd(dest) as scratch:
-        return os.open(part_name(session), os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=scratch)
+        return os.open(part_name(session), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=scratch)
 
 
 def part_size(session: UploadSession) -> int:
@@ -84,7 +86,8 @@ def part_size(session: UploadSession) -> int:
         return 0
 
 
-def create(user: User, path: str, size: int, *, sha256: str = "", overwrite: bool = True) -> UploadSession:
+def create(user: User, path: str, size: int, *, sha256: str = "", sha256_later: bool = False,
+           overwrite: bool = True) -> UploadSession:
     """Start an upload of `size` bytes to `path`. Its room in the quota is reserved now (for a
     replaced file, the difference), so an upload that would not fit is refused at once, and
     one admitted keeps its room however many others race it."""
@@ -93,6 +96,8 @@ def create(user: User, path: str, size: int, *, sha256: str = "", overwrite: boo
     sha256 = (sha256 or "").lower()
     if sha256 and not _HEX64.match(sha256):
         raise PathError("sha256 must be 64 hexadecimal digits")
+    if sha256 and sha256_later:
+        raise PathError("give sha256 now or sha256_later, not both")
     p = resolve(user, path, write=True)
     _refuse_root(p, "replaced")
     st = lstat_or_none(p)
@@ -105,7 +110,8 @@ def create(user: User, path: str, size: int, *, sha256: str = "", overwrite: boo
     with scratch_fd(p) as scratch:  # refused (nothing created) when `.uploads` is not a real directory
         with transaction.atomic():
             session = UploadSession.objects.create(user=user, datacenter=dc, path=p.virtual, size=size,
-                                                   sha256=sha256, overwrite=overwrite)
+                                                   sha256=sha256, sha256_later=sha256_later,
+                                                   overwrite=overwrite)
             usage.reserve(p, size - counted_size(st), upload=session)
         try:
             os.close(os.open(part_name(session), NEW_FILE, 0o600, dir_fd=scratch))
@@ -126,31 +132,6 @@ def get(user: User, upload_id: str) -> UploadSession:
         raise PathError("no such upload (it may have expired or been cancelled)", 404) from None
 
 
-def parse_offset(header: str | None) -> int:
-    """tus's `Upload-Offset: <bytes>`: where a chunk starts."""
-    try:
-        offset = int(header)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        offset = -1
-    if not 0 <= offset <= MAX_FILE_SIZE:
-        raise PathError(f"the Upload-Offset header must be a byte offset from 0 to {MAX_FILE_SIZE}")
-    return offset
-
-
-def parse_checksum(header: str | None) -> tuple[str, bytes] | None:
-    """tus's `Upload-Checksum: <algorithm> <base64 digest>` (sha256, sha1 or md5)."""
-    if not header:
-        return None
-    try:
-        algo, digest = header.strip().split(" ", 1)
-        raw = base64.b64decode(digest.strip(), validate=True)
-    except (ValueError, binascii.Error):
-        raise PathError("Upload-Checksum must be '<algorithm> <base64 digest>'") from None
-    if algo.lower() not in CHECKSUM_ALGORITHMS:
-        raise PathError(f"unsupported checksum algorithm '{algo}': use sha256, sha1 or md5")
-    return algo.lower(), raw
-
-
 class ChunkWriter:
     """One chunk being appended to an upload at `offset`: opened (and checked) first, then fed
     blocks in order (`write`, from any thread), then `finish`ed or `abort`ed. `write_chunk` drives
@@ -160,10 +141,15 @@ class ChunkWriter:
     `length` within settings.PFS_MAX_CHUNK when `bounded` (413), part file present (410), no
     other request writing it (409),
     `offset` equal to the data already there (409 with the offset), the chunk within the
-    upload's declared size (413). The part file is locked for the writer's lifetime."""
+    upload's declared size (413), `sha256` (the whole file's, from `Upload-Sha256`) not other
+    than one given before (409). The part file is locked for the writer's lifetime.
+
+    Where the upload has a whole-file sha256 to check (given or promised), `running` is its
+    hash so far, fed every byte the writer stores (`write`; `stored` for bytes the server
+    spliced into `fd`)."""
 
     def __init__(self, session: UploadSession, offset: int, length: int | None,
-                 checksum: tuple[str, bytes] | None = None, *, bounded: bool = True):
+                 checksum: tuple[str, bytes] | None = None, *, bounded: bool = True, sha256: str = ""):
         if session.completed:
             raise OffsetConflict(session.size, offset)
         dest = _dest(session)  # the destination is checked again on every request
@@ -183,12 +169,16 @@ class ChunkWriter:
                 raise OffsetConflict(current, offset)
             if length is not None and offset + length > session.size:
                 raise PathError(f"the chunk goes past the upload's size ({session.size} bytes)", 413)
+            _note_sha256(session, sha256)
+            self.running = (upload_digest.take(session.pk, fd, offset)
+                            if session.sha256 or session.sha256_later else None)
         except BaseException:
             os.close(fd)
             raise
         self.session, self.fd, self.start, self.pos, self.length = session, fd, offset, offset, length
         self.checksum = checksum
         self.hash = CHECKSUM_ALGORITHMS[checksum[0]]() if checksum else None
+        self._hashed = offset  # where `stored` reads on from
 
     def write(self, blocks: Iterable[bytes]) -> None:
         """Append `blocks` (bytes) in order with as few system calls as possible. A block of
@@ -206,6 +196,8 @@ class ChunkWriter:
                     raise PathError(f"the chunk goes past the upload's size ({size} bytes)", 413)
                 if self.hash is not None:
                     self.hash.update(block)
+                if self.running is not None:
+                    self.running.update(block)
                 if block[0] == 0 and block[-1] == 0 and block[n // 2] == 0 and block.count(0) == n:
                     _pwritev(self.fd, run, run_at)
                     run = []
@@ -217,6 +209,21 @@ class ChunkWriter:
                     self.pos += n
         finally:
             _pwritev(self.fd, run, run_at)
+
+    def stored(self, n: int) -> None:
+        """`n` more bytes landed in `fd` after those hashed so far (the server's splice, from its
+        thread, piece by piece): read them back while they are fresh in the page cache and feed
+        the running hash, so it is done when the last byte is."""
+        if self.running is not None:
+            upload_digest.hash_file(self.running, self.fd, self._hashed, n, self._buf)
+        self._hashed += n
+
+    @property
+    def _buf(self) -> bytearray:
+        buf: bytearray | None = getattr(self, "_read_buf", None)
+        if buf is None:
+            buf = self._read_buf = bytearray(upload_digest.READ)
+        return buf
 
     def advance(self, n: int) -> None:
         """Count `n` bytes that were written at `pos` straight into `fd` (by the server's splice)."""
@@ -238,6 +245,8 @@ class ChunkWriter:
         except BaseException:
             self.abort()
             raise
+        if self.running is not None:
+            upload_digest.keep(self.session.pk, self.pos, self.running)
         os.close(self.fd)
         self.fd = -1
         UploadSession.objects.filter(pk=self.session.pk).update(updated=timezone.now())
@@ -249,6 +258,7 @@ class ChunkWriter:
         """Give up on the chunk: one with a checksum is all or nothing, so its bytes go."""
         if self.fd < 0:
             return
+        upload_digest.forget(self.session.pk)  # the next chunk reads what the file holds
         try:
             if self.hash is not None:
                 os.ftruncate(self.fd, self.start)
@@ -280,10 +290,10 @@ def _pwritev(fd: int, blocks: list[bytes], pos: int) -> None:
 
 
 def write_chunk(session: UploadSession, offset: int, read: Callable[[int], bytes], length: int | None,
-                checksum: tuple[str, bytes] | None = None) -> int:
+                checksum: tuple[str, bytes] | None = None, sha256: str = "") -> int:
     """Append the bytes `read` yields at `offset`; returns the new offset. Completes the upload
     when the last byte arrives. `read(n)` returns at most n bytes, b"" at the end."""
-    writer = ChunkWriter(session, offset, length, checksum)
+    writer = ChunkWriter(session, offset, length, checksum, sha256=sha256)
     try:
         remaining = length
         while remaining is None or remaining > 0:
@@ -299,7 +309,21 @@ def write_chunk(session: UploadSession, offset: int, read: Callable[[int], bytes
     return writer.finish()
 
 
+def _note_sha256(session: UploadSession, sha256: str) -> None:
+    """Record the whole file's sha256 brought by a chunk (`Upload-Sha256`)."""
+    if not sha256 or sha256 == session.sha256:
+        return
+    if session.sha256:
+        raise PathError(f"the upload's sha256 was given as {session.sha256}, not {sha256}", 422)
+    session.sha256 = sha256
+    UploadSession.objects.filter(pk=session.pk).update(sha256=sha256)
+
+
 def _complete(session: UploadSession) -> None:
+    """Verify the upload whose last byte arrived and put it in place, unless it waits for the
+    sha256 it was promised (a 0-byte file needs none)."""
+    if session.sha256_later and not session.sha256 and session.size:
+        return
     dest = _dest(session)
     name = part_name(session)
     with scratch_fd(dest) as scratch:
@@ -308,7 +332,8 @@ def _complete(session: UploadSession) -> None:
             size = os.fstat(fd).st_size
             if size != session.size:
                 raise PathError(f"the upload has {size} of {session.size} bytes", 409)
-            digest = _sha256(fd) if session.sha256 else ""
+            # hashed as the bytes arrived; read back only where this process did not see them
+            digest = upload_digest.take(session.pk, fd, size).hexdigest() if session.sha256 else ""
         finally:
             os.close(fd)
     if digest and digest != session.sha256:
@@ -322,17 +347,9 @@ def _complete(session: UploadSession) -> None:
     UploadSession.objects.filter(pk=session.pk).update(completed=session.completed)
 
 
-def _sha256(fd: int) -> str:
-    h = hashlib.sha256()
-    pos = 0
-    while block := os.pread(fd, 4 * BLOCK, pos):
-        h.update(block)
-        pos += len(block)
-    return h.hexdigest()
-
-
 def cancel(session: UploadSession) -> None:
     """Remove the upload, its data and its reservation."""
+    upload_digest.forget(session.pk)
     try:
         with scratch_fd(_area(session)) as scratch:
             remove_at(part_name(session), scratch)

@@ -4,6 +4,7 @@ checked is what a client sees on the wire (bytes, framing, keep-alive) and what 
 file, plus how the server copes with clients that expect 100-continue, cut a body short or go
 away mid-download."""
 
+import hashlib
 import http.client
 import os
 import socket
@@ -22,12 +23,16 @@ MiB = 2**20
 
 class App:
     """GET /file?offset&count -> that span of `path` by zero-copy send (HEAD: the head only);
-    PUT /store -> the body spliced into `target` at 0, answered with the bytes stored;
+    PUT /store -> the body spliced into `target` at 0, answered with the bytes stored (with
+    `?told`, each piece stored is read back and hashed as the server reports it; `?told=fail`
+    raises from the second report on);
     GET /extensions -> the scope's extension names."""
 
     def __init__(self, path, target):
         self.path, self.target = path, target
         self.stored: list[int] = []
+        self.told: list[int] = []
+        self.digest = hashlib.sha256()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -47,9 +52,17 @@ class App:
                 await send({"type": server.ZERO_COPY_SEND, "file": f, "offset": offset, "count": count})
         elif scope["path"] == "/store":
             length = int(dict(scope["headers"])[b"content-length"])
-            fd = os.open(self.target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = os.open(self.target, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+            query = scope["query_string"].decode()
+
+            def told(n: int) -> None:
+                if query == "told=fail" and self.told:
+                    raise OSError("the app refuses the rest")
+                self.digest.update(os.pread(fd, n, sum(self.told)))  # in the file already
+                self.told.append(n)
+
             try:
-                n = await ext[server.BODY_TO_FILE]["splice"](fd, 0, length)
+                n = await ext[server.BODY_TO_FILE]["splice"](fd, 0, length, told if query else None)
             finally:
                 os.close(fd)
             self.stored.append(n)
@@ -174,3 +187,20 @@ def test_the_web_process_leaves_its_startup_heap_out_of_garbage_collections():
     frozen, tracked, views_loaded = out.stdout.split()
     assert views_loaded == "True", "the URLconf is loaded before the freeze"
     assert int(frozen) > 10 * int(tracked), (frozen, tracked)
+
+
+def test_the_app_is_told_of_each_piece_as_it_lands_and_may_stop_the_transfer(live, tmp_path):
+    """`stored(n)`: called after each piece is in the file, in order (here each piece is read
+    back and hashed, as pfs.uploads does); an exception from it ends the transfer with it."""
+    body = os.urandom(5 * MiB + 3)
+    conn = http.client.HTTPConnection("127.0.0.1", live.port)
+    conn.request("PUT", "/store?told", body=body)
+    assert conn.getresponse().read() == str(len(body)).encode()
+    assert sum(live.app.told) == len(body) and len(live.app.told) > 1
+    assert live.app.digest.digest() == hashlib.sha256(body).digest()
+    conn.close()
+    live.app.told.clear()
+    conn = http.client.HTTPConnection("127.0.0.1", live.port)
+    conn.request("PUT", "/store?told=fail", body=body)
+    assert conn.getresponse().status == 500
+    assert len(live.app.told) == 1 and live.app.stored == [len(body)]  # the failed one stored nothing

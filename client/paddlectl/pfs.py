@@ -1,12 +1,15 @@
 """PFS storage over /api/v2/files, /api/v2/uploads: listing, moving, and transfers that resume.
 
 Uploads: small files go in one PUT; bigger ones use the resumable protocol (POST uploads/ with
-the file's sha256, which the server checks when the last byte is in, then PATCH chunks at
-explicit offsets, streamed from the file). A chunk carries no checksum of its own, so the
-server can splice it straight to disk, and the bytes of a chunk cut off mid-way are kept.
-After a dropped connection the client asks the server for the upload's offset and sends on
-from there; a later run of the same command finds the unfinished upload (same path, size and
-sha256) and continues it.
+`sha256_later`, then PATCH chunks at explicit offsets, streamed from the file). The file's
+sha256 is computed in a thread while the chunks go out, and goes to the server in an
+`Upload-Sha256` header of the first chunk sent once it is known (an empty last PATCH if the
+bytes got there first); the server hashes the bytes as they arrive and checks the two at the
+last byte. A chunk carries no checksum of its own, so the server can splice it straight to
+disk, and the bytes of a chunk cut off mid-way are kept. After a dropped connection the client
+asks the server for the upload's offset and sends on from there; a later run of the same
+command continues the upload that a record under ~/.paddle/uploads names (pfs_upload.py).
+A server older than `sha256_later` gets the digest up front, as before.
 Downloads stream to `<dest>.part`, each block written as the connection reads it, and resume
 with `Range` + `If-Range` (the ETag), so a file that changed meanwhile is fetched again from the
 start rather than spliced. bench/pfs_download.py compares the two directions' speeds.
@@ -15,7 +18,6 @@ start rather than spliced. bench/pfs_download.py compares the two directions' sp
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import posixpath
@@ -23,11 +25,11 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
-from . import wire
+from . import pfs_upload, wire
 from .errors import APIError, ConnectionFailed, NotFound, PaddlectlError
 
 if TYPE_CHECKING:
@@ -48,7 +50,6 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int], None]
 SMALL_FILE = 4 << 20  # at most this: one PUT
 CHUNK = 64 << 20  # resumable upload chunk: the most a server takes in one request from any client
-BLOCK = 1 << 20  # bytes read from the file at a time while a chunk goes out
 REPORT_INTERVAL = 0.1  # seconds between progress reports
 RETRY_FOR = 300.0  # seconds a transfer keeps retrying a dropped connection
 
@@ -80,40 +81,6 @@ class _Meter:
         if self.progress:
             self._next_report = time.monotonic() + REPORT_INTERVAL
             self.progress(self.done, self.total)
-
-
-class _FileSlice:
-    """`length` bytes of the open file `f` from `offset`, read block by block as the request body
-    goes out (counted in `sent` and on the meter); iterable again if the request is resent."""
-
-    def __init__(self, f: BinaryIO, local: Path, offset: int, length: int, meter: _Meter) -> None:
-        self.f, self.local, self.offset, self.length, self.meter = f, local, offset, length, meter
-        self.sent = 0
-
-    def count(self, n: int) -> None:
-        """`n` more bytes went out (sent by the kernel instead: wire.py)."""
-        self.sent += n
-        self.meter.add(n)
-
-    def __iter__(self) -> Iterator[bytes]:
-        self.f.seek(self.offset)
-        left = self.length
-        while left:
-            block = self.f.read(min(BLOCK, left))
-            if not block:
-                raise PaddlectlError(f"{self.local} got shorter while it was being uploaded")
-            left -= len(block)
-            self.sent += len(block)
-            self.meter.add(len(block))
-            yield block
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _resume_etag(remote: str, part: Path, side: Path) -> str | None:
@@ -214,16 +181,50 @@ class Storage:
             return cast("JsonObject", entry)
         return self._resumable(local, remote, size, meter)
 
-    def _find_unfinished(self, remote: str, size: int, sha256: str) -> dict[str, Any] | None:
-        for upload in self.api.paginate("uploads/"):
-            if upload["path"] == remote and upload["size"] == size and upload.get("sha256") == sha256:
-                return cast("JsonObject", upload)
-        return None
+    def _start_upload(self, local: Path, remote: str, st: os.stat_result, record: pfs_upload.Record,
+                      hasher: pfs_upload.Hasher) -> dict[str, Any]:
+        """The upload of `local` that an earlier run left unfinished (its record), or a new one."""
+        found, same = record.find(st)
+        if found is not None:
+            with contextlib.suppress(NotFound):
+                if same:
+                    return cast("JsonObject", self.api.get(f"uploads/{found}/"))
+                self.api.delete(f"uploads/{found}/")  # of the file as it was: its room in the quota goes
+        upload = self.api.post("uploads/", {"path": remote, "size": st.st_size, "sha256_later": True,
+                                            "overwrite": True})
+        if "sha256_later" not in upload:  # a server before sha256_later: the digest up front
+            self.api.delete(f"uploads/{upload['id']}/")
+            upload = self.api.post("uploads/", {"path": remote, "size": st.st_size, "sha256": hasher.result(),
+                                                "overwrite": True})
+        record.save(upload["id"], st)
+        return cast("JsonObject", upload)
 
     def _resumable(self, local: Path, remote: str, size: int, meter: _Meter) -> dict[str, Any]:
-        sha = _sha256(local)
-        upload = self._find_unfinished(remote, size, sha) or self.api.post(
-            "uploads/", {"path": remote, "size": size, "sha256": sha, "overwrite": True})
+        st = local.stat()
+        record = pfs_upload.Record(self.api.endpoint, local, remote)
+        hasher = pfs_upload.Hasher(local)
+        try:
+            upload = self._start_upload(local, remote, st, record, hasher)
+            try:
+                self._send_chunks(local, size, upload, hasher, meter)
+            except APIError as e:
+                if e.status != 422:
+                    raise
+                # the file's sha256 is not that of what the server got: it changed meanwhile
+                with contextlib.suppress(PaddlectlError):
+                    self.api.delete(f"uploads/{upload['id']}/")
+                record.clear()
+                raise PaddlectlError(f"{local} changed while it was being uploaded ({e}); "
+                                     "the upload was discarded: run the command again") from None
+        finally:
+            hasher.stop()
+        record.clear()
+        return self.stat(remote)
+
+    def _send_chunks(self, local: Path, size: int, upload: dict[str, Any], hasher: pfs_upload.Hasher,
+                     meter: _Meter) -> None:
+        """PATCH the rest of the file from the upload's offset, and its sha256 as soon as it is
+        known (an empty last chunk waits for it), until the server says the upload is complete."""
         path = f"uploads/{upload['id']}/"
         offset = int(upload["offset"])
         meter.add(offset)
@@ -231,8 +232,10 @@ class Storage:
         conn = wire.Connection(self.api) if wire.usable(self.api) else None
         with open(local, "rb") as f, contextlib.closing(conn) if conn else contextlib.nullcontext():
             while not upload.get("complete"):
-                body = _FileSlice(f, local, offset, min(CHUNK, size - offset), meter)
+                body = pfs_upload.FileSlice(f, local, offset, min(CHUNK, size - offset), meter)
                 headers = {"Upload-Offset": str(offset), "Content-Type": "application/offset+octet-stream"}
+                if upload.get("sha256_later") and (hasher.ready() or not body.length):
+                    headers["Upload-Sha256"] = hasher.result()
                 try:
                     if conn is not None:  # the chunk from the file by sendfile(2)
                         upload = conn.send_file(path, headers, f.fileno(), offset, body.length, body.count)
@@ -249,7 +252,6 @@ class Storage:
                 new = int(upload["offset"])
                 meter.add(new - offset - body.sent)  # the server's word over what went out
                 offset = new
-        return self.stat(remote)
 
     def upload_tree(self, local: str | Path, remote: str, progress: Progress | None = None) -> int:
         """Upload directory `local` so that its contents end up in `remote`; returns files sent."""

@@ -17,10 +17,12 @@ import contextlib
 import fcntl
 import http.client
 import os
+import select
 import socket
+import struct
 import sys
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -81,12 +83,17 @@ class Connection:
             sock = self.conn.sock
             assert sock is not None
             end = offset + length
-            while offset < end:
-                n = os.sendfile(sock.fileno(), fd, offset, min(STEP, end - offset))
-                if n == 0:
-                    raise ConnectionFailed("the file got shorter while it was being uploaded")
-                offset += n
-                sent(n)
+            with _blocking(sock):
+                while offset < end:
+                    try:
+                        n = os.sendfile(sock.fileno(), fd, offset, min(STEP, end - offset))
+                    except BlockingIOError:
+                        _wait(sock, select.POLLOUT)
+                        continue
+                    if n == 0:
+                        raise ConnectionFailed("the file got shorter while it was being uploaded")
+                    offset += n
+                    sent(n)
             response = self._answer()
             data = response.read()
         except (OSError, http.client.HTTPException) as e:
@@ -104,12 +111,44 @@ class Connection:
             if "content-length" not in head or head.get("transfer-encoding"):
                 raise ConnectionFailed("the server sent no Content-Length for the file")
             out = open_file(response.status, head)
-            _splice_body(response, self.conn.sock, out, int(head["content-length"]), received)
+            assert self.conn.sock is not None
+            with _blocking(self.conn.sock):
+                _splice_body(response, self.conn.sock, out, int(head["content-length"]), received)
             if response.will_close:
                 self.conn.close()
         except (OSError, http.client.HTTPException) as e:
             self.conn.close()
             raise ConnectionFailed(f"cannot reach {self.api.endpoint}: {e or type(e).__name__}") from None
+
+
+@contextlib.contextmanager
+def _blocking(sock: socket.socket) -> Iterator[None]:
+    """`sock` in blocking mode for a body moved by the kernel, its timeout kept by the kernel
+    (SO_SNDTIMEO, SO_RCVTIMEO): non-blocking, each sendfile/splice moved only what fitted in the
+    socket's buffer at that instant, and a 1 GiB download took tens of thousands of calls and a
+    poll between most of them (about 1 s of CPU more than blocking ones)."""
+    timeout = sock.gettimeout()
+    if timeout is not None:
+        tv = struct.pack("ll", int(timeout), int((timeout % 1) * 1e6))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+    sock.settimeout(None)
+    try:
+        yield
+    finally:
+        sock.settimeout(timeout)
+
+
+def _wait(sock: socket.socket, event: int) -> None:
+    """Wait until `sock` is ready for `event`, up to its timeout. A socket with a timeout is
+    non-blocking underneath (that is how Python times it out), so sendfile(2) and splice(2) on
+    its descriptor answer EAGAIN whenever the kernel's buffer is full (or empty) instead of
+    waiting: every chunk failed that way, and was resumed, before this waited."""
+    poller = select.poll()
+    poller.register(sock.fileno(), event | select.POLLERR | select.POLLHUP)
+    timeout = sock.gettimeout()
+    if not poller.poll(None if timeout is None else timeout * 1000):
+        raise TimeoutError(f"no progress for {timeout:.0f} s")
 
 
 def _splice_body(response: http.client.HTTPResponse, sock: socket.socket, out: int, length: int,
@@ -127,7 +166,11 @@ def _splice_body(response: http.client.HTTPResponse, sock: socket.socket, out: i
         with contextlib.suppress(OSError):
             fcntl.fcntl(w, F_SETPIPE_SZ, PIPE)
         while total < length:
-            n = os.splice(sock.fileno(), w, min(PIPE, length - total))
+            try:
+                n = os.splice(sock.fileno(), w, min(PIPE, length - total))
+            except BlockingIOError:
+                _wait(sock, select.POLLIN)
+                continue
             if n == 0:
                 raise ConnectionFailed(f"the connection closed after {total} of {length} bytes")
             while n:

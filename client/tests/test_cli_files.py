@@ -149,26 +149,83 @@ def test_the_web_server_splices_uploads_straight_to_disk(alice, settings, tmp_pa
     assert seen == sorted(seen) and seen[-1] == len(data)
 
 
-def test_upload_continues_an_unfinished_upload_from_an_earlier_run(config, alice, settings, tmp_path, small_chunks,
-                                                                   live_server):
+def _upload_that_gives_up(live_server, token, local, remote, monkeypatch) -> CuttableProxy:
+    """Run an upload through a proxy that goes down for good halfway; the proxy, back up."""
+    from paddlectl import Client
+    from paddlectl.errors import ConnectionFailed
+
+    proxy = CuttableProxy(live_server.url)
+    proxy.cut_up_at = 300_000
+    real_cut = proxy.cut
+    monkeypatch.setattr(proxy, "cut", lambda refuse_for=0.0, count=True: real_cut(3600.0, count))  # stays down
+    with monkeypatch.context() as m:
+        m.setattr(pfs, "RETRY_FOR", 0.0)  # gives up at once
+        with Client(proxy.url, token=token, username="alice") as client, pytest.raises(ConnectionFailed):
+            client.storage.upload_file(local, remote)
+    proxy.refuse_until = 0.0  # the same server back (records are per endpoint)
+    return proxy
+
+
+def test_upload_continues_an_unfinished_upload_from_an_earlier_run(alice, settings, tmp_path, small_chunks,
+                                                                   live_server, monkeypatch):
+    """A run that gave up leaves its upload on the server and a record of it (~/.paddle/uploads):
+    the next run of the same copy sends only the rest; the sha256, computed while sending, is
+    checked by the server at the end."""
     from accounts.services import issue_token
+    from paddlectl import Client
+    from pfs.models import UploadSession
 
     data = os.urandom(600_000)
     (tmp_path / "big.bin").write_bytes(data)
     token = issue_token(alice)
-    with httpx.Client(base_url=live_server.url + "/api/v2/", headers={"Authorization": f"Token {token}"}) as h:
-        up = h.post("uploads/", json={"path": f"{HOME}/resumed.bin", "size": len(data),
-                                      "sha256": hashlib.sha256(data).hexdigest()}).json()
-        h.patch(f"uploads/{up['id']}/", content=data[:400_000],
-                headers={"Upload-Offset": "0", "Content-Type": "application/offset+octet-stream"})
-    proxy = CuttableProxy(live_server.url)
-    from paddlectl import Client
-
+    proxy = _upload_that_gives_up(live_server, token, tmp_path / "big.bin", f"{HOME}/resumed.bin", monkeypatch)
+    (upload,) = UploadSession.objects.filter(completed=None)
+    assert upload.sha256_later
+    assert list((tmp_path / "home" / ".paddle" / "uploads").glob("*.json"))
+    before = proxy.bytes_up
     with Client(proxy.url, token=token, username="alice") as client:
         client.storage.upload_file(tmp_path / "big.bin", f"{HOME}/resumed.bin")
     proxy.close()
     assert disk(settings, "resumed.bin").read_bytes() == data
-    assert proxy.bytes_up < 300_000  # only the missing part (plus headers) was sent
+    assert proxy.bytes_up - before < 500_000  # only the missing part (plus heads) was sent
+    upload.refresh_from_db()
+    assert upload.completed and upload.sha256 == hashlib.sha256(data).hexdigest()
+    assert not list((tmp_path / "home" / ".paddle" / "uploads").glob("*.json"))  # done: forgotten
+
+
+def test_a_file_changed_between_runs_is_not_spliced_onto_its_old_start(alice, settings, tmp_path, small_chunks,
+                                                                       live_server, monkeypatch):
+    """Changed with a new modification time: a new upload. Changed keeping size and time: the
+    rest is sent, the server finds the sha256 wrong and discards the upload; the copy fails."""
+    from accounts.services import issue_token
+    from paddlectl import Client
+    from paddlectl.errors import PaddlectlError
+    from pfs.models import UploadSession
+
+    local, token = tmp_path / "big.bin", issue_token(alice)
+    local.write_bytes(os.urandom(600_000))
+    proxy = _upload_that_gives_up(live_server, token, local, f"{HOME}/f.bin", monkeypatch)
+    st = local.stat()
+    local.write_bytes(new := os.urandom(600_000))
+    os.utime(local, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    before = proxy.bytes_up
+    with Client(proxy.url, token=token, username="alice") as client:
+        client.storage.upload_file(local, f"{HOME}/f.bin")
+    assert disk(settings, "f.bin").read_bytes() == new and proxy.bytes_up - before > 600_000
+    assert not UploadSession.objects.filter(completed=None).exists()  # the old one cancelled
+    proxy.close()
+
+    local.write_bytes(os.urandom(600_000))
+    proxy = _upload_that_gives_up(live_server, token, local, f"{HOME}/g.bin", monkeypatch)
+    st = local.stat()
+    with open(local, "r+b") as f:  # same size, same time
+        f.write(b"changed")
+    os.utime(local, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with Client(proxy.url, token=token, username="alice") as client, pytest.raises(PaddlectlError) as e:
+        client.storage.upload_file(local, f"{HOME}/g.bin")
+    proxy.close()
+    assert "changed while it was being uploaded" in str(e.value)
+    assert not disk(settings, "g.bin").exists() and not UploadSession.objects.filter(path=f"{HOME}/g.bin").exists()
 
 
 def test_download_resumes_after_a_dropped_connection_and_across_runs(live_server, alice, settings, tmp_path):
@@ -199,3 +256,24 @@ def test_download_resumes_after_a_dropped_connection_and_across_runs(live_server
     proxy.close()
     assert (tmp_path / "again.bin").read_bytes() == data
     assert proxy.bytes_down - before < 1_100_000
+
+
+def test_a_server_without_sha256_later_gets_the_digest_up_front(alice, settings, tmp_path, small_chunks,
+                                                                live_server, monkeypatch):
+    """A server from before `sha256_later` ignores the field and does not echo it: the client
+    cancels that upload and starts one with the sha256 given at creation, as clients did."""
+    from accounts.services import issue_token
+    from paddlectl import Client
+    from pfs.api import serializers
+    from pfs.models import UploadSession
+
+    monkeypatch.delitem(serializers.UploadCreateSerializer._declared_fields, "sha256_later")
+    monkeypatch.setattr(serializers.UploadSerializer.Meta, "fields",
+                        [f for f in serializers.UploadSerializer.Meta.fields if f != "sha256_later"])
+    data = os.urandom(300_000)
+    (tmp_path / "big.bin").write_bytes(data)
+    with Client(live_server.url, token=issue_token(alice), username="alice") as client:
+        client.storage.upload_file(tmp_path / "big.bin", f"{HOME}/old.bin")
+    assert disk(settings, "old.bin").read_bytes() == data
+    (upload,) = UploadSession.objects.all()  # the first one was cancelled
+    assert not upload.sha256_later and upload.sha256 == hashlib.sha256(data).hexdigest() and upload.completed

@@ -32,6 +32,9 @@ class UploadCreateSerializer(serializers.Serializer[Any]):
     size = serializers.IntegerField(min_value=0, max_value=uploads.MAX_FILE_SIZE, help_text="Total bytes of the file.")
     sha256 = serializers.RegexField(r"^[0-9a-fA-F]{64}$", required=False, allow_blank=True, default="",
                                     help_text="Hex sha256 of the whole file, verified before it is put in place.")
+    sha256_later = serializers.BooleanField(
+        default=False, help_text="The whole file's sha256 comes later, in an `Upload-Sha256` header of a chunk; "
+                                 "the server hashes the bytes as they arrive and checks it at the last byte.")
     overwrite = serializers.BooleanField(default=True, help_text="Replace an existing file at path.")
 
 
@@ -42,8 +45,8 @@ class UploadSerializer(serializers.ModelSerializer[UploadSession]):
 
     class Meta:
         model = UploadSession
-        fields = ["id", "path", "size", "offset", "complete", "sha256", "overwrite", "created", "updated",
-                  "completed", "expires"]
+        fields = ["id", "path", "size", "offset", "complete", "sha256", "sha256_later", "overwrite", "created",
+                  "updated", "completed", "expires"]
 
     def get_offset(self, obj: UploadSession) -> int:
         return uploads.part_size(obj)

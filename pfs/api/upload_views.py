@@ -18,8 +18,13 @@ PROTOCOL = """
 
 1. `POST /api/v2/uploads/` with JSON `{"path": "/pfs/<dc>/home/<you>/data/big.bin", "size": <bytes, at most 2^50>,
    "sha256": "<hex, optional>", "overwrite": true}` → **201** with the upload (`id`, `offset`: 0, ...)
-   and a `Location` header. The whole size is checked against your storage quota now: **413**
-   `quota exceeded: used X of Y` refuses it before any byte is sent. A 0-byte file is complete at once.
+   and a `Location` header. Instead of `sha256`, `"sha256_later": true` promises the whole file's
+   sha256 in an `Upload-Sha256: <hex>` header of a later chunk (any chunk; at the latest an empty
+   one, `Content-Length: 0`, at the upload's size), so the client can hash the file while it sends
+   it; the upload is not put in place before it has the digest. Either way the server hashes the
+   bytes as they arrive, so the check at the end costs no second read of the file. The whole size
+   is checked against your storage quota now: **413** `quota exceeded: used X of Y` refuses it
+   before any byte is sent. A 0-byte file is complete at once.
 2. `PATCH /api/v2/uploads/<id>/` with headers `Upload-Offset: <offset>` (where this chunk starts,
    which must equal the upload's current offset), `Content-Type: application/offset+octet-stream`
    (or `application/octet-stream`), `Content-Length: <chunk bytes>` and optionally
@@ -40,7 +45,8 @@ PROTOCOL = """
 4. When the last byte arrives the server checks the size and the `sha256` (if given) and renames the
    file atomically onto `path` (parents created), so readers never see a partial file and concurrent
    uploads to one path leave one complete file. The PATCH answer then has `"complete": true`; a
-   whole-file checksum mismatch → **422** and the upload is discarded.
+   whole-file checksum mismatch → **422** and the upload is discarded. An `Upload-Sha256` other than
+   the one given before is **422** too (nothing written).
 5. `DELETE /api/v2/uploads/<id>/` cancels and removes the partial data. Uploads with no chunk for
    24 hours are removed by the server.
 """
@@ -89,6 +95,9 @@ class UploadDetailView(PfsView):
                              description="Where this chunk starts: the upload's current offset."),
             OpenApiParameter("Upload-Checksum", OpenApiTypes.STR, OpenApiParameter.HEADER,
                              description="`sha256 <base64 digest of this chunk>` (or md5, sha1)."),
+            OpenApiParameter("Upload-Sha256", OpenApiTypes.STR, OpenApiParameter.HEADER,
+                             description="The whole file's sha256 (64 hex digits), for an upload created "
+                                         "with `sha256_later`; checked when the last byte is in."),
         ],
         request={"application/offset+octet-stream": OpenApiTypes.BINARY,
                  "application/octet-stream": OpenApiTypes.BINARY},
@@ -101,9 +110,10 @@ class UploadDetailView(PfsView):
         offset = uploads.parse_offset(request.headers.get("Upload-Offset"))
         length = self.content_length()
         checksum = uploads.parse_checksum(request.headers.get("Upload-Checksum"))
+        sha256 = uploads.parse_sha256(request.headers.get("Upload-Sha256"))
         stream = request.stream
         read = stream.read if stream is not None else (lambda n: b"")
-        uploads.write_chunk(session, offset, read, length, checksum)
+        uploads.write_chunk(session, offset, read, length, checksum, sha256)
         session.refresh_from_db()
         return _upload_response(session)
 

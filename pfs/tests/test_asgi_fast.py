@@ -15,6 +15,7 @@ import json
 import os
 import socket
 import time
+import uuid
 
 import pytest
 import requests
@@ -321,3 +322,60 @@ async def test_without_zero_copy_a_static_file_streams_in_threads_without_a_warn
                 break
     assert start["status"] == 200
     assert body == (settings.BASE_DIR / "static" / "css" / "app.css").read_bytes()
+
+
+def test_a_sha256_given_later_is_checked_against_the_bytes_as_they_arrived(live_asgi, home_dir):
+    """`sha256_later`: the whole file's digest comes with a chunk; the server hashes each chunk
+    as it lands (spliced ones read back piece by piece), so the bytes are not read again after
+    the last one: a part file changed behind the server's back after its chunk was stored goes
+    unnoticed by the check, which covers the bytes that arrived."""
+    from pfs import upload_digest
+
+    data = os.urandom(3 * MiB + 11)
+    digest = hashlib.sha256(data).hexdigest()
+    r = live_asgi.alice.post(f"{live_asgi.url}/api/v2/uploads/",
+                             json={"path": f"{A}/later.bin", "size": len(data), "sha256_later": True})
+    assert r.status_code == 201 and r.json()["sha256_later"] is True and r.json()["sha256"] == ""
+    uid = r.json()["id"]
+    assert patch(live_asgi.alice, live_asgi, uid, 0, data[:2 * MiB]).status_code == 200
+    with open(part(home_dir, uid), "r+b") as f:  # what the server stored, changed after the fact
+        f.write(b"\0" * 16)
+    r = patch(live_asgi.alice, live_asgi, uid, 2 * MiB, data[2 * MiB:], **{"Upload-Sha256": digest})
+    assert r.status_code == 200 and r.json()["complete"] and r.json()["sha256"] == digest
+    assert (home_dir / "later.bin").read_bytes() == b"\0" * 16 + data[16:]
+    assert live_asgi.zero_copy == live_asgi.zero_copied([("splice", 2 * MiB), ("splice", MiB + 11)])
+    # Where this process has no running hash (another one took the chunks, or it restarted),
+    # the part file is read: then the same change is caught.
+    uid = create(live_asgi, f"{A}/again.bin", len(data), sha256_later=True)
+    assert patch(live_asgi.alice, live_asgi, uid, 0, data[:2 * MiB]).status_code == 200
+    with open(part(home_dir, uid), "r+b") as f:
+        f.write(b"\0" * 16)
+    upload_digest.forget(uuid.UUID(uid))
+    r = patch(live_asgi.alice, live_asgi, uid, 2 * MiB, data[2 * MiB:], **{"Upload-Sha256": digest})
+    assert r.status_code == 422 and "checksum mismatch" in r.json()["detail"]
+    assert not (home_dir / "again.bin").exists() and not UploadSession.objects.filter(pk=uid).exists()
+
+
+def test_an_upload_promised_a_sha256_waits_for_it_and_refuses_a_wrong_one(live_asgi, home_dir):
+    data = os.urandom(MiB + 3)
+    digest = hashlib.sha256(data).hexdigest()
+    for name, sent, status in (("wrong.bin", hashlib.sha256(b"other").hexdigest(), 422), ("right.bin", digest, 200)):
+        uid = create(live_asgi, f"{A}/{name}", len(data), sha256_later=True)
+        r = patch(live_asgi.alice, live_asgi, uid, 0, data)  # every byte, no digest yet: not put in place
+        assert r.status_code == 200 and r.json()["offset"] == len(data) and not r.json()["complete"]
+        assert not (home_dir / name).exists()
+        r = patch(live_asgi.alice, live_asgi, uid, len(data), b"", **{"Upload-Sha256": sent})
+        assert r.status_code == status, r.text
+        assert (home_dir / name).exists() == (status == 200)
+        assert UploadSession.objects.filter(pk=uid).exists() == (status == 200)
+    assert (home_dir / "right.bin").read_bytes() == data
+    # a digest other than one given before is refused, nothing written
+    uid = create(live_asgi, f"{A}/twice.bin", 8, sha256_later=True)
+    assert patch(live_asgi.alice, live_asgi, uid, 0, b"abcd", **{"Upload-Sha256": "1" * 64}).status_code == 200
+    r = patch(live_asgi.alice, live_asgi, uid, 4, b"efgh", **{"Upload-Sha256": "2" * 64})
+    assert r.status_code == 422 and part(home_dir, uid).stat().st_size == 4
+    r = patch(live_asgi.alice, live_asgi, uid, 4, b"efgh", **{"Upload-Sha256": "xyz"})
+    assert r.status_code == 400
+    r = live_asgi.alice.post(f"{live_asgi.url}/api/v2/uploads/",
+                             json={"path": f"{A}/both.bin", "size": 4, "sha256": digest, "sha256_later": True})
+    assert r.status_code == 400

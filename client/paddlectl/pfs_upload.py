@@ -1,0 +1,132 @@
+"""What a resumable upload keeps beside its bytes: the file's sha256, computed in a thread while
+the bytes go out (the server hashes them as they arrive, and checks the two when the last byte is
+in), and a record of the upload under ~/.paddle/uploads, so a later run of the same command finds
+it and sends only the rest. The record holds the server's upload id and the file's size and
+modification time: a file changed since (another size or time) starts a new upload, and one
+changed without either is refused by the digest check at the end. Also the body of a chunk
+read from the file, for where it goes through httpx rather than sendfile (wire.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from . import config
+from .errors import PaddlectlError
+
+if TYPE_CHECKING:
+    from .pfs import _Meter
+
+READ = 4 << 20  # bytes hashed at a time (hashlib releases the GIL for each)
+BLOCK = 1 << 20  # bytes read from the file at a time while a chunk goes out through httpx
+
+
+class FileSlice:
+    """`length` bytes of the open file `f` from `offset`, read block by block as the request body
+    goes out (counted in `sent` and on the meter); iterable again if the request is resent."""
+
+    def __init__(self, f: BinaryIO, local: Path, offset: int, length: int, meter: _Meter) -> None:
+        self.f, self.local, self.offset, self.length, self.meter = f, local, offset, length, meter
+        self.sent = 0
+
+    def count(self, n: int) -> None:
+        """`n` more bytes went out (sent by the kernel instead: wire.py)."""
+        self.sent += n
+        self.meter.add(n)
+
+    def __iter__(self) -> Iterator[bytes]:
+        self.f.seek(self.offset)
+        left = self.length
+        while left:
+            block = self.f.read(min(BLOCK, left))
+            if not block:
+                raise PaddlectlError(f"{self.local} got shorter while it was being uploaded")
+            left -= len(block)
+            self.sent += len(block)
+            self.meter.add(len(block))
+            yield block
+
+
+class Hasher:
+    """The sha256 of a file, computed in a thread started at once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._digest: str | None = None
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="paddlectl-sha256", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            h = hashlib.sha256()
+            buf = memoryview(bytearray(READ))
+            with open(self.path, "rb", buffering=0) as f:
+                while not self._stop.is_set() and (n := f.readinto(buf)):
+                    h.update(buf[:n])
+            if not self._stop.is_set():
+                self._digest = h.hexdigest()
+        except BaseException as e:  # noqa: BLE001 - handed to whoever asks for the result
+            self._error = e
+        finally:
+            self._done.set()
+
+    def ready(self) -> bool:
+        return self._done.is_set()
+
+    def result(self) -> str:
+        """The hex digest, waiting for it if need be."""
+        self._done.wait()
+        if self._error is not None:
+            raise PaddlectlError(f"cannot read {self.path}: {self._error}")
+        if self._digest is None:
+            raise PaddlectlError(f"hashing {self.path} was stopped")
+        return self._digest
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class Record:
+    """Which upload of the server holds the start of `local` on its way to `remote`."""
+
+    def __init__(self, endpoint: str, local: Path, remote: str) -> None:
+        key = hashlib.sha256(f"{endpoint}\0{remote}\0{os.path.realpath(local)}".encode()).hexdigest()[:32]
+        self.path = config.default_path().parent / "uploads" / f"{key}.json"
+
+    @staticmethod
+    def _stamp(st: os.stat_result) -> dict[str, int]:
+        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+    def find(self, st: os.stat_result) -> tuple[str | None, bool]:
+        """The upload id recorded, if any, and whether it was for the file as it is now (same
+        size and time)."""
+        try:
+            data: dict[str, Any] = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None, False
+        found = data.get("id")
+        return (found, data.get("stamp") == self._stamp(st)) if isinstance(found, str) else (None, False)
+
+    def save(self, upload_id: str, st: os.stat_result) -> None:
+        with contextlib.suppress(OSError):  # without a record a later run starts over: no worse
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump({"id": upload_id, "stamp": self._stamp(st)}, f)
+            os.replace(tmp, self.path)
+
+    def clear(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink()

@@ -1,0 +1,66 @@
+"""The whole file's sha256 of a resumable upload, computed as its bytes arrive rather than read back
+after the last one: at 1 GiB that read-back was most of a second after the transfer ended.
+
+Each web process keeps the running hash of the uploads it is receiving, with how many bytes it
+covers. A chunk takes its upload's hash (the part file's lock makes it the only writer), feeds it
+what it writes, and puts it back when it ends. Where the process has none at the chunk's offset
+(the upload went on in another process, or this one restarted), the part file is hashed up to the
+offset first: correct everywhere, and read back only after such a move.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+import uuid
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hashlib import _Hash
+
+READ = 4 << 20  # bytes read back at a time where the hash must catch up with the file
+KEEP = 256  # running hashes kept per process (a few hundred bytes each); the oldest go first
+
+_running: OrderedDict[uuid.UUID, tuple[int, _Hash]] = OrderedDict()
+_lock = threading.Lock()
+
+
+def take(upload: uuid.UUID, fd: int, offset: int) -> _Hash:
+    """The sha256 of the first `offset` bytes of the upload whose part file is open in `fd`
+    (readable): this process's running hash when it is at `offset`, else read from the file."""
+    with _lock:
+        kept = _running.pop(upload, None)
+    if kept is not None and kept[0] == offset:
+        return kept[1]
+    h = hashlib.sha256()
+    hash_file(h, fd, 0, offset)
+    return h
+
+
+def keep(upload: uuid.UUID, pos: int, h: _Hash) -> None:
+    """Keep `h`, the hash of the upload's first `pos` bytes, for its next chunk."""
+    with _lock:
+        _running[upload] = (pos, h)
+        _running.move_to_end(upload)
+        while len(_running) > KEEP:
+            _running.popitem(last=False)
+
+
+def forget(upload: uuid.UUID) -> None:
+    with _lock:
+        _running.pop(upload, None)
+
+
+def hash_file(h: _Hash, fd: int, offset: int, length: int, buf: bytearray | None = None) -> None:
+    """Feed `h` the `length` bytes of `fd` from `offset` (fresh in the page cache where they were
+    just written)."""
+    view = memoryview(buf if buf is not None else bytearray(min(READ, max(length, 1))))
+    end = offset + length
+    while offset < end:
+        n = os.preadv(fd, [view[: min(len(view), end - offset)]], offset)
+        if n == 0:
+            raise OSError(f"the upload's data ends at {offset}, not {end}")
+        h.update(view[:n])
+        offset += n
