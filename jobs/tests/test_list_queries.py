@@ -213,6 +213,17 @@ def test_on_postgresql_a_name_most_jobs_match_is_met_walking_newest_first(alice,
     assert names(alice_api, "/api/v2/jobs/?name=job-")[:3] == ["job-3999", "job-3998", "job-3997"]
 
 
+def test_on_postgresql_new_names_go_straight_into_the_name_index(alice, datacenter):
+    # Without fastupdate=off, GIN keeps new entries in a pending list that every search reads
+    # through until VACUUM merges it (jobs/migrations/0011).
+    if connection.vendor != "postgresql":
+        pytest.skip("a PostgreSQL index option")
+    make_jobs(alice, datacenter, 3)
+    with connection.cursor() as cur:
+        cur.execute("SELECT reloptions FROM pg_class WHERE relname = 'job_name_upper_trgm'")
+        assert cur.fetchone()[0] == ["fastupdate=off"]
+
+
 def test_without_query_parameters_the_job_filters_change_nothing(alice, datacenter):
     # The job views skip the filterset for a request without query parameters (jobs/api/views.py):
     # right only while it filters nothing then.
