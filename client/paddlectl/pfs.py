@@ -31,6 +31,8 @@ import httpx
 
 from . import pfs_upload, wire
 from .errors import APIError, ConnectionFailed, NotFound, PaddlectlError
+from .pfs_upload import REPORT_INTERVAL as REPORT_INTERVAL
+from .pfs_upload import Meter, Progress
 
 if TYPE_CHECKING:
     from typing import Protocol
@@ -47,10 +49,8 @@ if TYPE_CHECKING:
 
         def home(self) -> str: ...
 
-Progress = Callable[[int, int], None]
 SMALL_FILE = 4 << 20  # at most this: one PUT
 CHUNK = 64 << 20  # resumable upload chunk: the most a server takes in one request from any client
-REPORT_INTERVAL = 0.1  # seconds between progress reports
 RETRY_FOR = 300.0  # seconds a transfer keeps retrying a dropped connection
 
 
@@ -60,27 +60,6 @@ def is_remote(path: str) -> bool:
 
 def join(base: str, *parts: str) -> str:
     return posixpath.join(base.rstrip("/") or "/", *[p.strip("/") for p in parts if p])
-
-
-class _Meter:
-    """Sums bytes over many files for one progress callback, called at most every
-    REPORT_INTERVAL seconds and at the end (a bar redraws ten times a second anyway; calling it
-    for every 64 KiB network read costs throughput)."""
-
-    def __init__(self, total: int, progress: Progress | None):
-        self.total, self.done, self.progress = total, 0, progress
-        self._next_report = 0.0
-        self.report()
-
-    def add(self, n: int) -> None:
-        self.done += n
-        if self.progress and (self.done >= self.total or time.monotonic() >= self._next_report):
-            self.report()
-
-    def report(self) -> None:
-        if self.progress:
-            self._next_report = time.monotonic() + REPORT_INTERVAL
-            self.progress(self.done, self.total)
 
 
 def _resume_etag(remote: str, part: Path, side: Path) -> str | None:
@@ -168,10 +147,10 @@ class Storage:
 
     # --- upload -------------------------------------------------------------------------------
     def upload_file(self, local: str | Path, remote: str, progress: Progress | None = None,
-                    meter: _Meter | None = None) -> dict[str, Any]:
+                    meter: Meter | None = None) -> dict[str, Any]:
         local = Path(local)
         size = local.stat().st_size
-        meter = meter or _Meter(size, progress)
+        meter = meter or Meter(size, progress)
         self._ensure_home()
         if size <= SMALL_FILE:
             data = local.read_bytes()
@@ -199,7 +178,7 @@ class Storage:
         record.save(upload["id"], st)
         return cast("JsonObject", upload)
 
-    def _resumable(self, local: Path, remote: str, size: int, meter: _Meter) -> dict[str, Any]:
+    def _resumable(self, local: Path, remote: str, size: int, meter: Meter) -> dict[str, Any]:
         st = local.stat()
         record = pfs_upload.Record(self.api.endpoint, local, remote)
         hasher = pfs_upload.Hasher(local)
@@ -222,7 +201,7 @@ class Storage:
         return self.stat(remote)
 
     def _send_chunks(self, local: Path, size: int, upload: dict[str, Any], hasher: pfs_upload.Hasher,
-                     meter: _Meter) -> None:
+                     meter: Meter) -> None:
         """PATCH the rest of the file from the upload's offset, and its sha256 as soon as it is
         known (an empty last chunk waits for it), until the server says the upload is complete."""
         path = f"uploads/{upload['id']}/"
@@ -257,7 +236,7 @@ class Storage:
         """Upload directory `local` so that its contents end up in `remote`; returns files sent."""
         local = Path(local)
         files = [p for p in sorted(local.rglob("*")) if p.is_file() and not p.is_symlink()]
-        meter = _Meter(sum(p.stat().st_size for p in files), progress)
+        meter = Meter(sum(p.stat().st_size for p in files), progress)
         self.mkdir(remote)
         made = {remote}
         for p in files:
@@ -286,14 +265,14 @@ class Storage:
 
     # --- download -----------------------------------------------------------------------------
     def download_file(self, remote: str, local: str | Path, progress: Progress | None = None,
-                      meter: _Meter | None = None, size: int | None = None) -> Path:
+                      meter: Meter | None = None, size: int | None = None) -> Path:
         """Stream `remote` to `local`, resuming a previous partial download of the same file."""
         local = Path(local)
         part = local.with_name(local.name + ".part")
         side = local.with_name(local.name + ".part.json")
         if size is None:
             size = int(self.stat(remote).get("size", 0))
-        meter = meter or _Meter(size, progress)
+        meter = meter or Meter(size, progress)
         etag = _resume_etag(remote, part, side)
         if etag is None:
             part.unlink(missing_ok=True)
@@ -329,7 +308,7 @@ class Storage:
         side.unlink(missing_ok=True)
         return local
 
-    def _download_streamed(self, remote: str, part: Path, headers: dict[str, str], meter: _Meter,
+    def _download_streamed(self, remote: str, part: Path, headers: dict[str, str], meter: Meter,
                            start_done: int, have: int, etag: str | None, seen: dict[str, str]) -> None:
         """download_file's request through httpx, the body appended to `part` (or replacing it
         when the server sends the whole file); the ETag into `seen` as soon as it is known."""
@@ -355,7 +334,7 @@ class Storage:
                     f.write(block)
                     meter.add(len(block))
 
-    def _download_spliced(self, remote: str, part: Path, headers: dict[str, str], meter: _Meter, start_done: int,
+    def _download_spliced(self, remote: str, part: Path, headers: dict[str, str], meter: Meter, start_done: int,
                           have: int, seen: dict[str, str]) -> None:
         """download_file's request with the body spliced into `part` (wire.py); the ETag into `seen`."""
         side = part.with_name(part.name + ".json")
@@ -388,7 +367,7 @@ class Storage:
         """Download directory `remote` so that its contents end up in `local`; returns files."""
         local = Path(local)
         files = list(self.walk(remote))
-        meter = _Meter(sum(int(e.get("size", 0)) for e in files), progress)
+        meter = Meter(sum(int(e.get("size", 0)) for e in files), progress)
         local.mkdir(parents=True, exist_ok=True)
         base = remote.rstrip("/") + "/"
         for entry in files:
