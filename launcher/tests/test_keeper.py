@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -112,8 +113,10 @@ def test_the_command_gets_null_input_the_log_its_own_session_and_only_the_passed
     assert seen["fds"] == {"0": "/dev/null", "1": str(tmp_path / "log"), "2": str(tmp_path / "log"),
                            str(passed): str(tmp_path / "passed")}
     # The keeper (Python) ignores SIGPIPE and SIGXFSZ: the command must not inherit that (a file
-    # at the disk limit stops a program that does not handle SIGXFSZ).
-    assert ignored == "SigIgn:\t0000000000000000"
+    # at the disk limit stops a program that does not handle SIGXFSZ). What its own starter
+    # ignores is the starter's choice (under the full suite a worker ignored signal 32).
+    sigpipe_sigxfsz = 1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)
+    assert ignored.startswith("SigIgn:") and int(ignored.split()[1], 16) & sigpipe_sigxfsz == 0, ignored
     assert second == "to stderr"
     assert result["exit_code"] == 3 and result["signal"] is None and not result["terminated"]
 
