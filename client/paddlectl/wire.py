@@ -17,7 +17,6 @@ import contextlib
 import fcntl
 import http.client
 import os
-import select
 import socket
 import struct
 import sys
@@ -88,8 +87,7 @@ class Connection:
                     try:
                         n = os.sendfile(sock.fileno(), fd, offset, min(STEP, end - offset))
                     except BlockingIOError:
-                        _wait(sock, select.POLLOUT)
-                        continue
+                        raise _stalled() from None
                     if n == 0:
                         raise ConnectionFailed("the file got shorter while it was being uploaded")
                     offset += n
@@ -139,16 +137,10 @@ def _blocking(sock: socket.socket) -> Iterator[None]:
         sock.settimeout(timeout)
 
 
-def _wait(sock: socket.socket, event: int) -> None:
-    """Wait until `sock` is ready for `event`, up to its timeout. A socket with a timeout is
-    non-blocking underneath (that is how Python times it out), so sendfile(2) and splice(2) on
-    its descriptor answer EAGAIN whenever the kernel's buffer is full (or empty) instead of
-    waiting: every chunk failed that way, and was resumed, before this waited."""
-    poller = select.poll()
-    poller.register(sock.fileno(), event | select.POLLERR | select.POLLHUP)
-    timeout = sock.gettimeout()
-    if not poller.poll(None if timeout is None else timeout * 1000):
-        raise TimeoutError(f"no progress for {timeout:.0f} s")
+def _stalled() -> TimeoutError:
+    """What EAGAIN means on a socket `_blocking` set up: the kernel's timeout passed with no byte
+    moved (the peer stopped reading or sending)."""
+    return TimeoutError("no progress within the connection's timeout")
 
 
 def _splice_body(response: http.client.HTTPResponse, sock: socket.socket, out: int, length: int,
@@ -169,8 +161,7 @@ def _splice_body(response: http.client.HTTPResponse, sock: socket.socket, out: i
             try:
                 n = os.splice(sock.fileno(), w, min(PIPE, length - total))
             except BlockingIOError:
-                _wait(sock, select.POLLIN)
-                continue
+                raise _stalled() from None
             if n == 0:
                 raise ConnectionFailed(f"the connection closed after {total} of {length} bytes")
             while n:

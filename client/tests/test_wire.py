@@ -1,6 +1,7 @@
 """wire.py's kernel-moved bodies against a peer slower than the kernel: the connection's socket has
 a timeout, so it is non-blocking underneath, and sendfile(2)/splice(2) on it answer EAGAIN when
-its buffer is full (or empty). The transfer must wait for the peer then, not fail."""
+its buffer is full (or empty). The transfer must wait for the peer then, not fail, and fail once
+nothing moved for the connection's timeout, not wait for ever."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Callable
 
 from paddlectl import wire
 from paddlectl.api import API
+from paddlectl.errors import ConnectionFailed
 
 MiB = 1 << 20
 
@@ -102,3 +104,33 @@ def test_a_download_waits_while_the_peer_sends_slowly(tmp_path):
         conn.close()
     thread.join(30)
     assert out.read_bytes() == data
+
+
+def test_an_upload_to_a_peer_that_stops_reading_fails_after_the_timeout(tmp_path):
+    size = 16 * MiB
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(size))
+    done = threading.Event()
+
+    def handle(conn: socket.socket) -> None:
+        _read_head(conn)
+        done.wait(60)  # reads nothing more: the client's buffers fill and stay full
+
+    url, thread = _serve_once(handle)
+    conn = wire.Connection(API(url, token="t"), timeout=1.0)
+    outcome: list[ConnectionFailed] = []
+
+    def upload() -> None:
+        with open(src, "rb") as f:
+            try:
+                conn.send_file("uploads/x/", {"Upload-Offset": "0"}, f.fileno(), 0, size, lambda n: None)
+            except ConnectionFailed as e:
+                outcome.append(e)
+
+    sender = threading.Thread(target=upload, daemon=True)
+    sender.start()
+    sender.join(30)  # the timeout is 1 s: far longer means it waits for ever
+    done.set()
+    conn.close()
+    assert not sender.is_alive(), "the upload still waits on a peer that stopped reading"
+    assert len(outcome) == 1, "the upload neither failed nor finished"
