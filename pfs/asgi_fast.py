@@ -171,7 +171,7 @@ def _start(auth: str, upload_id: str, offset_h: str | None, length_h: str | None
     from accounts.auth import TokenAuthentication
     from accounts.services import TokenHeader
 
-    from . import uploads
+    from . import upload_headers, uploads
     from .paths import PathError
 
     try:
@@ -183,15 +183,15 @@ def _start(auth: str, upload_id: str, offset_h: str | None, length_h: str | None
     user = found[0]
     try:
         session = uploads.get(user, upload_id)
-        offset = uploads.parse_offset(offset_h)
+        offset = upload_headers.parse_offset(offset_h)
         try:
             length = int(length_h)  # type: ignore[arg-type]
             if length < 0:
                 raise ValueError
         except (TypeError, ValueError):
             raise PathError("Content-Length is required (chunked request bodies are not accepted)", 411) from None
-        checksum = uploads.parse_checksum(checksum_h)
-        sha256 = uploads.parse_sha256(sha256_h)
+        checksum = upload_headers.parse_checksum(checksum_h)
+        sha256 = upload_headers.parse_sha256(sha256_h)
         return uploads.ChunkWriter(session, offset, length, checksum, bounded=False, sha256=sha256)
     except PathError as e:
         raise _refusal(e) from None

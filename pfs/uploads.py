@@ -34,13 +34,7 @@ from .models import UploadSession
 from .paths import RESERVED_NAME, PathError, PfsPath, resolve
 from .services import _refuse_root, counted_size, lstat_or_none, mkdir, put_in_place
 from .storage import NEW_FILE, remove_at, scratch_fd
-
-# the views and pfs.asgi_fast parse headers through here
-from .upload_headers import _HEX64, CHECKSUM_ALGORITHMS
-from .upload_headers import MAX_FILE_SIZE as MAX_FILE_SIZE
-from .upload_headers import parse_checksum as parse_checksum
-from .upload_headers import parse_offset as parse_offset
-from .upload_headers import parse_sha256 as parse_sha256
+from .upload_headers import _HEX64, CHECKSUM_ALGORITHMS, MAX_FILE_SIZE
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

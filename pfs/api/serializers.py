@@ -4,7 +4,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
-from pfs import uploads
+from pfs import upload_headers, uploads
 from pfs.models import ShareLink, UploadSession
 from pfs.services import Entry
 
@@ -29,7 +29,8 @@ class MoveSerializer(serializers.Serializer[Any]):
 
 class UploadCreateSerializer(serializers.Serializer[Any]):
     path = serializers.CharField(max_length=4096, help_text="Where the file goes; missing parents are created.")
-    size = serializers.IntegerField(min_value=0, max_value=uploads.MAX_FILE_SIZE, help_text="Total bytes of the file.")
+    size = serializers.IntegerField(min_value=0, max_value=upload_headers.MAX_FILE_SIZE,
+                                    help_text="Total bytes of the file.")
     sha256 = serializers.RegexField(r"^[0-9a-fA-F]{64}$", required=False, allow_blank=True, default="",
                                     help_text="Hex sha256 of the whole file, verified before it is put in place.")
     sha256_later = serializers.BooleanField(

@@ -7,7 +7,7 @@ from rest_framework import status
 from rest_framework.response import Response
 
 from accounts.current import AuthenticatedRequest, signed_in
-from pfs import shares, uploads
+from pfs import shares, upload_headers, uploads
 from pfs.models import UploadSession
 
 from .serializers import ShareCreateSerializer, ShareSerializer, UploadCreateSerializer, UploadSerializer
@@ -90,7 +90,8 @@ class UploadDetailView(PfsView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("Upload-Offset", {"type": "integer", "minimum": 0, "maximum": uploads.MAX_FILE_SIZE},
+            OpenApiParameter("Upload-Offset",
+                             {"type": "integer", "minimum": 0, "maximum": upload_headers.MAX_FILE_SIZE},
                              OpenApiParameter.HEADER, required=True,
                              description="Where this chunk starts: the upload's current offset."),
             OpenApiParameter("Upload-Checksum", OpenApiTypes.STR, OpenApiParameter.HEADER,
@@ -107,10 +108,10 @@ class UploadDetailView(PfsView):
     def patch(self, request: AuthenticatedRequest, upload_id: str) -> Response:
         """Send the next chunk of an upload."""
         session = uploads.get(request.user, upload_id)
-        offset = uploads.parse_offset(request.headers.get("Upload-Offset"))
+        offset = upload_headers.parse_offset(request.headers.get("Upload-Offset"))
         length = self.content_length()
-        checksum = uploads.parse_checksum(request.headers.get("Upload-Checksum"))
-        sha256 = uploads.parse_sha256(request.headers.get("Upload-Sha256"))
+        checksum = upload_headers.parse_checksum(request.headers.get("Upload-Checksum"))
+        sha256 = upload_headers.parse_sha256(request.headers.get("Upload-Sha256"))
         stream = request.stream
         read = stream.read if stream is not None else (lambda n: b"")
         uploads.write_chunk(session, offset, read, length, checksum, sha256)
