@@ -1,11 +1,13 @@
 """The job page in a real browser (Debian's Chromium driven by Playwright): the first log tab,
 searching the log, the layout on a 390 px phone, and the banner while the live connection is down."""
 
+import contextlib
 import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
 from jobs import services
@@ -42,6 +44,25 @@ def test_the_log_panel_opens_on_trainer_0_and_finds_what_is_searched(page, live_
     page.click(".tabs a:has-text('pserver-0')")
     expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
     expect(page.locator("#log-download")).to_have_attribute("href", f"/jobs/{job.name}/logs/pserver-0/download/")
+
+
+def test_a_log_answer_that_arrives_after_another_tab_was_chosen_is_not_shown(page, live_server, alice):
+    job = submit(alice)
+    held = []  # the page's first log request (trainer-0's), answered only after pserver-0's
+    first = f"**/jobs/{job.name}/logs/trainer-0/"
+    page.route(first, lambda route: held.append(route) if not held else route.continue_())
+    page.goto(f"{live_server.url}/jobs/{job.name}/")
+    page.wait_for_function("document.querySelector('.tabs a') !== null")
+    deadline = time.monotonic() + 30
+    while not held and time.monotonic() < deadline:
+        page.wait_for_timeout(50)  # Playwright dispatches the route to the handler while it waits
+    page.click(".tabs a:has-text('pserver-0')")
+    expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
+    with contextlib.suppress(PlaywrightError):  # the page may have aborted it already
+        held[0].continue_()  # trainer-0's answer, late
+    page.wait_for_load_state("networkidle")
+    expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
+    expect(page.locator(".tabs a.current")).to_have_text("pserver-0")
 
 
 def test_the_job_page_fits_a_390_px_phone_without_horizontal_scrolling(page, live_server, alice):
