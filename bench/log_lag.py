@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+REPLICA = "trainer-0"  # the one replica printing; the job's build log comes on the same socket
 PROGRAM = """import sys, time
 time.sleep({delay})
 rate, seconds = {rate}, {seconds}
@@ -60,7 +61,7 @@ async def view(url: str, token: str, expected: int, deadline: float, ready: asyn
                 break
             now = time.time()
             message = json.loads(frame)
-            if message["type"] != "log":
+            if message["type"] != "log" or message["replica"] != REPLICA:  # not the build's log
                 continue
             if next_offset is not None and message["offset"] != next_offset:
                 gaps += 1
