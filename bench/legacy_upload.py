@@ -1,7 +1,7 @@
 """v1 upload speed: the original compiled `paddlectl cp` protocol (/api/v1, 4 MiB multipart
-chunks) against paddlectl's own (/api/v2 resumable uploads), through the real server (uvicorn
-with core.server's protocol, as in the Procfile, started as bench/pfs_transfer.py starts it)
-over HTTP with a token. Goal: a v1 upload takes at most 2x the time of a v2 upload of the same file.
+chunks) against paddlectl's own (/api/v2 resumable uploads), through the running service
+(`make run`'s tree at its defaults, bench/service.py) over HTTP with a token. Goal: a v1 upload
+takes at most 2x the time of a v2 upload of the same file.
 
     .venv/bin/python bench/legacy_upload.py [--size-mib 256] [--rounds 9]
 
@@ -32,18 +32,15 @@ import hashlib
 import http.client
 import json
 import os
-import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))
-
-from pfs_transfer import MB, ROOT, MiB, random_file, service_env, sha256, start_server  # noqa: E402
+from report import Row, emit
+from service import Service
+from transfer import MB, MiB, random_file, sha256
 
 BOUNDARY = "8d7b0e5709d756e21e971ff4d9ac3b20"
 V1_CHUNK = 4 * MiB  # the compiled client's chunk
@@ -175,14 +172,11 @@ def main() -> None:
     size = args.size_mib * MiB
     load_before = os.getloadavg()
 
-    tmp = Path(tempfile.mkdtemp(prefix="legacy-bench-", dir=ROOT / "var" if (ROOT / "var").is_dir() else None))
-    server = None
-    try:
-        env, token = service_env(tmp)
+    with Service(name="legacy") as svc, tempfile.TemporaryDirectory(prefix="legacy-", dir=svc.var) as tmp_:
+        tmp = Path(tmp_)
         src, digest = random_file(tmp / "src.bin", size)
-        server, port = start_server(env)
-        c = Connection(port, token)
-        home = "/pfs/local/home/bench"
+        c = Connection(svc.port, svc.token)
+        home = "/pfs/local/home/admin"
         dests = {"v1": f"{home}/v1.bin", "v2": f"{home}/v2.bin", "bare": f"{home}/bare.bin"}
         sides = ["v2", "v1"] + (["bare"] if args.bare else [])
         times: dict[str, list[float]] = {k: [] for k in sides}
@@ -202,16 +196,11 @@ def main() -> None:
                 else:
                     upload_v2(c, src, dests[side], checksum=side == "v2", latencies=lat[side])
                 times[side].append(time.perf_counter() - t)
-        stored = tmp / "pfs" / "local" / "home" / "bench"
+        stored = svc.var / "pfs" / "local" / "home" / "admin"
         for side in sides:
             if sha256(stored / Path(dests[side]).name) != digest:
                 raise SystemExit(f"the {side} upload differs from the source")
         c.close()
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(10)
-        shutil.rmtree(tmp, ignore_errors=True)
     load_after = os.getloadavg()
 
     def line(name: str, values: list[float]) -> str:
@@ -219,8 +208,8 @@ def main() -> None:
         return (f"{name:<34} median {med:6.2f} s {size / med / MB:6.0f} MB/s   "
                 f"p99 {slow:6.2f} s {size / slow / MB:6.0f} MB/s")
 
-    print(f"file: {args.size_mib} MiB, {args.rounds} rounds, v1 and v2 alternating; server: uvicorn + core.server "
-          "(Procfile), SQLite; client: http.client + sendfile; stored files hashed equal")
+    print(f"file: {args.size_mib} MiB, {args.rounds} rounds, v1 and v2 alternating; the service as make run starts "
+          "it; client: http.client + sendfile; stored files hashed equal")
     print(line("v2 (paddlectl: sha256, 64 MiB)", times["v2"]))
     if args.bare:
         print(line("v2 bare (no sha256)", times["bare"]))
@@ -238,6 +227,10 @@ def main() -> None:
           f"{statistics.median(steps['md5']) * 1000:.1f} ms")
     print("load average (1, 5, 15 min): before {:.2f} {:.2f} {:.2f}, after {:.2f} {:.2f} {:.2f} on {} CPUs".format(
         *load_before, *load_after, os.cpu_count()))
+    v1, v2 = statistics.median(times["v1"]), statistics.median(times["v2"])
+    emit([Row(f"v1 upload (compiled client's protocol) of {args.size_mib} MiB, median of {args.rounds}",
+              f"{size / v2 / MB:.0f} MB/s v2 (paddlectl's)", f"{size / v1 / MB:.0f} MB/s", f"{ratio:.2f}x the time",
+              "<= 2x the time", ratio <= 2)], "legacy v1 upload")
 
 
 if __name__ == "__main__":

@@ -62,6 +62,7 @@ class Service:
         self.env = {**os.environ, "PADDLECLOUD_VAR": str(self.var), "PADDLECLOUD_PORT": str(self.port),
                     "SITE_URL": self.url, "JOB_UIDS": f"{first}-{first + 9_999}", **(env or {})}
         self.env.pop("DJANGO_SETTINGS_MODULE", None)
+        self.env.pop("REDIS_URL", None)  # the bundled Redis: no queue shared with anything else
         self.database: tuple[str, str] | None = None
         if self.env.get("DATABASE_URL", "").startswith("postgres"):
             admin, db = _admin_url(self.env["DATABASE_URL"])
