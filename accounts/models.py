@@ -2,6 +2,8 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from core.fast_load import FastLoad
+
 from .fields import EncryptedTextField
 
 dns_label = RegexValidator(
@@ -10,7 +12,7 @@ dns_label = RegexValidator(
 )
 
 
-class Datacenter(models.Model):
+class Datacenter(FastLoad, models.Model):
     class Backend(models.TextChoices):
         LOCAL = "local", "Local processes"
         KUBERNETES = "kubernetes", "Kubernetes"
@@ -44,7 +46,7 @@ class Datacenter(models.Model):
         return self.name
 
 
-class Registry(models.Model):
+class Registry(FastLoad, models.Model):
     """A user's private docker registry credentials, used to pull job images."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="registries")
