@@ -116,3 +116,17 @@ def test_the_job_list_and_detail_answer_byte_for_byte_as_drf_alone(job, alice, a
         assert a.status_code == b.status_code == 200, url
         assert a.content == b.content, url
     assert len(first["results"]) == 50 and first["next"] and first["previous"] is None
+
+
+def test_readers_are_made_once_per_class_and_zone_and_keep_to_their_zone(job, monkeypatch):
+    from core import api
+
+    made = []
+    original = api._plain_reader
+    monkeypatch.setattr(api, "_plain_reader", lambda field: made.append(field.field_name) or original(field))
+    monkeypatch.setattr(api, "_READERS", {})
+    for zone in ["UTC", "Asia/Shanghai", "UTC", "Asia/Shanghai"]:
+        with timezone.override(zone):
+            assert JobSerializer(job).data == drf(JobSerializer)(job).data
+            assert JobSerializer([job, job], many=True).data == drf(JobSerializer)([job, job], many=True).data
+    assert len(made) == 2 * len(JobSerializer.Meta.fields)
