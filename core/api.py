@@ -168,8 +168,7 @@ class PlainFieldsRepresentation:
     to_representation through several layers for every field of every row: a page of 50 jobs was
     2,000 such calls, most of the list's time in Python (bench/web.py). The readers are made once
     per class and time zone, the reading plan once per serializer instance (a list's child serves
-    every row). jobs/tests/test_api_representation.py checks
-    that both give the same.
+    every row). jobs/tests/test_api_representation.py checks that both give the same.
 
     The fields themselves are built from the model once per class, not per request: ModelSerializer
     introspects the model for every field of every serializer instance (three per job detail), 1.5 ms
