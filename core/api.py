@@ -157,7 +157,7 @@ def _detached(field: drf_fields.Field) -> drf_fields.Field:  # type: ignore[type
     """A copy of a bound field without its parent: a reader kept across requests keeps neither
     the serializer nor the instances it served."""
     new = _shallow_copy(field)
-    new.parent = None
+    new.parent = None  # type: ignore[assignment]  # what an unbound field has (DRF's stubs say a serializer)
     return new
 
 

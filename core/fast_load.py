@@ -17,7 +17,7 @@ when an upgrade changes it, and tests/test_fast_load.py compares instances loade
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Collection
 from typing import Any, Self
 
 from django.db.models import Model
@@ -54,10 +54,11 @@ class FastLoad:
     Model.__init__ where that changes nothing (see the module's docstring)."""
 
     @classmethod
-    def from_db(cls, db: str | None, field_names: Sequence[str], values: Sequence[Any]) -> Self:
+    def from_db(cls, db: str | None, field_names: Collection[str], values: Collection[Any], **kwargs: Any) -> Self:
         model: Any = cls
-        if not _plain(model) or pre_init.has_listeners(model) or post_init.has_listeners(model):
-            made: Self = super().from_db(db, field_names, values)  # type: ignore[misc]
+        # an option a later Django passes (fetch_mode) is Django's to handle
+        if kwargs or not _plain(model) or pre_init.has_listeners(model) or post_init.has_listeners(model):
+            made: Self = super().from_db(db, field_names, values, **kwargs)  # type: ignore[misc]
             return made
         new = object.__new__(cls)
         # ModelIterable gives the loaded columns' attnames and values in the same order; a deferred

@@ -1,3 +1,4 @@
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -93,8 +94,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet[
         with_related(job, replicas=_DETAIL_REPLICAS.fetch(job.pk), events=_DETAIL_EVENTS.fetch(job.pk))
         return job
 
-    def paginate_queryset(self, queryset: QuerySet[Job, _Row]) -> list[_Row] | None:
-        if self.action == "list" and not self.request.query_params:
+    def paginate_queryset(self, queryset: QuerySet[Job, _Row] | Sequence[_Row]) -> list[_Row] | None:
+        if self.action == "list" and not self.request.query_params and isinstance(queryset, QuerySet):
             user_id = self.request.user.pk
             first = FirstPage(queryset, NewestFirstCursorPagination.ordering, PAGE_SIZE,
                               lambda: list(_FIRST_PAGE.fetch(user_id)))
