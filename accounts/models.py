@@ -2,8 +2,6 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
-from core.fast_load import FastLoad
-
 from .fields import EncryptedTextField
 
 dns_label = RegexValidator(
@@ -12,7 +10,7 @@ dns_label = RegexValidator(
 )
 
 
-class Datacenter(FastLoad, models.Model):
+class Datacenter(models.Model):
     class Backend(models.TextChoices):
         LOCAL = "local", "Local processes"
         KUBERNETES = "kubernetes", "Kubernetes"
@@ -46,7 +44,7 @@ class Datacenter(FastLoad, models.Model):
         return self.name
 
 
-class Registry(FastLoad, models.Model):
+class Registry(models.Model):
     """A user's private docker registry credentials, used to pull job images."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="registries")

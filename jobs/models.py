@@ -3,8 +3,6 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
-from core.fast_load import FastLoad
-
 from . import spec
 
 
@@ -41,7 +39,7 @@ K8S_NAME_HELP = ("The name of the job's objects on Kubernetes (and its replicas'
                  "when that is not a lowercase DNS label, lowercase with '.' as '-' and a hash of the name.")
 
 
-class Job(FastLoad, models.Model):
+class Job(models.Model):
     class Mode(models.TextChoices):
         PS = "ps", dict(spec.MODES)["ps"]
         COLLECTIVE = "collective", dict(spec.MODES)["collective"]
@@ -128,7 +126,7 @@ class Job(FastLoad, models.Model):
         return self.state in ACTIVE_STATES
 
 
-class Replica(FastLoad, models.Model):
+class Replica(models.Model):
     class Role(models.TextChoices):
         PSERVER = "pserver"
         TRAINER = "trainer"
@@ -168,7 +166,7 @@ class Replica(FastLoad, models.Model):
         return f"{self.host}:{self.port}" if self.port else ""
 
 
-class JobEvent(FastLoad, models.Model):
+class JobEvent(models.Model):
     """Every transition of a job or replica, with why: "why is it pending" always has an answer."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")

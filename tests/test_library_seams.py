@@ -12,11 +12,11 @@ from importlib.metadata import version
 
 import pytest
 
-from core import asgi_django, channel_layer, fast_load, prepared, server
+from core import asgi_django, channel_layer, prepared, server
 from pfs import asgi_responses
 
 SEAMS = {server: "uvicorn", asgi_responses: "django", asgi_django: "django", prepared: "django",
-         fast_load: "django", channel_layer: "channels_redis"}
+         channel_layer: "channels_redis"}
 FIRST_PARTY = ("accounts", "core", "jobs", "legacy", "notifications", "paddleweb", "pfs", "quotas")
 
 
