@@ -10,6 +10,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import ISO_8601, serializers, viewsets
 from rest_framework import fields as drf_fields
@@ -119,8 +120,9 @@ def _plain_reader(field: drf_fields.Field[Any, Any, Any, Any]) -> Callable[[Any]
         return lambda obj: None if (v := getattr(obj, attr)) is None else int(v)
     if kind is serializers.DateTimeField:
         return _datetime_reader(field, attr)
-    if kind is serializers.BooleanField:
-        return lambda obj: None if (v := getattr(obj, attr)) is None else field.to_representation(v)
+    if kind is serializers.BooleanField:  # a stored bool is itself in DRF's TRUE_VALUES or FALSE_VALUES
+        return lambda obj: v if type(v := getattr(obj, attr)) is bool else (
+            None if v is None else field.to_representation(v))
     if kind is serializers.ChoiceField:
         choices = field.choice_strings_to_values  # type: ignore[attr-defined]
         return lambda obj: v if (v := getattr(obj, attr)) in ("", None) else choices.get(str(v), v)
@@ -136,14 +138,37 @@ def _shallow_copy(field: drf_fields.Field) -> drf_fields.Field:  # type: ignore[
     return new
 
 
+# The plain readers of each serializer class, per time zone (the dates' readers keep the zone that
+# was active): worked out for every request before, a sixth of a job list's serialization.
+_READERS: dict[tuple[type, Any], dict[str, Callable[[Any], Any] | None]] = {}
+
+
+def _readers(cls: type, fields: list[drf_fields.Field[Any, Any, Any, Any]]) -> dict[str, Callable[[Any], Any] | None]:
+    key = (cls, timezone.get_current_timezone())
+    readers = _READERS.get(key)
+    if readers is None:
+        if len(_READERS) > 1000:  # a zone per user at most; forget the old ones
+            _READERS.clear()
+        readers = _READERS[key] = {f.field_name: _plain_reader(_detached(f)) for f in fields}  # type: ignore[misc]
+    return readers
+
+
+def _detached(field: drf_fields.Field) -> drf_fields.Field:  # type: ignore[type-arg]
+    """A copy of a bound field without its parent: a reader kept across requests keeps neither
+    the serializer nor the instances it served."""
+    new = _shallow_copy(field)
+    new.parent = None  # type: ignore[assignment]  # what an unbound field has (DRF's stubs say a serializer)
+    return new
+
+
 class PlainFieldsRepresentation:
     """For a ModelSerializer: the same representation as DRF's, with the plain fields (text,
     numbers, booleans, choices, JSON, dates, related objects' names) read straight off the
     instance, and every other field through DRF as before. DRF calls get_attribute and
     to_representation through several layers for every field of every row: a page of 50 jobs was
-    2,000 such calls, most of the list's time in Python (bench/web.py). The reading plan is made
-    once per serializer instance (a list's child serves every row). jobs/tests/test_api_representation.py checks
-    that both give the same.
+    2,000 such calls, most of the list's time in Python (bench/web.py). The readers are made once
+    per class and time zone, the reading plan once per serializer instance (a list's child serves
+    every row). jobs/tests/test_api_representation.py checks that both give the same.
 
     The fields themselves are built from the model once per class, not per request: ModelSerializer
     introspects the model for every field of every serializer instance (three per job detail), 1.5 ms
@@ -162,8 +187,9 @@ class PlainFieldsRepresentation:
     def to_representation(self, instance: Any) -> dict[str, Any]:
         plan = self.__dict__.get("_plain_plan")
         if plan is None:
-            plan = self._plain_plan = [(f.field_name, _plain_reader(f), f)
-                                       for f in self._readable_fields]  # type: ignore[attr-defined]
+            fields = list(self._readable_fields)  # type: ignore[attr-defined]
+            readers = _readers(type(self), fields)
+            plan = self._plain_plan = [(f.field_name, readers.get(f.field_name), f) for f in fields]
         ret: dict[str, Any] = {}
         for name, read, field in plan:
             if read is not None:

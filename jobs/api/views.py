@@ -1,3 +1,4 @@
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -11,7 +12,7 @@ from rest_framework.response import Response
 from accounts.current import AuthenticatedRequest
 from accounts.models import Datacenter, Registry
 from core.api import OwnedViewSet, field_errors
-from core.pagination import NewestFirstCursorPagination
+from core.pagination import PAGE_SIZE, FirstPage, NewestFirstCursorPagination
 from core.prepared import Prepared, with_related
 from jobs import logs, services
 from jobs.filtersets import JobFilterSet
@@ -59,6 +60,10 @@ _JOBS = Job.objects.filter(deleting=False).select_related("datacenter", "registr
 _DETAIL_JOB = Prepared(lambda user_id, name: _JOBS.filter(user_id=user_id, name=name).order_by(), int, str)
 _DETAIL_REPLICAS = Prepared(lambda job_id: _REPLICAS.filter(job_id=job_id), int)
 _DETAIL_EVENTS = Prepared(lambda job_id: _EVENTS.filter(job_id=job_id), int)
+# A plain list's first page (no query parameters: no filter, the default order and size), as the
+# cursor pagination reads it (core.pagination.FirstPage), its SQL compiled once per process too.
+_FIRST_PAGE = Prepared(lambda user_id: _JOBS.filter(user_id=user_id).defer(*_LISTED_NAMES_ONLY).order_by(
+    *NewestFirstCursorPagination.ordering)[:PAGE_SIZE + 1], int)
 
 
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet[Job]):
@@ -88,6 +93,15 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, OwnedViewSet[
         self.check_object_permissions(self.request, job)
         with_related(job, replicas=_DETAIL_REPLICAS.fetch(job.pk), events=_DETAIL_EVENTS.fetch(job.pk))
         return job
+
+    def paginate_queryset(self, queryset: QuerySet[Job, _Row] | Sequence[_Row]) -> list[_Row] | None:
+        if self.action == "list" and not self.request.query_params and isinstance(queryset, QuerySet):
+            user_id = self.request.user.pk
+            first = FirstPage(queryset, NewestFirstCursorPagination.ordering, PAGE_SIZE,
+                              lambda: list(_FIRST_PAGE.fetch(user_id)))
+            # the paginator reads the page through FirstPage's order_by and slice alone
+            return super().paginate_queryset(first)  # type: ignore[arg-type]
+        return super().paginate_queryset(queryset)
 
     def get_serializer_class(self) -> type[JobSerializer]:
         return JobSerializer if self.action == "list" else JobDetailSerializer

@@ -79,3 +79,54 @@ def test_dates_read_as_with_drf_alone_in_the_active_time_zone(job, zone):
     with timezone.override(zone):
         assert JobDetailSerializer(job).data == drf(JobDetailSerializer)(job).data
         assert JobDetailSerializer(job).data["created"].endswith("Z") == (zone == "UTC")
+
+
+@pytest.fixture
+def drf_alone(monkeypatch):
+    """Switches the job API to what DRF alone answers: the queryset's own SQL compiled per request
+    (no prepared page, job or token lookup shortcut) and DRF's own fields and representation for
+    every serializer, nested ones included."""
+    from rest_framework.viewsets import GenericViewSet
+
+    from core.api import OwnedViewSet
+    from jobs.api.views import JobViewSet
+
+    def switch():
+        monkeypatch.setattr(JobViewSet, "paginate_queryset", GenericViewSet.paginate_queryset)
+        monkeypatch.setattr(JobViewSet, "get_object", OwnedViewSet.get_object)
+        monkeypatch.setattr(PlainFieldsRepresentation, "to_representation",
+                            serializers.ModelSerializer.to_representation)
+        monkeypatch.setattr(PlainFieldsRepresentation, "get_fields", serializers.ModelSerializer.get_fields)
+
+    return switch
+
+
+def test_the_job_list_and_detail_answer_byte_for_byte_as_drf_alone(job, alice, alice_api, datacenter, drf_alone):
+    for i in range(55):  # a full first page and a second one
+        clone = make_job(alice, datacenter, name=f"job-{i}", state="Succeeded" if i % 2 else "Queued")
+        Job.objects.filter(pk=clone.pk).update(cloned_from=job if i % 3 else None, registry=job.registry)
+    urls = ["/api/v2/jobs/", "/api/v2/jobs/full/", "/api/v2/jobs/job-7/", "/api/v2/jobs/?limit=5",
+            "/api/v2/jobs/?state=Queued"]
+    first = alice_api.get("/api/v2/jobs/").json()
+    urls += [first["next"], alice_api.get(first["next"]).json()["previous"]]
+    ours = [alice_api.get(url) for url in urls]
+    drf_alone()
+    theirs = [alice_api.get(url) for url in urls]
+    for url, a, b in zip(urls, ours, theirs, strict=True):
+        assert a.status_code == b.status_code == 200, url
+        assert a.content == b.content, url
+    assert len(first["results"]) == 50 and first["next"] and first["previous"] is None
+
+
+def test_readers_are_made_once_per_class_and_zone_and_keep_to_their_zone(job, monkeypatch):
+    from core import api
+
+    made = []
+    original = api._plain_reader
+    monkeypatch.setattr(api, "_plain_reader", lambda field: made.append(field.field_name) or original(field))
+    monkeypatch.setattr(api, "_READERS", {})
+    for zone in ["UTC", "Asia/Shanghai", "UTC", "Asia/Shanghai"]:
+        with timezone.override(zone):
+            assert JobSerializer(job).data == drf(JobSerializer)(job).data
+            assert JobSerializer([job, job], many=True).data == drf(JobSerializer)([job, job], many=True).data
+    assert len(made) == 2 * len(JobSerializer.Meta.fields)

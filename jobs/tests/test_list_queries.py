@@ -131,6 +131,26 @@ def test_a_job_detail_compiles_no_sql_after_the_first(alice, alice_api, datacent
     assert alice_api.get(f"/api/v2/jobs/{job.name}/?state=Succeeded").status_code == 404
     assert compiled
 
+
+def test_a_plain_job_list_compiles_no_sql_after_the_first(alice, alice_api, datacenter, monkeypatch):
+    # Its first page is a prepared query (core.pagination.FirstPage); other pages, sizes, orders and
+    # filters compile theirs as before.
+    make_jobs(alice, datacenter, 55)
+    first = alice_api.get("/api/v2/jobs/").json()
+    compiled = []
+    original = SQLCompiler.as_sql
+    monkeypatch.setattr(SQLCompiler, "as_sql", lambda self, *a, **k: compiled.append(self.query.model) or original(
+        self, *a, **k))
+    assert alice_api.get("/api/v2/jobs/").json() == first
+    assert compiled == []
+    assert [j["name"] for j in first["results"]] == [f"job-{i}" for i in range(54, 4, -1)]
+    rest = alice_api.get(first["next"]).json()
+    assert [j["name"] for j in rest["results"]] == [f"job-{i}" for i in range(4, -1, -1)] and compiled
+    for query, names in [("limit=3", ["job-54", "job-53", "job-52"]), ("sort=oldest&limit=2", ["job-0", "job-1"]),
+                         ("state=Running&limit=2", ["job-40", "job-20"])]:
+        assert [j["name"] for j in alice_api.get(f"/api/v2/jobs/?{query}").json()["results"]] == names, query
+
+
 @pytest.mark.parametrize("query", EXPECTED_INDEX)
 def test_on_postgresql_each_filter_reads_its_index_in_page_order(alice, bob, alice_api, datacenter, query):
     if connection.vendor != "postgresql":
