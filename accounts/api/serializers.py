@@ -23,24 +23,27 @@ class DatacenterSerializer(serializers.ModelSerializer[Datacenter]):
         fields = ["name", "backend", "description"]
 
 
-class TokenRequestSerializer(serializers.Serializer[Any]):  # a request body: no instance
-    username = serializers.CharField(max_length=150)
-    password = serializers.CharField(max_length=4096, style={"input_type": "password"})
-    name = serializers.CharField(max_length=64, required=False, allow_blank=True, default="",
-                                 help_text="The device or purpose of the token; a new token for a name you "
-                                           "already use replaces the old one. Unnamed tokens are always new.")
-    never_expires = serializers.BooleanField(required=False, default=False,
-                                             help_text="Issue a token that does not expire (for clients that "
-                                                       "cannot log in again); revoke it when done.")
-
-
 class StrictCharField(serializers.CharField):
-    """Text only: DRF's CharField would take 0 or true and make it "0" or "True"."""
+    """Text only: DRF's CharField would take 0 or true and make it "0" or "True". And at most
+    max_length as sent, as the schema says: DRF counts after trimming the ends' whitespace."""
 
     def to_internal_value(self, data: object) -> str:
         if not isinstance(data, str):
             self.fail("invalid")
+        if self.max_length is not None and len(data) > self.max_length:
+            self.fail("max_length", max_length=self.max_length)
         return super().to_internal_value(data)
+
+
+class TokenRequestSerializer(serializers.Serializer[Any]):  # a request body: no instance
+    username = StrictCharField(max_length=150)
+    password = serializers.CharField(max_length=4096, style={"input_type": "password"})
+    name = StrictCharField(max_length=64, required=False, allow_blank=True, default="",
+                           help_text="The device or purpose of the token; a new token for a name you "
+                                     "already use replaces the old one. Unnamed tokens are always new.")
+    never_expires = serializers.BooleanField(required=False, default=False,
+                                             help_text="Issue a token that does not expire (for clients that "
+                                                       "cannot log in again); revoke it when done.")
 
 
 class NewTokenSerializer(serializers.Serializer[Any]):  # a request body: no instance
