@@ -4,6 +4,7 @@ checked is what a client sees on the wire (bytes, framing, keep-alive) and what 
 file, plus how the server copes with clients that expect 100-continue, cut a body short or go
 away mid-download."""
 
+import contextlib
 import hashlib
 import http.client
 import os
@@ -200,7 +201,10 @@ def test_the_app_is_told_of_each_piece_as_it_lands_and_may_stop_the_transfer(liv
     assert live.app.digest.digest() == hashlib.sha256(body).digest()
     conn.close()
     live.app.told.clear()
-    conn = http.client.HTTPConnection("127.0.0.1", live.port)
-    conn.request("PUT", "/store?told=fail", body=body)
-    assert conn.getresponse().status == 500
+    with socket.create_connection(("127.0.0.1", live.port)) as sock:
+        # The server may answer and close with the body's rest unread while this still sends: the
+        # send then fails (a reset), and the answer that came before the reset is still here to read.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            sock.sendall(b"PUT /store?told=fail HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        assert sock.makefile("rb").readline().split()[1] == b"500"
     assert len(live.app.told) == 1 and live.app.stored == [len(body)]  # the failed one stored nothing
