@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from hashlib import _Hash
 
 READ = 4 << 20  # bytes read back at a time where the hash must catch up with the file
-LAG = 32 << 20  # bytes a Follower may fall behind the splice (still in the page cache there)
+LAG = 8 << 20  # bytes a Follower may fall behind the splice: what a chunk's end waits for
 KEEP = 256  # running hashes kept per process (a few hundred bytes each); the oldest go first
 
 _running: OrderedDict[uuid.UUID, tuple[int, _Hash]] = OrderedDict()
