@@ -23,7 +23,7 @@ What is handled here, and nothing else:
   offset), the declared size (413), the per-chunk checksum (460, chunk discarded) and
   completes the upload (size, whole-file sha256, atomic rename, usage accounting). The
   whole file's sha256 is computed as the chunk lands: spliced bytes are read back piece by
-  piece from the page cache by the splice's own thread (`ChunkWriter.stored`). The quota
+  piece from the page cache by a thread that follows the splice's (`ChunkWriter.stored`). The quota
   was reserved when the upload was created (pfs.uploads.create). Answers are the same JSON as
   the DRF view's (`UploadSerializer`, `{"detail": ...}` errors, `Upload-Offset` header). A
   refusal found before the body is read (bad token, unknown upload, wrong offset) is answered

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from hashlib import _Hash
 
 READ = 4 << 20  # bytes read back at a time where the hash must catch up with the file
+LAG = 8 << 20  # bytes a Follower may fall behind the splice: what a chunk's end waits for
 KEEP = 256  # running hashes kept per process (a few hundred bytes each); the oldest go first
 
 _running: OrderedDict[uuid.UUID, tuple[int, _Hash]] = OrderedDict()
@@ -64,3 +65,65 @@ def hash_file(h: _Hash, fd: int, offset: int, length: int, buf: bytearray | None
             raise OSError(f"the upload's data ends at {offset}, not {end}")
         h.update(view[:n])
         offset += n
+
+
+class Follower:
+    """Hashes the bytes the server splices into an upload's part file in a thread of its own,
+    a little behind the splice, instead of in the splice's thread between its pieces: there the
+    socket sat unread while each piece was read back and hashed (about half the time a chunk
+    took), and the client's sendfile waited on it. `landed(n)` (the splice's thread) says `n`
+    more bytes are in the file; `close()` waits until every byte landed is hashed. The follower
+    stays at most `lag` bytes behind (the splice waits for it there), so what it reads back is
+    still in the page cache. An error reading the file comes out of the next `landed` or of
+    `close`."""
+
+    def __init__(self, h: _Hash, fd: int, offset: int, lag: int = LAG) -> None:
+        self.h, self.fd, self.lag = h, fd, lag
+        self._landed = self._hashed = offset
+        self._closing = False
+        self._error: BaseException | None = None
+        self._cv = threading.Condition()
+        self._thread = threading.Thread(target=self._run, name="upload-sha256", daemon=True)
+        self._thread.start()
+
+    def landed(self, n: int) -> None:
+        with self._cv:
+            self._raise()
+            self._landed += n
+            self._cv.notify_all()
+            while self._landed - self._hashed > self.lag and self._error is None:
+                self._cv.wait()
+            self._raise()
+
+    def close(self) -> None:
+        """Wait for the hash to cover every byte landed (raising what stopped it, if anything)."""
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+        self._thread.join()
+        with self._cv:
+            self._raise()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        buf = bytearray(READ)
+        while True:
+            with self._cv:
+                while self._hashed == self._landed and not self._closing:
+                    self._cv.wait()
+                if self._hashed == self._landed or self._error is not None:
+                    return
+                start, n = self._hashed, min(READ, self._landed - self._hashed)
+            try:
+                hash_file(self.h, self.fd, start, n, buf)
+            except BaseException as e:  # noqa: BLE001 - handed to the splice's thread
+                with self._cv:
+                    self._error = e
+                    self._cv.notify_all()
+                return
+            with self._cv:
+                self._hashed += n
+                self._cv.notify_all()

@@ -14,6 +14,7 @@ promised a sha256 that has all its bytes but no digest yet waits for a chunk (an
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import stat
@@ -172,7 +173,7 @@ class ChunkWriter:
         self.session, self.fd, self.start, self.pos, self.length = session, fd, offset, offset, length
         self.checksum = checksum
         self.hash = CHECKSUM_ALGORITHMS[checksum[0]]() if checksum else None
-        self._hashed = offset  # where `stored` reads on from
+        self._follower: upload_digest.Follower | None = None  # hashing what `stored` reports
 
     def write(self, blocks: Iterable[bytes]) -> None:
         """Append `blocks` (bytes) in order with as few system calls as possible. A block of
@@ -206,18 +207,17 @@ class ChunkWriter:
 
     def stored(self, n: int) -> None:
         """`n` more bytes landed in `fd` after those hashed so far (the server's splice, from its
-        thread, piece by piece): read them back while they are fresh in the page cache and feed
-        the running hash, so it is done when the last byte is."""
+        thread, piece by piece): a follower thread reads them back while they are fresh in the
+        page cache and feeds the running hash, so it is done soon after the last byte is."""
         if self.running is not None:
-            upload_digest.hash_file(self.running, self.fd, self._hashed, n, self._buf)
-        self._hashed += n
+            if self._follower is None:
+                self._follower = upload_digest.Follower(self.running, self.fd, self.pos)
+            self._follower.landed(n)
 
-    @property
-    def _buf(self) -> bytearray:
-        buf: bytearray | None = getattr(self, "_read_buf", None)
-        if buf is None:
-            buf = self._read_buf = bytearray(upload_digest.READ)
-        return buf
+    def _hashed(self) -> None:  # the running hash covers every byte stored once this returns
+        follower, self._follower = self._follower, None
+        if follower is not None:
+            follower.close()
 
     def advance(self, n: int) -> None:
         """Count `n` bytes that were written at `pos` straight into `fd` (by the server's splice)."""
@@ -236,6 +236,7 @@ class ChunkWriter:
                                 f"resume from offset {self.pos}", 400)
             if self.hash is not None and self.checksum is not None and self.hash.digest() != self.checksum[1]:
                 raise PathError("checksum mismatch: the chunk was discarded, send it again", 460)
+            self._hashed()
         except BaseException:
             self.abort()
             raise
@@ -252,6 +253,8 @@ class ChunkWriter:
         """Give up on the chunk: one with a checksum is all or nothing, so its bytes go."""
         if self.fd < 0:
             return
+        with contextlib.suppress(Exception):  # the follower reads `fd`: done before it closes
+            self._hashed()
         upload_digest.forget(self.session.pk)  # the next chunk reads what the file holds
         try:
             if self.hash is not None:

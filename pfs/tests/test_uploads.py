@@ -285,3 +285,83 @@ def test_chunk_writer_is_exclusive_and_checksummed(alice, home_dir):
         second.finish()  # the request ended early: what arrived is kept
     assert e.value.status == 400 and "4 bytes early" in e.value.message
     assert part(home_dir, uploads.get(alice, uid)).read_bytes() == b"abcd"
+
+
+def test_spliced_bytes_are_hashed_beside_the_splice_not_between_its_pieces(alice, home_dir, monkeypatch):
+    """`stored(n)` (the server's splice thread, after each piece lands in the part file) hands
+    the piece to a thread that reads it back into the running sha256: the splice goes on
+    reading the socket meanwhile instead of waiting for each piece's hash. `finish` waits for
+    the hash, which then covers every byte (the upload completes against its sha256)."""
+    from pfs import upload_digest
+
+    mib = 1 << 20
+    data = os.urandom(3 * mib)
+    uid = uploads.create(alice, f"{A}/s.bin", len(data), sha256=hashlib.sha256(data).hexdigest()).pk
+    writer = uploads.ChunkWriter(uploads.get(alice, uid), 0, len(data))
+    real, hashing, release = upload_digest.hash_file, threading.Event(), threading.Event()
+
+    def held_hash_file(h, fd, offset, length, buf=None):
+        hashing.set()
+        assert release.wait(60)
+        real(h, fd, offset, length, buf)
+
+    monkeypatch.setattr(upload_digest, "hash_file", held_hash_file)
+    spliced = threading.Event()
+
+    def splice():  # what core.server's _store_body does: each piece into the file, then told
+        for at in range(0, len(data), mib):
+            os.pwrite(writer.fd, data[at:at + mib], at)
+            writer.stored(mib)
+        spliced.set()
+
+    splicer = threading.Thread(target=splice)
+    splicer.start()
+    try:
+        assert spliced.wait(30) and hashing.is_set()  # all stored while the first piece's hash waits
+    finally:
+        release.set()
+        splicer.join()
+    writer.advance(len(data))
+    assert writer.finish() == len(data)
+    assert (home_dir / "s.bin").read_bytes() == data
+
+
+def test_the_hash_follows_at_most_lag_bytes_behind_and_its_errors_come_out(tmp_path, monkeypatch):
+    from pfs import upload_digest
+
+    mib = 1 << 20
+    data = os.urandom(4 * mib)
+    (tmp_path / "f").write_bytes(data)
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        real, gate, behind = upload_digest.hash_file, threading.Semaphore(0), []
+
+        def gated(h, fd, offset, length, buf=None):
+            behind.append(follower._landed - offset)
+            assert gate.acquire(timeout=60)
+            real(h, fd, offset, length, buf)
+
+        monkeypatch.setattr(upload_digest, "hash_file", gated)
+        h = hashlib.sha256()
+        follower = upload_digest.Follower(h, fd, 0, lag=mib)
+        splicer = threading.Thread(target=lambda: [follower.landed(mib) for _ in range(4)])
+        splicer.start()
+        for _ in range(4):
+            gate.release()
+        splicer.join()
+        follower.close()
+        assert h.hexdigest() == hashlib.sha256(data).hexdigest()
+        assert behind and max(behind) <= 2 * mib  # the splice waited: never more than lag + a piece
+
+        def broken(h, fd, offset, length, buf=None):
+            raise OSError("the disk went away")
+
+        monkeypatch.setattr(upload_digest, "hash_file", broken)
+        follower = upload_digest.Follower(hashlib.sha256(), fd, 0, lag=mib)
+        follower.landed(mib)
+        with pytest.raises(OSError, match="went away"):
+            follower.close()
+        with pytest.raises(OSError, match="went away"):
+            follower.landed(mib)
+    finally:
+        os.close(fd)
