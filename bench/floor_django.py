@@ -6,6 +6,7 @@ query) and returns it as JSON. The service's detail against it says how much of 
 bare view (bench/bare_django.py) the database round trips and the token check themselves are."""
 
 import os
+from datetime import UTC
 from hmac import compare_digest
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "paddleweb.settings")
@@ -43,7 +44,9 @@ def view(request: HttpRequest, name: str) -> JsonResponse:
     with connection.cursor() as cursor:
         cursor.execute(_TOKEN_SQL, [token[:CONSTANTS.TOKEN_KEY_LENGTH]])
         found = cursor.fetchone()
-        if (found is None or not found[3] or (found[1] is not None and found[1] < timezone.now())
+        # SQLite's cursor gives the expiry without its zone (UTC, as Django stores it)
+        expiry = found and found[1] and (found[1] if timezone.is_aware(found[1]) else found[1].replace(tzinfo=UTC))
+        if (found is None or not found[3] or (expiry and expiry < timezone.now())
                 or not compare_digest(hash_token(token), found[0])):
             return JsonResponse({"detail": "Invalid token."}, status=401)
         cursor.execute(_JOB_SQL, [found[2], name])
