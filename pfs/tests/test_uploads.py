@@ -317,7 +317,8 @@ def test_spliced_bytes_are_hashed_beside_the_splice_not_between_its_pieces(alice
     splicer = threading.Thread(target=splice)
     splicer.start()
     try:
-        assert spliced.wait(30) and hashing.is_set()  # all stored while the first piece's hash waits
+        assert spliced.wait(30)  # all stored while the first piece's hash is held
+        assert hashing.wait(30)  # ... in the follower's thread, which may start after the splice is done
     finally:
         release.set()
         splicer.join()
