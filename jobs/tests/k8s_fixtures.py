@@ -103,7 +103,7 @@ class Part:
     def watcher(self):
         return next(iter(self.part.watchers.values()))[1]
 
-    def until(self, check: Callable[[], object], timeout: float = 10.0, what: str | Callable[[], str] = "condition"):
+    def until(self, check: Callable[[], object], timeout: float = 30.0, what: str | Callable[[], str] = "condition"):
         return wait_for(check, timeout, what, tick=self.tick)
 
     def job(self, job):
