@@ -10,7 +10,7 @@ from jobs import services
 from pfs.services import home_of
 from tests.support import LiveASGI, logged_in_browser, make_package, needs_chromium
 
-pytestmark = [pytest.mark.timeout(300), needs_chromium]
+pytestmark = [pytest.mark.timeout(420), needs_chromium]
 
 # The second line waits for the test's signal (a file in the home), written once the page's websocket is
 # open: on a busy machine the browser can take longer to start than any fixed sleep in the job.
@@ -36,11 +36,12 @@ def test_the_job_page_shows_pushed_logs_and_state(system, alice, monkeypatch):
             page.goto(f"{server.url}/jobs/{job.name}/", timeout=60_000)
             page.wait_for_function("document.body.dataset.live === 'open'", timeout=60_000)
             (home_of(alice, "local").disk / "go").touch()
-            page.locator("pre.log", has_text="second line").wait_for(timeout=60_000)
+            # the replica may start well after the page, on a busy machine
+            page.locator("pre.log", has_text="second line").wait_for(timeout=180_000)
             page.locator(".jobstate .state", has_text="Succeeded").wait_for(timeout=60_000)
         except PlaywrightTimeout:
             job.refresh_from_db()
-            replicas = list(job.replicas.values_list("name", "state"))
+            replicas = [(r.name, r.state, r.message) for r in job.replicas.all()]
             raise AssertionError(f"job {job.state} ({job.message!r}), replicas {replicas}, websocket frames {frames}, "
                                  f"page says live={page.evaluate('document.body.dataset.live')}") from None
 
