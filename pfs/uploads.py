@@ -214,7 +214,7 @@ class ChunkWriter:
                 self._follower = upload_digest.Follower(self.running, self.fd, self.pos)
             self._follower.landed(n)
 
-    def _hashed(self) -> None:  # the running hash covers every byte stored once this returns
+    def _wait_for_hash(self) -> None:  # the running hash covers every byte stored once this returns
         follower, self._follower = self._follower, None
         if follower is not None:
             follower.close()
@@ -236,7 +236,7 @@ class ChunkWriter:
                                 f"resume from offset {self.pos}", 400)
             if self.hash is not None and self.checksum is not None and self.hash.digest() != self.checksum[1]:
                 raise PathError("checksum mismatch: the chunk was discarded, send it again", 460)
-            self._hashed()
+            self._wait_for_hash()
         except BaseException:
             self.abort()
             raise
@@ -254,7 +254,7 @@ class ChunkWriter:
         if self.fd < 0:
             return
         with contextlib.suppress(Exception):  # the follower reads `fd`: done before it closes
-            self._hashed()
+            self._wait_for_hash()
         upload_digest.forget(self.session.pk)  # the next chunk reads what the file holds
         try:
             if self.hash is not None:
