@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import httpx
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 from tenacity.stop import stop_base
 
 from . import __version__
+from ._httpx import httpx
 from .config import TokenCache, normalize_endpoint
 from .errors import APIError, AuthError, ConfigError, ConnectionFailed, NotFound
 

@@ -54,9 +54,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .errors import ConfigError
+
+# yaml is imported where a file is read or written: a command configured by the environment alone
+# (CI, bench/cli_start.py) never loads it.
 
 ENV_CONFIG = "PADDLE_CONFIG"
 ENV_DATACENTER = "PADDLECTL_DATACENTER"
@@ -198,6 +199,8 @@ def load(path: str | Path | None = None) -> Config:
         return Config(path, False, {}, [], None)
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+    import yaml
+
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as e:
@@ -299,6 +302,12 @@ def device_name(cfg: Config) -> str:
     return str(name).strip() if name and str(name).strip() else socket.gethostname() or "paddlectl"
 
 
+def _dump(data: Any, **options: Any) -> str:
+    import yaml
+
+    return str(yaml.safe_dump(data, **options))
+
+
 def _write_private(path: Path, text: str) -> None:
     """Write atomically with mode 0600 (the file holds a password or token)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -323,7 +332,7 @@ def save_login(cfg: Config, name: str, endpoint: str, username: str, token: str,
         data = {k: v for k, v in cfg.data.items() if k != "password"}
         data.update({"username": username, SEED001_SERVER: endpoint, "token": token,
                      **({"device": device} if device else {})})
-        _write_private(cfg.path, yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+        _write_private(cfg.path, _dump(data, sort_keys=False, default_flow_style=False))
         return
     data = dict(cfg.data) if cfg.exists and "datacenters" in cfg.data else {
         "datacenters": [{"name": dc.name, "username": dc.username, "endpoint": dc.endpoint,
@@ -347,13 +356,13 @@ def save_login(cfg: Config, name: str, endpoint: str, username: str, token: str,
         data["current-datacenter"] = name
     if device:
         data["device"] = device
-    _write_private(cfg.path, yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+    _write_private(cfg.path, _dump(data, sort_keys=False, default_flow_style=False))
 
 
 def set_current(cfg: Config, name: str) -> None:
     data = dict(cfg.data)
     data["current-datacenter"] = name
-    _write_private(cfg.path, yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+    _write_private(cfg.path, _dump(data, sort_keys=False, default_flow_style=False))
 
 
 def save_logout(cfg: Config, name: str) -> bool:
@@ -361,7 +370,7 @@ def save_logout(cfg: Config, name: str) -> bool:
     if cfg.seed001:
         if name != SEED001_NAME or "token" not in cfg.data:
             return False
-        _write_private(cfg.path, yaml.safe_dump({k: v for k, v in cfg.data.items() if k != "token"},
+        _write_private(cfg.path, _dump({k: v for k, v in cfg.data.items() if k != "token"},
                                                 sort_keys=False))
         return True
     entries = [dict(e) for e in (cfg.data.get("datacenters") or [])]
@@ -371,7 +380,7 @@ def save_logout(cfg: Config, name: str) -> bool:
             entry.pop("token")
             found = True
     if found:
-        _write_private(cfg.path, yaml.safe_dump({**cfg.data, "datacenters": entries}, sort_keys=False))
+        _write_private(cfg.path, _dump({**cfg.data, "datacenters": entries}, sort_keys=False))
     return found
 
 
@@ -384,8 +393,14 @@ class TokenCache:
 
     def _read(self) -> dict[str, str]:
         try:
-            data = yaml.safe_load(self.path.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError):
+            text = self.path.read_text(encoding="utf-8")
+        except OSError:
+            return {}
+        import yaml
+
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError:
             return {}
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
@@ -399,4 +414,4 @@ class TokenCache:
         else:
             data[key] = token
         with contextlib.suppress(OSError):
-            _write_private(self.path, yaml.safe_dump(data))
+            _write_private(self.path, _dump(data))

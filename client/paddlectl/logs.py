@@ -19,13 +19,11 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
-
 from .errors import ConnectionFailed
-from .live import JobEvents
 
 if TYPE_CHECKING:
     from .api import API
+    from .live import JobEvents  # websockets: imported by a follower only
 
 TERMINAL_STATES = ("Succeeded", "Failed", "Killed")
 BUILD = "build"  # the job's runtime build log (pip's output, the image build), beside the replicas'
@@ -73,6 +71,8 @@ class LogReader:
     def _call(self, fn: Callable[[], Any]) -> Any:
         if not self.follow:
             return fn()
+        from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
         retrying = Retrying(stop=stop_after_delay(self.reconnect_for), reraise=True,
                             wait=wait_exponential(multiplier=0.5, max=10),
                             retry=retry_if_exception_type(ConnectionFailed))
@@ -113,7 +113,11 @@ class LogReader:
 
     def __iter__(self) -> Iterator[LogLine]:
         # Listening starts before the first read, so nothing after it goes unnoticed.
-        events = JobEvents(self.api, self.job).start() if self.follow else None
+        events = None
+        if self.follow:
+            from .live import JobEvents
+
+            events = JobEvents(self.api, self.job).start()
         try:
             yield from self._read(events)
         finally:

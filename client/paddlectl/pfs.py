@@ -27,10 +27,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-import httpx
-
 from . import pfs_upload, wire
+from ._httpx import httpx
 from .errors import APIError, ConnectionFailed, NotFound, PaddlectlError
+from .pfs_paths import is_remote as is_remote
+from .pfs_paths import join
 from .pfs_upload import REPORT_INTERVAL as REPORT_INTERVAL
 from .pfs_upload import Meter, Progress
 
@@ -57,14 +58,6 @@ CHUNK = 64 << 20  # resumable upload chunk: the most a server takes in one reque
 # 10-25 ms here), 16 times per GiB at 64 MiB; the bytes of a chunk cut off are kept all the same.
 WIRE_CHUNK = 256 << 20
 RETRY_FOR = 300.0  # seconds a transfer keeps retrying a dropped connection
-
-
-def is_remote(path: str) -> bool:
-    return path == "/pfs" or path.startswith("/pfs/")
-
-
-def join(base: str, *parts: str) -> str:
-    return posixpath.join(base.rstrip("/") or "/", *[p.strip("/") for p in parts if p])
 
 
 def _resume_etag(remote: str, part: Path, side: Path) -> str | None:

@@ -18,19 +18,19 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
-
-import httpx
 
 from . import __version__
 from . import config as cfgmod
 from .api import API, JsonObject, tls_context
 from .errors import APIError, ConfigError, NotFound, PaddlectlError
 from .job import PaddleJob, check_job_name
-from .live import JobEvents
 from .logs import TERMINAL_STATES, LogLine, LogReader
 from .pfs_paths import home_form
+
+if TYPE_CHECKING:
+    import httpx
 
 ACTIVE_STATES = ("Queued", "Building", "Starting", "Running", "Suspended")
 JobDict = dict[str, Any]
@@ -267,6 +267,8 @@ class Client:
         Reads the job when its websocket pushes a change, or every `interval` s without one."""
         wanted = {states} if isinstance(states, str) else set(states)
         deadline = None if timeout is None else time.monotonic() + timeout
+        from .live import JobEvents  # websockets: only for a wait
+
         with JobEvents(self.api, name) as events:
             while True:
                 job = self.get(name)

@@ -25,8 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-import httpx
-
+from ._httpx import httpx
 from .api import API, error_from
 from .errors import ConnectionFailed
 

@@ -9,7 +9,6 @@ import sys
 
 from .. import __version__
 from .. import config as cfgmod
-from ..api import API, tls_context
 from ..errors import AuthError, ConfigError, PaddlectlError
 from . import output
 from .base import Context, UsageError, command
@@ -66,6 +65,8 @@ def login(ctx: Context, args: argparse.Namespace) -> int:
                     or (entry.password if entry and entry.username == username else None)
                     or _prompt("password", True))
     device = args.device or cfgmod.device_name(cfg)
+    from ..api import API, tls_context  # httpx: only for the commands that talk to a server
+
     tls = tls_context(entry.usercert, entry.userkey, entry.cacert) if entry else None
     with API(endpoint, tls=tls) as api:
         token = api.obtain_token(username, password, device)
@@ -83,6 +84,8 @@ def _logout_setup(p: argparse.ArgumentParser) -> None:
 
 def _revoke_on_server(dc: cfgmod.Datacenter) -> None:
     """Revoke the stored token on the server too, so a leftover copy of the config is useless."""
+    from ..api import API, tls_context
+
     try:
         with API(dc.endpoint, token=dc.token, retries=1, tls=tls_context(dc.usercert, dc.userkey, dc.cacert)) as api:
             current = next((t for t in api.paginate("auth/tokens/") if t.get("current")), None)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PaddlectlError
-from ..pfs import is_remote, join
+from ..pfs_paths import is_remote, join
 from . import output
 from .base import Context, UsageError, command
 from .progress import transfer_progress

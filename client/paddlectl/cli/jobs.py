@@ -350,14 +350,13 @@ def logs(ctx: Context, args: argparse.Namespace) -> int:
         raise UsageError(f"job {args.job} has no worker '{args.worker}'; it has: {', '.join([BUILD, *replicas])}")
     prefix = args.prefix if args.prefix is not None else (worker is None and len(replicas) > 1)
     lines = args.lines if args.lines is not None else (None if args.follow else 10)
-    err = output.console(stderr=True)
 
     def on_job(state: dict[str, Any]) -> None:
         running = sum(r["state"] == "Running" for r in state.get("replicas", []))
         pending = sum(r["state"] == "Pending" for r in state.get("replicas", []))
         why = f" ({state['reason']}: {state['message']})" if state.get("reason") and state.get("message") else ""
-        err.print(f"[paddlectl] job {state['name']} {state['state']}{why}: {running} running, {pending} pending",
-                  style="dim")
+        output.console(stderr=True).print(f"[paddlectl] job {state['name']} {state['state']}{why}: {running} running, "
+                                          f"{pending} pending", style="dim")
 
     out = sys.stdout
     lines_iter = ctx.client.logs(args.job, replica=worker, lines=lines, follow=args.follow,

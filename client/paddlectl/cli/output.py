@@ -1,4 +1,8 @@
-"""Output: tables by default (rich), or -o wide | json | yaml | name."""
+"""Output: tables by default (rich), or -o wide | json | yaml | name.
+
+rich and yaml are imported when a table or YAML is printed, not with the module: every command
+imports this one, and the two cost about as much as the rest of the command line's start
+(client/tests/test_cli_start.py)."""
 
 from __future__ import annotations
 
@@ -6,12 +10,10 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-from rich import box
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.console import Console
 
 FORMATS = ("table", "wide", "json", "yaml", "name")
 
@@ -19,6 +21,8 @@ FORMATS = ("table", "wide", "json", "yaml", "name")
 def console(stderr: bool = False) -> Console:
     """A console on the *current* sys.stdout/stderr (tests swap them). Off a terminal lines
     are never wrapped, so output stays greppable."""
+    from rich.console import Console
+
     stream = sys.stderr if stderr else sys.stdout
     tty = hasattr(stream, "isatty") and stream.isatty()
     return Console(file=stream, width=None if tty else 4000, soft_wrap=not tty, highlight=False,
@@ -113,6 +117,8 @@ def emit(data: Any, fmt: str, columns: Sequence[Column] = (), wide: Sequence[Col
         out.out(json.dumps(data, indent=2, ensure_ascii=False, default=str), highlight=False)
         return
     if fmt == "yaml":
+        import yaml
+
         out.out(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip("\n"),
                 highlight=False)
         return
@@ -121,6 +127,9 @@ def emit(data: Any, fmt: str, columns: Sequence[Column] = (), wide: Sequence[Col
         for row in rows:
             out.out(name(row) if name else str(row.get("name", "")), highlight=False)
         return
+    from rich import box
+    from rich.table import Table
+
     table = Table(box=box.SIMPLE_HEAD if out.is_terminal else None, show_edge=False, pad_edge=False,
                   header_style="bold", padding=(0, 3, 0, 0), expand=False)
     cols = [*columns, *(wide if fmt == "wide" else ())]

@@ -5,15 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
-
 from .output import console
 
 ProgressFn = Callable[[int, int], None]
@@ -39,6 +30,15 @@ def transfer_progress(label: str, enabled: bool = True) -> Iterator[ProgressFn |
         if state["total"]:
             err.print(f"{label} ... Done")
         return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                   TimeRemainingColumn(), console=err, transient=False) as bar:
         task = bar.add_task(label, total=None)
