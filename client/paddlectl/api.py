@@ -1,4 +1,4 @@
-"""The HTTP layer: one httpx client per server, token auth, retries, and error mapping.
+"""The HTTP layer: an httpx client per server (and one for URLs elsewhere), token auth, retries, error mapping.
 
 Idempotent requests (GET, HEAD, PUT, DELETE) are retried with exponential backoff when the
 connection fails or the server answers 502/503/504; other requests only when the connection
@@ -8,9 +8,11 @@ could not be made at all, so nothing is ever done twice.
 from __future__ import annotations
 
 import ssl
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
 from tenacity.stop import stop_base
@@ -74,6 +76,15 @@ def tls_context(usercert: str | None = None, userkey: str | None = None,
     return context
 
 
+def plain_http(endpoint: str) -> bool:
+    """Whether requests to `endpoint` go in plain HTTP straight to it: an http:// URL, and no
+    HTTP proxy set in the environment (urllib's reading of it, which httpx's starts from)."""
+    if urlsplit(endpoint).scheme != "http":
+        return False
+    proxies = urllib.request.getproxies()
+    return not (proxies.get("http") or proxies.get("all"))
+
+
 class API:
     """Talks to one PaddleCloud server's /api/v2/."""
 
@@ -91,10 +102,28 @@ class API:
         self._cache = token_cache if (password and not token) else None
         self.retries = retries
         self.transport = transport  # a custom one (tests, mounts): transfers go through httpx (wire.py)
-        self.http = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(timeout, connect=10.0),
-                                 headers={"User-Agent": f"paddlectl/{__version__}", "Accept": "application/json"},
-                                 transport=transport, follow_redirects=False,
-                                 verify=tls if tls is not None else True)  # httpx's default: True
+        self._timeout = httpx.Timeout(timeout, connect=10.0)
+        # Plain HTTP to the endpoint with no proxy: no request on self.http ever does TLS, so it
+        # gets a context without the CA bundle, which httpx would load for nothing (OpenSSL 3
+        # parses it in 25-40 ms, a third of a command's start); one that trusts nothing, should
+        # TLS happen after all. A URL elsewhere (a `next` link to another origin) goes through a
+        # client made as for any endpoint (_client_for).
+        self.plain = tls is None and transport is None and plain_http(self.endpoint)
+        self.http = self._client(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT) if self.plain
+                                 else tls if tls is not None else True)  # httpx's default: True
+        self._elsewhere: httpx.Client | None = None
+
+    def _client(self, verify: ssl.SSLContext | bool) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, timeout=self._timeout,
+                            headers={"User-Agent": f"paddlectl/{__version__}", "Accept": "application/json"},
+                            transport=self.transport, follow_redirects=False, verify=verify)
+
+    def _client_for(self, url: str) -> httpx.Client:
+        if not self.plain or "://" not in url or url.startswith(self.endpoint + "/"):
+            return self.http
+        if self._elsewhere is None:
+            self._elsewhere = self._client(True)
+        return self._elsewhere
 
     # --- auth -----------------------------------------------------------------------------
     @property
@@ -143,8 +172,9 @@ class API:
             for attempt in self._retrying(method):
                 with attempt:
                     hdrs = {**(self._auth_header() if auth else {}), **(headers or {})}
-                    request = self.http.build_request(method, path, headers=hdrs, **kwargs)
-                    response = self.http.send(request, stream=stream)
+                    http = self._client_for(path)
+                    request = http.build_request(method, path, headers=hdrs, **kwargs)
+                    response = http.send(request, stream=stream)
                     if response.status_code in RETRY_STATUS:
                         response.close()
                         raise _RetryableStatus(response)
@@ -214,6 +244,8 @@ class API:
 
     def close(self) -> None:
         self.http.close()
+        if self._elsewhere is not None:
+            self._elsewhere.close()
 
     def __enter__(self) -> API:
         return self

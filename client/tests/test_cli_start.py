@@ -3,13 +3,18 @@
 read at its exit, so nothing the command did escapes the count: help without httpx, tenacity,
 rich or yaml; rich for a table, not for a command that prints plain lines; yaml for a config
 file, not for a command configured by the environment; websockets for `logs -f` alone; never
-httpx's own command line (click, pygments)."""
+httpx's own command line (click, pygments). Also the HTTP client of a plain-http endpoint, which
+loads no CA bundle, and what a request elsewhere gets instead."""
 
 from __future__ import annotations
 
+import json
 import os
+import ssl
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -132,3 +137,86 @@ def test_every_module_imports_httpx_through_the_one_that_leaves_its_command_line
             if id(node) not in typing_only and any(n.split(".")[0] == "httpx" for n in names):
                 found.append(f"{path.name}:{node.lineno}")
     assert found == []
+
+
+# --- the plain-http client's TLS --------------------------------------------------------------
+@pytest.fixture
+def ca_loads(monkeypatch):
+    """Calls that load CA certificates into a context (httpx's verify=True does, with certifi's)."""
+    calls: list[object] = []
+    original = ssl.SSLContext.load_verify_locations
+
+    def spy(self, *args, **kwargs):
+        calls.append(args or kwargs)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", spy)
+    return calls
+
+
+def test_a_plain_http_endpoint_loads_no_ca_bundle_unless_a_proxy_is_on_the_way(ca_loads, monkeypatch):
+    from paddlectl.api import API
+
+    for var in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    API("http://127.0.0.1:1").close()
+    assert ca_loads == []
+    API("https://127.0.0.1:1").close()
+    assert len(ca_loads) == 1
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:2")  # the proxy could be told to use TLS
+    API("http://127.0.0.1:1").close()
+    assert len(ca_loads) > 1
+
+
+def _serve(handler: type[BaseHTTPRequestHandler], tls: ssl.SSLContext | None = None) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _json_handler(pages: dict[str, object]) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps(pages[self.path.split("?")[0]]).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return Handler
+
+
+def test_a_next_link_to_another_origin_is_fetched_with_verified_tls(tmp_path, monkeypatch):
+    """The plain endpoint's client trusts no CA; a page elsewhere, over https, goes through a
+    client made as for any endpoint: it verifies the server (here against SSL_CERT_FILE, which
+    httpx reads as it always did), and refuses one it cannot verify."""
+    from paddlectl.api import API
+    from paddlectl.errors import ConnectionFailed
+
+    from .tls_proxy import CertAuthority
+
+    ca = CertAuthority(tmp_path / "ca")
+    cert, key = ca.issue("localhost", server=True)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    elsewhere = _serve(_json_handler({"/page2/": {"results": [3, 4], "next": None}}), tls)
+    first = {"results": [1, 2], "next": f"https://localhost:{elsewhere.server_address[1]}/page2/"}
+    plain = _serve(_json_handler({"/api/v2/things/": first}))
+    try:
+        monkeypatch.setenv("SSL_CERT_FILE", str(ca.cert))
+        with API(f"http://127.0.0.1:{plain.server_address[1]}", retries=0) as api:
+            assert api.plain
+            assert list(api.paginate("things/")) == [1, 2, 3, 4]
+        monkeypatch.delenv("SSL_CERT_FILE")
+        with API(f"http://127.0.0.1:{plain.server_address[1]}", retries=0) as api, \
+                pytest.raises(ConnectionFailed, match="CERTIFICATE_VERIFY_FAILED"):
+            list(api.paginate("things/"))
+    finally:
+        plain.shutdown()
+        elsewhere.shutdown()
