@@ -220,3 +220,27 @@ def test_a_next_link_to_another_origin_is_fetched_with_verified_tls(tmp_path, mo
     finally:
         plain.shutdown()
         elsewhere.shutdown()
+
+
+@pytest.mark.parametrize("argv", [
+    ["ls"], ["ls", "-r", "/pfs/local/home/alice"], ["-o", "json", "get", "jobs", "-a"], ["get", "-o", "wide", "jobs"],
+    ["-config", "ls", "get", "jobs"],  # a flag's value that names a command: the guess is wrong
+    ["-datacenter", "cp", "cp", "a", "/pfs/x"], ["--output=yaml", "logs", "-f", "job"], ["-config", "ls"],
+    ["submit", "-jobname", "ls", "-env", "A=1", "-e", "B=2", "pkg"], ["pfs-less", "ls"], ["-version"], [],
+    ["submit", "--output", "out/dir", "pkg"], ["logs", "--no-prefix", "job"], ["help", "cp"],
+])
+def test_parsing_with_the_one_subcommand_named_reads_as_the_whole_parser(argv):
+    """What main() parses, by the parser made for the subcommand it guessed, is what the whole
+    parser makes of the same words, or the same error."""
+    from paddlectl.cli.base import UsageError
+    from paddlectl.cli.main import _parse, build_parser
+
+    def parsed(parse):
+        try:
+            return vars(parse())
+        except UsageError as e:
+            return str(e)
+
+    whole = parsed(lambda: build_parser()[0].parse_args(argv))
+    assert parsed(lambda: _parse(list(argv), "paddlectl")[0]) == whole
+    assert isinstance(whole, str) == (argv == ["pfs-less", "ls"])  # every case parses but that one

@@ -26,6 +26,7 @@ class Command:
     group: str = "main"  # "main" or "pfs"
     usage: str | None = None
     aliases: tuple[str, ...] = ()
+    reads_parsers: bool = False  # it reads every subcommand's parser (args._parsers): help, completion
 
 
 COMMANDS: dict[str, Command] = {}
@@ -37,12 +38,12 @@ def _no_setup(parser: argparse.ArgumentParser) -> None:
 
 
 def command(name: str, summary: str, *, setup: Callable[[argparse.ArgumentParser], None] = _no_setup,
-            group: str = "main", usage: str | None = None,
-            aliases: tuple[str, ...] = ()) -> Callable[[_Run], _Run]:
+            group: str = "main", usage: str | None = None, aliases: tuple[str, ...] = (),
+            reads_parsers: bool = False) -> Callable[[_Run], _Run]:
     """Register `run(ctx, args)` as a subcommand whose flags `setup(parser)` adds."""
 
     def wrap(run: _Run) -> _Run:
-        COMMANDS[name] = Command(name, summary, setup, run, group, usage, aliases)
+        COMMANDS[name] = Command(name, summary, setup, run, group, usage, aliases, reads_parsers)
         return run
 
     return wrap

@@ -19,7 +19,8 @@ def _help_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("topic", nargs="?", metavar="<subcommand>")
 
 
-@command("help", "describe subcommands and their syntax", setup=_help_setup, usage="paddlectl help [<subcommand>]")
+@command("help", "describe subcommands and their syntax", setup=_help_setup, usage="paddlectl help [<subcommand>]",
+         reads_parsers=True)
 def help_(ctx: Context, args: argparse.Namespace) -> int:
     if not args.topic:
         sys.stdout.write(top_usage(ctx.prog))
@@ -110,7 +111,7 @@ def _completion_setup(p: argparse.ArgumentParser) -> None:
 
 
 @command("completion", "print a shell completion script (bash or zsh)", setup=_completion_setup,
-         usage="paddlectl completion bash|zsh   (e.g. source <(paddlectl completion bash))")
+         usage="paddlectl completion bash|zsh   (e.g. source <(paddlectl completion bash))", reads_parsers=True)
 def completion(ctx: Context, args: argparse.Namespace) -> int:
     sys.stdout.write(script(args.shell, args._parsers, ctx.prog))
     return 0
