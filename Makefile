@@ -70,7 +70,7 @@ BENCH_RESULTS ?= var/bench-results.jsonl
 bench: $(VENV)/.installed-dev
 	@mkdir -p var && rm -f $(BENCH_RESULTS)
 	export BENCH_RESULTS=$(abspath $(BENCH_RESULTS)); status=0; \
-	for b in memory launch job_list web log_lag transfer fit_a_line_overhead legacy_upload recordio; do \
+	for b in memory launch job_list web log_lag transfer cli_start fit_a_line_overhead legacy_upload recordio; do \
 		$(BIN)/python bench/$$b.py || status=1; done; \
 	BENCH_WINDOW=$${BENCH_WINDOW:-20} $(BIN)/python bench/k8s_status_sync.py || status=1; \
 	$(BIN)/python bench/report.py $$BENCH_RESULTS; exit $$status

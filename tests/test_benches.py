@@ -24,6 +24,7 @@ SMALL = {
     "web": ([], {"BENCH_ROUNDS": "1", "BENCH_SECONDS": "1"}, "job detail req/s"),
     "log_lag": (["--viewers", "3", "--rate", "200", "--seconds", "2"], {}, "viewers of 200 lines/s"),
     "transfer": (["--size-mib", "8", "--rounds", "1"], {"BENCH_SETTLE": "0"}, "paddlectl cp 8 MiB upload"),
+    "cli_start": ([], {"BENCH_ROUNDS": "1"}, "paddlectl ls <home>"),
     "legacy_upload": (["--size-mib", "8", "--rounds", "1"], {}, ""),
     "recordio": (["--mb", "2", "--fallback-mb", "1", "--repeat", "1"], {}, ""),
 }
