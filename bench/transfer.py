@@ -10,8 +10,8 @@ fast as its upload.
 
 Keeping it honest: before every measurement (`ready`) the destination is gone, `sync` leaves no
 dirty pages to write back, and the source is read once more so it is in the page cache for every
-side alike. `paddlectl cp` is the command line, a process of its own, as users start it; it
-checks the whole file's sha256 (the server verifies it before the upload is put in place).
+side alike. `paddlectl cp` is the command line, a process of its own, as users start it; its
+upload is checked whole by CRC-32C (the server verifies it before the upload is put in place).
 Medians and p99 of the rounds; the load average is printed with them.
 """
 

@@ -21,8 +21,8 @@ What is handled here, and nothing else:
   unknown upload is 404), and `pfs.uploads.ChunkWriter`, which re-resolves the destination
   through pfs.paths, checks the lock, the offset (409 with the current
   offset), the declared size (413), the per-chunk checksum (460, chunk discarded) and
-  completes the upload (size, whole-file sha256, atomic rename, usage accounting). The
-  whole file's sha256 is computed as the chunk lands: spliced bytes are read back piece by
+  completes the upload (size, whole-file digest, atomic rename, usage accounting). The
+  whole file's digest is computed as the chunk lands: spliced bytes are read back piece by
   piece from the page cache by a thread that follows the splice's (`ChunkWriter.stored`). The quota
   was reserved when the upload was created (pfs.uploads.create). Answers are the same JSON as
   the DRF view's (`UploadSerializer`, `{"detail": ...}` errors, `Upload-Offset` header). A
@@ -163,7 +163,7 @@ class _Refused(Exception):
 
 
 def _start(auth: str, upload_id: str, offset_h: str | None, length_h: str | None,
-           checksum_h: str | None, sha256_h: str | None) -> ChunkWriter:
+           checksum_h: str | None, sha256_h: str | None, crc32c_h: str | None) -> ChunkWriter:
     """Authenticate, find the upload and open the chunk (the view's checks, in its order).
     Runs in the request's database thread."""
     from rest_framework.exceptions import AuthenticationFailed
@@ -191,8 +191,8 @@ def _start(auth: str, upload_id: str, offset_h: str | None, length_h: str | None
         except (TypeError, ValueError):
             raise PathError("Content-Length is required (chunked request bodies are not accepted)", 411) from None
         checksum = upload_headers.parse_checksum(checksum_h)
-        sha256 = upload_headers.parse_sha256(sha256_h)
-        return uploads.ChunkWriter(session, offset, length, checksum, bounded=False, sha256=sha256)
+        digest = upload_headers.parse_digest(sha256_h, crc32c_h)
+        return uploads.ChunkWriter(session, offset, length, checksum, bounded=False, digest=digest)
     except PathError as e:
         raise _refusal(e) from None
 
@@ -278,7 +278,7 @@ async def patch_chunk(scope: Scope, receive: Receive, send: Send, upload_id: str
             try:
                 writer = await db(auth, upload_id, header(scope, b"upload-offset"),
                                   header(scope, b"content-length"), header(scope, b"upload-checksum"),
-                                  header(scope, b"upload-sha256"))
+                                  header(scope, b"upload-sha256"), header(scope, b"upload-crc32c"))
             except _Refused as r:
                 await _respond(send, r.status, r.body, r.headers)
                 return

@@ -33,9 +33,14 @@ class UploadSession(models.Model):
     datacenter = models.ForeignKey("accounts.Datacenter", on_delete=models.CASCADE, related_name="pfs_uploads")
     path = models.CharField(max_length=4096, help_text="Destination PFS path.")
     size = models.PositiveBigIntegerField()
-    sha256 = models.CharField(max_length=64, blank=True, help_text="Expected hex digest of the whole file.")
-    sha256_later = models.BooleanField(default=False, help_text="The sha256 comes with a chunk (Upload-Sha256); "
-                                       "the upload is not put in place without it.")
+    # The whole file's check before it is put in place: sha256, or crc32c (what paddlectl uses:
+    # a tenth of sha256's CPU, the check cloud object stores make of whole objects). The digest
+    # is given when the upload is created, or promised (`digest_later`) and brought by a chunk.
+    digest_algorithm = models.CharField(max_length=8, blank=True, choices=[("sha256", "sha256"), ("crc32c", "crc32c")],
+                                        help_text="How the whole file is checked (blank: only its size).")
+    digest = models.CharField(max_length=64, blank=True, help_text="Expected hex digest of the whole file.")
+    digest_later = models.BooleanField(default=False, help_text="The digest comes with a chunk (Upload-Sha256 or "
+                                       "Upload-Crc32c); the upload is not put in place without it.")
     overwrite = models.BooleanField(default=True)
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)

@@ -13,7 +13,9 @@ from .paths import PathError
 # The largest file an upload may declare (1 PiB): far past any quota, and a size or offset the
 # database, JavaScript clients and the OS all hold exactly.
 MAX_FILE_SIZE = 1 << 50
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+# The whole file's digest, in hex: by algorithm, its form and the chunk header that brings it.
+DIGEST_FORMS = {"sha256": re.compile(r"^[0-9a-f]{64}$"), "crc32c": re.compile(r"^[0-9a-f]{8}$")}
+DIGEST_HEADERS = {"sha256": "Upload-Sha256", "crc32c": "Upload-Crc32c"}
 CHECKSUM_ALGORITHMS = {"sha256": hashlib.sha256, "md5": hashlib.md5, "sha1": hashlib.sha1}
 
 
@@ -28,12 +30,21 @@ def parse_offset(header: str | None) -> int:
     return offset
 
 
-def parse_sha256(header: str | None) -> str:
-    """`Upload-Sha256: <hex>`: the whole file's sha256, on any chunk ("" without one)."""
-    value = (header or "").strip().lower()
-    if value and not _HEX64.match(value):
-        raise PathError("Upload-Sha256 must be the whole file's sha256: 64 hexadecimal digits")
-    return value
+def parse_digest(sha256_h: str | None, crc32c_h: str | None) -> tuple[str, str] | None:
+    """The whole file's digest a chunk brings, as (algorithm, lowercase hex): `Upload-Sha256: <64
+    hex digits>` or `Upload-Crc32c: <8 hex digits>` (the CRC-32C as a big-endian number); None
+    without either."""
+    given = [(algo, value.strip().lower()) for algo, value in (("sha256", sha256_h), ("crc32c", crc32c_h))
+             if value and value.strip()]
+    if len(given) > 1:
+        raise PathError("send Upload-Sha256 or Upload-Crc32c, not both")
+    if not given:
+        return None
+    algo, value = given[0]
+    if not DIGEST_FORMS[algo].match(value):
+        digits = 64 if algo == "sha256" else 8
+        raise PathError(f"{DIGEST_HEADERS[algo]} must be the whole file's {algo}: {digits} hexadecimal digits")
+    return algo, value
 
 
 def parse_checksum(header: str | None) -> tuple[str, bytes] | None:

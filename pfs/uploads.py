@@ -1,14 +1,15 @@
 """Resumable uploads (tus-like). See pfs/api/upload_views.py for the HTTP protocol.
 
-An upload is created with its destination path and total size, and optionally the sha256 of
-the whole file, or a promise of it (`sha256_later`: it comes in an `Upload-Sha256` header of a
-chunk, so the client can hash while it sends); its quota is reserved then, so an upload that
+An upload is created with its destination path and total size, and optionally the digest of
+the whole file (sha256 or crc32c), or a promise of it (`sha256_later`, `crc32c_later`: it comes
+in an `Upload-Sha256` or `Upload-Crc32c` header of a chunk, so the client can hash while it
+sends); its quota is reserved then, so an upload that
 would not fit is refused before any byte is written. Data goes to `<home>/.uploads/<id>.part`,
 whose length *is* the upload offset, so a crash or a dropped connection never loses track of
 what arrived. Chunks are appended at an explicit offset (a mismatch answers 409 with the
-current offset); when the last byte arrives the file is verified (size; sha256 as hashed while
+current offset); when the last byte arrives the file is verified (size; digest as hashed while
 the bytes arrived: pfs.upload_digest) and renamed atomically onto its destination. An upload
-promised a sha256 that has all its bytes but no digest yet waits for a chunk (an empty one:
+promised a digest that has all its bytes but no digest yet waits for a chunk (an empty one:
 `Content-Length: 0`) that brings it.
 """
 
@@ -35,7 +36,7 @@ from .models import UploadSession
 from .paths import RESERVED_NAME, PathError, PfsPath, resolve
 from .services import _refuse_root, counted_size, lstat_or_none, mkdir, put_in_place
 from .storage import NEW_FILE, remove_at, scratch_fd
-from .upload_headers import _HEX64, CHECKSUM_ALGORITHMS, MAX_FILE_SIZE
+from .upload_headers import CHECKSUM_ALGORITHMS, DIGEST_FORMS, DIGEST_HEADERS, MAX_FILE_SIZE
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -82,17 +83,20 @@ def part_size(session: UploadSession) -> int:
 
 
 def create(user: User, path: str, size: int, *, sha256: str = "", sha256_later: bool = False,
-           overwrite: bool = True) -> UploadSession:
-    """Start an upload of `size` bytes to `path`. Its room in the quota is reserved now (for a
-    replaced file, the difference), so an upload that would not fit is refused at once, and
-    one admitted keeps its room however many others race it."""
+           crc32c: str = "", crc32c_later: bool = False, overwrite: bool = True) -> UploadSession:
+    """Start an upload of `size` bytes to `path`, its whole file checked by at most one of
+    sha256 or crc32c (a hex digest now, or `*_later`). Its room in the quota is reserved now
+    (for a replaced file, the difference), so an upload that would not fit is refused at once,
+    and one admitted keeps its room however many others race it."""
     if not isinstance(size, int) or not 0 <= size <= MAX_FILE_SIZE:
         raise PathError(f"size must be a whole number of bytes from 0 to {MAX_FILE_SIZE}")
-    sha256 = (sha256 or "").lower()
-    if sha256 and not _HEX64.match(sha256):
-        raise PathError("sha256 must be 64 hexadecimal digits")
-    if sha256 and sha256_later:
-        raise PathError("give sha256 now or sha256_later, not both")
+    checks = {"sha256": ((sha256 or "").lower(), sha256_later), "crc32c": ((crc32c or "").lower(), crc32c_later)}
+    asked = [(algo, digest, later) for algo, (digest, later) in checks.items() if digest or later]
+    if len(asked) > 1 or any(digest and later for _, digest, later in asked):
+        raise PathError("give one of sha256, sha256_later, crc32c or crc32c_later, not several")
+    algorithm, digest, later = asked[0] if asked else ("", "", False)
+    if digest and not DIGEST_FORMS[algorithm].match(digest):
+        raise PathError(f"{algorithm} must be {64 if algorithm == 'sha256' else 8} hexadecimal digits")
     p = resolve(user, path, write=True)
     _refuse_root(p, "replaced")
     st = lstat_or_none(p)
@@ -105,8 +109,8 @@ def create(user: User, path: str, size: int, *, sha256: str = "", sha256_later: 
     with scratch_fd(p) as scratch:  # refused (nothing created) when `.uploads` is not a real directory
         with transaction.atomic():
             session = UploadSession.objects.create(user=user, datacenter=dc, path=p.virtual, size=size,
-                                                   sha256=sha256, sha256_later=sha256_later,
-                                                   overwrite=overwrite)
+                                                   digest_algorithm=algorithm, digest=digest,
+                                                   digest_later=later, overwrite=overwrite)
             usage.reserve(p, size - counted_size(st), upload=session)
         try:
             os.close(os.open(part_name(session), NEW_FILE, 0o600, dir_fd=scratch))
@@ -136,15 +140,17 @@ class ChunkWriter:
     `length` within settings.PFS_MAX_CHUNK when `bounded` (413), part file present (410), no
     other request writing it (409),
     `offset` equal to the data already there (409 with the offset), the chunk within the
-    upload's declared size (413), `sha256` (the whole file's, from `Upload-Sha256`) not other
-    than one given before (409). The part file is locked for the writer's lifetime.
+    upload's declared size (413), `digest` (the whole file's (algorithm, hex), from
+    `Upload-Sha256` or `Upload-Crc32c`) of the upload's algorithm (400) and not other than one
+    given before (422). The part file is locked for the writer's lifetime.
 
-    Where the upload has a whole-file sha256 to check (given or promised), `running` is its
+    Where the upload has a whole-file digest to check (given or promised), `running` is its
     hash so far, fed every byte the writer stores (`write`; `stored` for bytes the server
     spliced into `fd`)."""
 
     def __init__(self, session: UploadSession, offset: int, length: int | None,
-                 checksum: tuple[str, bytes] | None = None, *, bounded: bool = True, sha256: str = ""):
+                 checksum: tuple[str, bytes] | None = None, *, bounded: bool = True,
+                 digest: tuple[str, str] | None = None):
         if session.completed:
             raise OffsetConflict(session.size, offset)
         dest = _dest(session)  # the destination is checked again on every request
@@ -164,9 +170,9 @@ class ChunkWriter:
                 raise OffsetConflict(current, offset)
             if length is not None and offset + length > session.size:
                 raise PathError(f"the chunk goes past the upload's size ({session.size} bytes)", 413)
-            _note_sha256(session, sha256)
-            self.running = (upload_digest.take(session.pk, fd, offset)
-                            if session.sha256 or session.sha256_later else None)
+            _note_digest(session, digest)
+            self.running = (upload_digest.take(session.pk, session.digest_algorithm, fd, offset)
+                            if session.digest_algorithm else None)
         except BaseException:
             os.close(fd)
             raise
@@ -287,10 +293,10 @@ def _pwritev(fd: int, blocks: list[bytes], pos: int) -> None:
 
 
 def write_chunk(session: UploadSession, offset: int, read: Callable[[int], bytes], length: int | None,
-                checksum: tuple[str, bytes] | None = None, sha256: str = "") -> int:
+                checksum: tuple[str, bytes] | None = None, digest: tuple[str, str] | None = None) -> int:
     """Append the bytes `read` yields at `offset`; returns the new offset. Completes the upload
     when the last byte arrives. `read(n)` returns at most n bytes, b"" at the end."""
-    writer = ChunkWriter(session, offset, length, checksum, sha256=sha256)
+    writer = ChunkWriter(session, offset, length, checksum, digest=digest)
     try:
         remaining = length
         while remaining is None or remaining > 0:
@@ -306,20 +312,27 @@ def write_chunk(session: UploadSession, offset: int, read: Callable[[int], bytes
     return writer.finish()
 
 
-def _note_sha256(session: UploadSession, sha256: str) -> None:
-    """Record the whole file's sha256 brought by a chunk (`Upload-Sha256`)."""
-    if not sha256 or sha256 == session.sha256:
+def _note_digest(session: UploadSession, digest: tuple[str, str] | None) -> None:
+    """Record the whole file's digest brought by a chunk (`Upload-Sha256`, `Upload-Crc32c`)."""
+    if digest is None:
         return
-    if session.sha256:
-        raise PathError(f"the upload's sha256 was given as {session.sha256}, not {sha256}", 422)
-    session.sha256 = sha256
-    UploadSession.objects.filter(pk=session.pk).update(sha256=sha256)
+    algorithm, value = digest
+    if algorithm != session.digest_algorithm:
+        wanted = DIGEST_HEADERS.get(session.digest_algorithm)
+        raise PathError(f"this upload is checked by {session.digest_algorithm}: send {wanted}" if wanted
+                        else "this upload was created without a whole-file digest: send none")
+    if value == session.digest:
+        return
+    if session.digest:
+        raise PathError(f"the upload's {algorithm} was given as {session.digest}, not {value}", 422)
+    session.digest = value
+    UploadSession.objects.filter(pk=session.pk).update(digest=value)
 
 
 def _complete(session: UploadSession) -> None:
     """Verify the upload whose last byte arrived and put it in place, unless it waits for the
-    sha256 it was promised (a 0-byte file needs none)."""
-    if session.sha256_later and not session.sha256 and session.size:
+    digest it was promised (a 0-byte file needs none)."""
+    if session.digest_later and not session.digest and session.size:
         return
     dest = _dest(session)
     name = part_name(session)
@@ -330,12 +343,13 @@ def _complete(session: UploadSession) -> None:
             if size != session.size:
                 raise PathError(f"the upload has {size} of {session.size} bytes", 409)
             # hashed as the bytes arrived; read back only where this process did not see them
-            digest = upload_digest.take(session.pk, fd, size).hexdigest() if session.sha256 else ""
+            digest = (upload_digest.take(session.pk, session.digest_algorithm, fd, size).hexdigest()
+                      if session.digest else "")
         finally:
             os.close(fd)
-    if digest and digest != session.sha256:
+    if digest and digest != session.digest:
         cancel(session)
-        raise PathError(f"checksum mismatch: the file's sha256 is {digest}, not {session.sha256}; "
+        raise PathError(f"checksum mismatch: the file's {session.digest_algorithm} is {digest}, not {session.digest}; "
                         "the upload was discarded", 422)
     if lstat_or_none(dest.parent) is None:
         mkdir(session.user, dest.parent.virtual)

@@ -1,18 +1,19 @@
 """PFS storage over /api/v2/files, /api/v2/uploads: listing, moving, and transfers that resume.
 
 Uploads: small files go in one PUT; bigger ones use the resumable protocol (POST uploads/ with
-`sha256_later`, then PATCH chunks at explicit offsets, streamed from the file). The file's
-sha256 is computed in a thread while the chunks go out, and goes to the server in an
-`Upload-Sha256` header of the first chunk sent once it is known (an empty last PATCH if the
-bytes got there first); the server hashes the bytes as they arrive and checks the two at the
-last byte. A chunk carries no checksum of its own, so the server can splice it straight to
-disk, and the bytes of a chunk cut off mid-way are kept. After a dropped connection the client
-asks the server for the upload's offset and sends on from there; a later run of the same
-command continues the upload that a record under ~/.paddle/uploads names (pfs_upload.py).
-A server older than `sha256_later` gets the digest up front, as before.
+`crc32c_later`, then PATCH chunks at explicit offsets, streamed from the file). The file's
+CRC-32C (sha256 without google-crc32c's compiled code: pfs_upload.py) is computed in a thread
+while the chunks go out, and goes to the server in an `Upload-Crc32c` header of the first chunk
+sent once it is known (an empty last PATCH if the bytes got there first); the server hashes the
+bytes as they arrive and checks the two at the last byte (a resumed upload's too, so a file
+changed since the run that began it is refused). A chunk carries no checksum of its own, so the
+server can splice it straight to disk, and the bytes of a chunk cut off mid-way are kept. After
+a dropped connection the client asks the server for the upload's offset and sends on from there;
+a later run of the same command continues the upload that a record under ~/.paddle/uploads names (pfs_upload.py).
+A server older than `crc32c_later` gets `sha256_later`, one older than that the sha256 up front.
 Downloads stream to `<dest>.part`, each block written as the connection reads it, and resume
 with `Range` + `If-Range` (the ETag), so a file that changed meanwhile is fetched again from the
-start rather than spliced. bench/pfs_download.py compares the two directions' speeds.
+start rather than spliced. bench/transfer.py measures both directions.
 """
 
 from __future__ import annotations
@@ -52,12 +53,19 @@ if TYPE_CHECKING:
 
 SMALL_FILE = 4 << 20  # at most this: one PUT
 CHUNK = 64 << 20  # resumable upload chunk: the most a server takes in one request from any client
-# ... but a server that takes `sha256_later` streams a chunk with a token to disk whatever its
+# ... but a server that takes a digest later streams a chunk with a token to disk whatever its
 # size (pfs/asgi_fast.py, bounded by the upload's size only): by sendfile, chunks this big. Each
 # chunk costs a round trip and the server's per-request work with the connection idle (about
 # 10-25 ms here), 16 times per GiB at 64 MiB; the bytes of a chunk cut off are kept all the same.
 WIRE_CHUNK = 256 << 20
+DIGEST_HEADERS = {"crc32c": "Upload-Crc32c", "sha256": "Upload-Sha256"}  # the whole file's, on a chunk
 RETRY_FOR = 300.0  # seconds a transfer keeps retrying a dropped connection
+
+
+def _digest_algorithm(upload: dict[str, Any]) -> str | None:
+    """How the upload's whole file is checked (None: it is not). Its digest goes with a chunk
+    even where one was given before (by an earlier run): a file changed since is refused then."""
+    return next((a for a in ("crc32c", "sha256") if upload.get(f"{a}_later") or upload.get(a)), None)
 
 
 def _resume_etag(remote: str, part: Path, side: Path) -> str | None:
@@ -158,62 +166,68 @@ class Storage:
             return cast("JsonObject", entry)
         return self._resumable(local, remote, size, meter)
 
-    def _start_upload(self, local: Path, remote: str, st: os.stat_result, record: pfs_upload.Record,
-                      hasher: pfs_upload.Hasher) -> dict[str, Any]:
-        """The upload of `local` that an earlier run left unfinished (its record), or a new one."""
+    def _start_upload(self, local: Path, remote: str, st: os.stat_result,
+                      record: pfs_upload.Record) -> dict[str, Any]:
+        """The upload of `local` that an earlier run left unfinished (its record), or a new one
+        checked by the best digest the server takes."""
         found, same = record.find(st)
         if found is not None:
             with contextlib.suppress(NotFound):
                 if same:
                     return cast("JsonObject", self.api.get(f"uploads/{found}/"))
                 self.api.delete(f"uploads/{found}/")  # of the file as it was: its room in the quota goes
-        upload = self.api.post("uploads/", {"path": remote, "size": st.st_size, "sha256_later": True,
-                                            "overwrite": True})
-        if "sha256_later" not in upload:  # a server before sha256_later: the digest up front
-            self.api.delete(f"uploads/{upload['id']}/")
-            upload = self.api.post("uploads/", {"path": remote, "size": st.st_size, "sha256": hasher.result(),
-                                                "overwrite": True})
+        new = {"path": remote, "size": st.st_size, "overwrite": True}
+        for algorithm in dict.fromkeys((pfs_upload.preferred_algorithm(), "sha256")):
+            upload = self.api.post("uploads/", {**new, f"{algorithm}_later": True})
+            if f"{algorithm}_later" in upload:
+                break
+            self.api.delete(f"uploads/{upload['id']}/")  # a server before it: it ignored the field
+        else:  # a server before any digest later: the sha256 up front
+            digest = pfs_upload.Hasher(local, "sha256").result()
+            upload = self.api.post("uploads/", {**new, "sha256": digest})
         record.save(upload["id"], st)
         return cast("JsonObject", upload)
 
     def _resumable(self, local: Path, remote: str, size: int, meter: Meter) -> dict[str, Any]:
         st = local.stat()
         record = pfs_upload.Record(self.api.endpoint, local, remote)
-        hasher = pfs_upload.Hasher(local)
+        upload = self._start_upload(local, remote, st, record)
+        algorithm = _digest_algorithm(upload)
+        hasher = pfs_upload.Hasher(local, algorithm) if algorithm else None
         try:
-            upload = self._start_upload(local, remote, st, record, hasher)
             try:
                 self._send_chunks(local, size, upload, hasher, meter)
             except APIError as e:
                 if e.status != 422:
                     raise
-                # the file's sha256 is not that of what the server got: it changed meanwhile
+                # the file's digest is not that of what the server got: it changed meanwhile
                 with contextlib.suppress(PaddlectlError):
                     self.api.delete(f"uploads/{upload['id']}/")
                 record.clear()
                 raise PaddlectlError(f"{local} changed while it was being uploaded ({e}); "
                                      "the upload was discarded: run the command again") from None
         finally:
-            hasher.stop()
+            if hasher is not None:
+                hasher.stop()
         record.clear()
         return self.stat(remote)
 
-    def _send_chunks(self, local: Path, size: int, upload: dict[str, Any], hasher: pfs_upload.Hasher,
+    def _send_chunks(self, local: Path, size: int, upload: dict[str, Any], hasher: pfs_upload.Hasher | None,
                      meter: Meter) -> None:
-        """PATCH the rest of the file from the upload's offset, and its sha256 as soon as it is
+        """PATCH the rest of the file from the upload's offset, and its digest as soon as it is
         known (an empty last chunk waits for it), until the server says the upload is complete."""
         path = f"uploads/{upload['id']}/"
         offset = int(upload["offset"])
         meter.add(offset)
         deadline = time.monotonic() + RETRY_FOR
         conn = wire.Connection(self.api) if wire.usable(self.api) else None
-        chunk = WIRE_CHUNK if conn is not None and upload.get("sha256_later") else CHUNK
+        chunk = WIRE_CHUNK if conn is not None and "sha256_later" in upload else CHUNK  # a server that streams
         with open(local, "rb") as f, contextlib.closing(conn) if conn else contextlib.nullcontext():
             while not upload.get("complete"):
                 body = pfs_upload.FileSlice(f, local, offset, min(chunk, size - offset), meter)
                 headers = {"Upload-Offset": str(offset), "Content-Type": "application/offset+octet-stream"}
-                if upload.get("sha256_later") and (hasher.ready() or not body.length):
-                    headers["Upload-Sha256"] = hasher.result()
+                if hasher is not None and (hasher.ready() or not body.length):
+                    headers[DIGEST_HEADERS[hasher.algorithm]] = hasher.result()
                 try:
                     if conn is not None:  # the chunk from the file by sendfile(2)
                         upload = conn.send_file(path, headers, f.fileno(), offset, body.length, body.count)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 
+import google_crc32c
 import httpx
 import pytest
 
@@ -134,7 +136,7 @@ def test_upload_resumes_after_a_dropped_connection(live_server, alice, settings,
 
 def test_the_web_server_splices_uploads_straight_to_disk(alice, settings, tmp_path, small_chunks, zero_copy_calls):
     """Against the server as the Procfile runs it, paddlectl's chunks (no per-chunk checksum)
-    go socket -> file inside the kernel; the file's sha256 is still checked at the end. They go
+    go socket -> file inside the kernel; the file's CRC-32C is still checked at the end. They go
     by sendfile, in chunks of WIRE_CHUNK (fewer round trips than httpx's CHUNK)."""
     from tests.support import LiveASGI
 
@@ -171,7 +173,7 @@ def _upload_that_gives_up(live_server, token, local, remote, monkeypatch) -> Cut
 def test_upload_continues_an_unfinished_upload_from_an_earlier_run(alice, settings, tmp_path, small_chunks,
                                                                    live_server, monkeypatch):
     """A run that gave up leaves its upload on the server and a record of it (~/.paddle/uploads):
-    the next run of the same copy sends only the rest; the sha256, computed while sending, is
+    the next run of the same copy sends only the rest; the CRC-32C, computed while sending, is
     checked by the server at the end."""
     from accounts.services import issue_token
     from paddlectl import Client
@@ -182,7 +184,7 @@ def test_upload_continues_an_unfinished_upload_from_an_earlier_run(alice, settin
     token = issue_token(alice)
     proxy = _upload_that_gives_up(live_server, token, tmp_path / "big.bin", f"{HOME}/resumed.bin", monkeypatch)
     (upload,) = UploadSession.objects.filter(completed=None)
-    assert upload.sha256_later
+    assert upload.digest_algorithm == "crc32c" and upload.digest_later
     assert list((tmp_path / "home" / ".paddle" / "uploads").glob("*.json"))
     before = proxy.bytes_up
     with Client(proxy.url, token=token, username="alice") as client:
@@ -191,14 +193,14 @@ def test_upload_continues_an_unfinished_upload_from_an_earlier_run(alice, settin
     assert disk(settings, "resumed.bin").read_bytes() == data
     assert proxy.bytes_up - before < 500_000  # only the missing part (plus heads) was sent
     upload.refresh_from_db()
-    assert upload.completed and upload.sha256 == hashlib.sha256(data).hexdigest()
+    assert upload.completed and upload.digest == f"{google_crc32c.value(data):08x}"
     assert not list((tmp_path / "home" / ".paddle" / "uploads").glob("*.json"))  # done: forgotten
 
 
 def test_a_file_changed_between_runs_is_not_spliced_onto_its_old_start(alice, settings, tmp_path, small_chunks,
                                                                        live_server, monkeypatch):
     """Changed with a new modification time: a new upload. Changed keeping size and time: the
-    rest is sent, the server finds the sha256 wrong and discards the upload; the copy fails."""
+    rest is sent, the server finds the CRC-32C wrong and discards the upload; the copy fails."""
     from accounts.services import issue_token
     from paddlectl import Client
     from paddlectl.errors import PaddlectlError
@@ -260,22 +262,65 @@ def test_download_resumes_after_a_dropped_connection_and_across_runs(live_server
     assert proxy.bytes_down - before < 1_100_000
 
 
-def test_a_server_without_sha256_later_gets_the_digest_up_front(alice, settings, tmp_path, small_chunks,
-                                                                live_server, monkeypatch):
-    """A server from before `sha256_later` ignores the field and does not echo it: the client
-    cancels that upload and starts one with the sha256 given at creation, as clients did."""
+@pytest.mark.parametrize(("unknown", "later"), [(("crc32c_later",), True), (("crc32c_later", "sha256_later"), False)])
+def test_an_older_server_gets_the_sha256_later_or_up_front(alice, settings, tmp_path, small_chunks, live_server,
+                                                           monkeypatch, unknown, later):
+    """A server from before `crc32c_later` ignores the field and does not echo it: the client
+    cancels that upload and asks for `sha256_later`; one from before that too gets the sha256
+    given at creation, as clients did."""
     from accounts.services import issue_token
     from paddlectl import Client
     from pfs.api import serializers
     from pfs.models import UploadSession
 
-    monkeypatch.delitem(serializers.UploadCreateSerializer._declared_fields, "sha256_later")
+    for field in unknown:
+        monkeypatch.delitem(serializers.UploadCreateSerializer._declared_fields, field)
+        monkeypatch.delitem(serializers.UploadSerializer._declared_fields, field)
     monkeypatch.setattr(serializers.UploadSerializer.Meta, "fields",
-                        [f for f in serializers.UploadSerializer.Meta.fields if f != "sha256_later"])
+                        [f for f in serializers.UploadSerializer.Meta.fields if f not in unknown])
     data = os.urandom(300_000)
     (tmp_path / "big.bin").write_bytes(data)
     with Client(live_server.url, token=issue_token(alice), username="alice") as client:
         client.storage.upload_file(tmp_path / "big.bin", f"{HOME}/old.bin")
     assert disk(settings, "old.bin").read_bytes() == data
-    (upload,) = UploadSession.objects.all()  # the first one was cancelled
-    assert not upload.sha256_later and upload.sha256 == hashlib.sha256(data).hexdigest() and upload.completed
+    (upload,) = UploadSession.objects.all()  # the ones it did not check were cancelled
+    assert upload.digest_algorithm == "sha256" and upload.digest_later == later and upload.completed
+    assert upload.digest == hashlib.sha256(data).hexdigest()
+
+
+def test_an_upload_an_older_client_began_by_sha256_is_finished_by_sha256(alice, settings, tmp_path, small_chunks,
+                                                                        live_server, monkeypatch):
+    """The record of an unfinished upload may name one promised a sha256 (by a paddlectl before
+    crc32c, or one without google-crc32c's compiled code): the rest goes with that digest."""
+    from accounts.services import issue_token
+    from paddlectl import Client, pfs_upload
+    from pfs.models import UploadSession
+
+    data = os.urandom(600_000)
+    (tmp_path / "big.bin").write_bytes(data)
+    token = issue_token(alice)
+    with monkeypatch.context() as m:
+        m.setattr(pfs_upload, "preferred_algorithm", lambda: "sha256")
+        proxy = _upload_that_gives_up(live_server, token, tmp_path / "big.bin", f"{HOME}/old.bin", monkeypatch)
+    (upload,) = UploadSession.objects.filter(completed=None)
+    assert upload.digest_algorithm == "sha256"
+    with Client(proxy.url, token=token, username="alice") as client:
+        client.storage.upload_file(tmp_path / "big.bin", f"{HOME}/old.bin")
+    proxy.close()
+    upload.refresh_from_db()
+    assert disk(settings, "old.bin").read_bytes() == data
+    assert upload.completed and upload.digest == hashlib.sha256(data).hexdigest()
+
+
+def test_paddlectl_checks_by_crc32c_only_with_its_compiled_code(monkeypatch):
+    """google-crc32c's pure-Python fallback is far slower than hashlib's sha256: without the
+    compiled code (or without the package), sha256."""
+    import google_crc32c
+
+    from paddlectl import pfs_upload
+
+    assert pfs_upload.preferred_algorithm() == ("crc32c" if google_crc32c.implementation == "c" else "sha256")
+    monkeypatch.setattr(google_crc32c, "implementation", "python")
+    assert pfs_upload.preferred_algorithm() == "sha256"
+    monkeypatch.setitem(sys.modules, "google_crc32c", None)  # as if not installed: the import fails
+    assert pfs_upload.preferred_algorithm() == "sha256"

@@ -36,6 +36,13 @@ class UploadCreateSerializer(serializers.Serializer[Any]):
     sha256_later = serializers.BooleanField(
         default=False, help_text="The whole file's sha256 comes later, in an `Upload-Sha256` header of a chunk; "
                                  "the server hashes the bytes as they arrive and checks it at the last byte.")
+    crc32c = serializers.RegexField(r"^[0-9a-fA-F]{8}$", required=False, allow_blank=True, default="",
+                                    help_text="The whole file's CRC-32C (Castagnoli) as 8 hex digits (big-endian), "
+                                              "verified before it is put in place.")
+    crc32c_later = serializers.BooleanField(
+        default=False, help_text="The whole file's CRC-32C comes later, in an `Upload-Crc32c` header of a chunk "
+                                 "(what paddlectl uses: a tenth of sha256's cost). At most one of sha256, "
+                                 "sha256_later, crc32c, crc32c_later.")
     overwrite = serializers.BooleanField(default=True, help_text="Replace an existing file at path.")
 
 
@@ -44,13 +51,31 @@ class UploadSerializer(serializers.ModelSerializer[UploadSession]):
     complete = serializers.SerializerMethodField()
     expires = serializers.SerializerMethodField(help_text="Abandoned after this time without a chunk.")
 
+    sha256 = serializers.SerializerMethodField(help_text="The whole file's sha256 to check, if checked by sha256.")
+    sha256_later = serializers.SerializerMethodField(help_text="Its sha256 is to come in a chunk's `Upload-Sha256`.")
+    crc32c = serializers.SerializerMethodField(help_text="The whole file's CRC-32C to check (8 hex digits), if it is "
+                                                         "checked by crc32c.")
+    crc32c_later = serializers.SerializerMethodField(help_text="Its CRC-32C is to come in a chunk's `Upload-Crc32c`.")
+
     class Meta:
         model = UploadSession
-        fields = ["id", "path", "size", "offset", "complete", "sha256", "sha256_later", "overwrite", "created",
-                  "updated", "completed", "expires"]
+        fields = ["id", "path", "size", "offset", "complete", "sha256", "sha256_later", "crc32c", "crc32c_later",
+                  "overwrite", "created", "updated", "completed", "expires"]
 
     def get_offset(self, obj: UploadSession) -> int:
         return uploads.part_size(obj)
+
+    def get_sha256(self, obj: UploadSession) -> str:
+        return obj.digest if obj.digest_algorithm == "sha256" else ""
+
+    def get_sha256_later(self, obj: UploadSession) -> bool:
+        return obj.digest_later and obj.digest_algorithm == "sha256"
+
+    def get_crc32c(self, obj: UploadSession) -> str:
+        return obj.digest if obj.digest_algorithm == "crc32c" else ""
+
+    def get_crc32c_later(self, obj: UploadSession) -> bool:
+        return obj.digest_later and obj.digest_algorithm == "crc32c"
 
     def get_complete(self, obj: UploadSession) -> bool:
         return obj.completed is not None

@@ -17,6 +17,7 @@ import socket
 import time
 import uuid
 
+import google_crc32c
 import pytest
 import requests
 from django.conf import settings
@@ -324,58 +325,100 @@ async def test_without_zero_copy_a_static_file_streams_in_threads_without_a_warn
     assert body == (settings.BASE_DIR / "static" / "css" / "app.css").read_bytes()
 
 
-def test_a_sha256_given_later_is_checked_against_the_bytes_as_they_arrived(live_asgi, home_dir):
-    """`sha256_later`: the whole file's digest comes with a chunk; the server hashes each chunk
-    as it lands (spliced ones read back piece by piece), so the bytes are not read again after
-    the last one: a part file changed behind the server's back after its chunk was stored goes
-    unnoticed by the check, which covers the bytes that arrived."""
+# The whole-file digests an upload may be checked by, computed here independently of pfs:
+# by algorithm, the digest of some bytes and the chunk header that brings it.
+DIGESTS = {"sha256": (lambda b: hashlib.sha256(b).hexdigest(), "Upload-Sha256"),
+           "crc32c": (lambda b: f"{google_crc32c.value(b):08x}", "Upload-Crc32c")}
+
+
+@pytest.mark.parametrize("algo", DIGESTS)
+def test_a_digest_given_later_is_checked_against_the_bytes_as_they_arrived(live_asgi, home_dir, algo):
+    """`sha256_later` / `crc32c_later`: the whole file's digest comes with a chunk; the server
+    hashes each chunk as it lands (spliced ones read back piece by piece), so the bytes are not
+    read again after the last one: a part file changed behind the server's back after its chunk
+    was stored goes unnoticed by the check, which covers the bytes that arrived."""
     from pfs import upload_digest
 
+    hexdigest, header = DIGESTS[algo]
     data = os.urandom(3 * MiB + 11)
-    digest = hashlib.sha256(data).hexdigest()
+    digest = hexdigest(data)
     r = live_asgi.alice.post(f"{live_asgi.url}/api/v2/uploads/",
-                             json={"path": f"{A}/later.bin", "size": len(data), "sha256_later": True})
-    assert r.status_code == 201 and r.json()["sha256_later"] is True and r.json()["sha256"] == ""
+                             json={"path": f"{A}/later.bin", "size": len(data), f"{algo}_later": True})
+    assert r.status_code == 201 and r.json()[f"{algo}_later"] is True and r.json()[algo] == ""
+    other = "crc32c" if algo == "sha256" else "sha256"
+    assert r.json()[f"{other}_later"] is False and r.json()[other] == ""
     uid = r.json()["id"]
     assert patch(live_asgi.alice, live_asgi, uid, 0, data[:2 * MiB]).status_code == 200
     with open(part(home_dir, uid), "r+b") as f:  # what the server stored, changed after the fact
         f.write(b"\0" * 16)
-    r = patch(live_asgi.alice, live_asgi, uid, 2 * MiB, data[2 * MiB:], **{"Upload-Sha256": digest})
-    assert r.status_code == 200 and r.json()["complete"] and r.json()["sha256"] == digest
+    r = patch(live_asgi.alice, live_asgi, uid, 2 * MiB, data[2 * MiB:], **{header: digest})
+    assert r.status_code == 200 and r.json()["complete"] and r.json()[algo] == digest
     assert (home_dir / "later.bin").read_bytes() == b"\0" * 16 + data[16:]
     assert live_asgi.zero_copy == live_asgi.zero_copied([("splice", 2 * MiB), ("splice", MiB + 11)])
     # Where this process has no running hash (another one took the chunks, or it restarted),
     # the part file is read: then the same change is caught.
-    uid = create(live_asgi, f"{A}/again.bin", len(data), sha256_later=True)
+    uid = create(live_asgi, f"{A}/again.bin", len(data), **{f"{algo}_later": True})
     assert patch(live_asgi.alice, live_asgi, uid, 0, data[:2 * MiB]).status_code == 200
     with open(part(home_dir, uid), "r+b") as f:
         f.write(b"\0" * 16)
     upload_digest.forget(uuid.UUID(uid))
-    r = patch(live_asgi.alice, live_asgi, uid, 2 * MiB, data[2 * MiB:], **{"Upload-Sha256": digest})
-    assert r.status_code == 422 and "checksum mismatch" in r.json()["detail"]
+    r = patch(live_asgi.alice, live_asgi, uid, 2 * MiB, data[2 * MiB:], **{header: digest})
+    assert r.status_code == 422 and f"checksum mismatch: the file's {algo} is" in r.json()["detail"]
     assert not (home_dir / "again.bin").exists() and not UploadSession.objects.filter(pk=uid).exists()
 
 
-def test_an_upload_promised_a_sha256_waits_for_it_and_refuses_a_wrong_one(live_asgi, home_dir):
+@pytest.mark.parametrize("algo", DIGESTS)
+def test_an_upload_promised_a_digest_waits_for_it_and_refuses_a_wrong_one(live_asgi, home_dir, algo):
+    hexdigest, header = DIGESTS[algo]
     data = os.urandom(MiB + 3)
-    digest = hashlib.sha256(data).hexdigest()
-    for name, sent, status in (("wrong.bin", hashlib.sha256(b"other").hexdigest(), 422), ("right.bin", digest, 200)):
-        uid = create(live_asgi, f"{A}/{name}", len(data), sha256_later=True)
+    digest = hexdigest(data)
+    for name, sent, status in (("wrong.bin", hexdigest(b"other"), 422), ("right.bin", digest, 200)):
+        uid = create(live_asgi, f"{A}/{name}", len(data), **{f"{algo}_later": True})
         r = patch(live_asgi.alice, live_asgi, uid, 0, data)  # every byte, no digest yet: not put in place
         assert r.status_code == 200 and r.json()["offset"] == len(data) and not r.json()["complete"]
         assert not (home_dir / name).exists()
-        r = patch(live_asgi.alice, live_asgi, uid, len(data), b"", **{"Upload-Sha256": sent})
+        r = patch(live_asgi.alice, live_asgi, uid, len(data), b"", **{header: sent})
         assert r.status_code == status, r.text
         assert (home_dir / name).exists() == (status == 200)
         assert UploadSession.objects.filter(pk=uid).exists() == (status == 200)
     assert (home_dir / "right.bin").read_bytes() == data
-    # a digest other than one given before is refused, nothing written
-    uid = create(live_asgi, f"{A}/twice.bin", 8, sha256_later=True)
-    assert patch(live_asgi.alice, live_asgi, uid, 0, b"abcd", **{"Upload-Sha256": "1" * 64}).status_code == 200
-    r = patch(live_asgi.alice, live_asgi, uid, 4, b"efgh", **{"Upload-Sha256": "2" * 64})
+    # a digest other than one given before is refused, nothing written; so is a malformed one,
+    # and one of the other algorithm
+    width = len(digest)
+    uid = create(live_asgi, f"{A}/twice.bin", 8, **{f"{algo}_later": True})
+    assert patch(live_asgi.alice, live_asgi, uid, 0, b"abcd", **{header: "1" * width}).status_code == 200
+    r = patch(live_asgi.alice, live_asgi, uid, 4, b"efgh", **{header: "2" * width})
     assert r.status_code == 422 and part(home_dir, uid).stat().st_size == 4
-    r = patch(live_asgi.alice, live_asgi, uid, 4, b"efgh", **{"Upload-Sha256": "xyz"})
-    assert r.status_code == 400
-    r = live_asgi.alice.post(f"{live_asgi.url}/api/v2/uploads/",
-                             json={"path": f"{A}/both.bin", "size": 4, "sha256": digest, "sha256_later": True})
-    assert r.status_code == 400
+    r = patch(live_asgi.alice, live_asgi, uid, 4, b"efgh", **{header: "xyz"})
+    assert r.status_code == 400 and part(home_dir, uid).stat().st_size == 4
+    other_header = DIGESTS["crc32c" if algo == "sha256" else "sha256"][1]
+    other_width = 72 - width  # 64 and 8 hex digits
+    r = patch(live_asgi.alice, live_asgi, uid, 4, b"efgh", **{other_header: "1" * other_width})
+    assert r.status_code == 400 and f"checked by {algo}" in r.json()["detail"]
+    assert part(home_dir, uid).stat().st_size == 4
+    r = patch(live_asgi.alice, live_asgi, uid, 4, b"efgh", **{header: "1" * width, other_header: "1" * other_width})
+    assert r.status_code == 400 and part(home_dir, uid).stat().st_size == 4
+
+
+def test_a_crc32c_given_up_front_is_the_castagnoli_crc_in_big_endian_hex(live_asgi, home_dir):
+    """CRC-32C's check value (RFC 3720, B.4): "123456789" is 0xe3069283; the upload is checked
+    against it before it is put in place, and a wrong one discards it."""
+    uid = create(live_asgi, f"{A}/check.txt", 9, crc32c="E3069283")
+    r = patch(live_asgi.alice, live_asgi, uid, 0, b"123456789")
+    assert r.status_code == 200 and r.json()["complete"] and r.json()["crc32c"] == "e3069283"
+    assert (home_dir / "check.txt").read_bytes() == b"123456789"
+    uid = create(live_asgi, f"{A}/wrong.txt", 9, crc32c="e3069284")
+    r = patch(live_asgi.alice, live_asgi, uid, 0, b"123456789")
+    assert r.status_code == 422 and "crc32c is e3069283, not e3069284" in r.json()["detail"]
+    assert not (home_dir / "wrong.txt").exists()
+
+
+@pytest.mark.parametrize("asked", [
+    {"sha256": "0" * 64, "sha256_later": True}, {"crc32c": "0" * 8, "sha256_later": True},
+    {"crc32c_later": True, "sha256_later": True}, {"crc32c": "0" * 8, "crc32c_later": True},
+    {"crc32c": "0" * 64}, {"crc32c": "xyz12345"},
+])
+def test_an_upload_asking_for_more_than_one_digest_or_a_malformed_one_is_refused(live_asgi, asked):
+    r = live_asgi.alice.post(f"{live_asgi.url}/api/v2/uploads/", json={"path": f"{A}/x.bin", "size": 4, **asked})
+    assert r.status_code == 400, r.text
+    assert not UploadSession.objects.exists()

@@ -9,6 +9,7 @@ import threading
 from datetime import timedelta
 from urllib.parse import urlparse
 
+import google_crc32c
 import pytest
 import requests
 from django.conf import settings
@@ -87,6 +88,24 @@ def test_a_chunk_django_would_buffer_is_limited_to_64_mib(alice_api, home_dir):
     r = patch(alice_api, uid, 0, b"abc", CONTENT_LENGTH=str(settings.PFS_MAX_CHUNK + 1))
     assert r.status_code == 413 and "at most" in r.json()["detail"]
     assert alice_api.get(f"/api/v2/uploads/{uid}/").json()["offset"] == 0
+
+
+def test_a_crc32c_promised_through_django_is_checked_against_the_chunks_as_they_came(alice_api, home_dir):
+    """The Django view (browser sessions, and any client without the streaming route) takes
+    `crc32c_later` and `Upload-Crc32c` as the streaming route does: the running CRC fed by each
+    chunk, the file put in place once the right one comes, a wrong one discarding the upload."""
+    data = os.urandom(2 * 1024 * 1024 + 5)
+    for name, sent, status in (("wrong.bin", f"{google_crc32c.value(b'other'):08x}", 422),
+                               ("right.bin", f"{google_crc32c.value(data):08x}", 200)):
+        r = create(alice_api, f"{A}/{name}", len(data), crc32c_later=True)
+        assert r.status_code == 201 and r.json()["crc32c_later"] is True and r.json()["sha256_later"] is False
+        uid = r.json()["id"]
+        assert patch(alice_api, uid, 0, data[:1024 * 1024]).status_code == 200
+        r = patch(alice_api, uid, 1024 * 1024, data[1024 * 1024:], HTTP_UPLOAD_CRC32C=sent)
+        assert r.status_code == status, r.content
+        assert (home_dir / name).exists() == (status == 200)
+    assert (home_dir / "right.bin").read_bytes() == data
+    assert leftovers(home_dir) == []
 
 
 def test_whole_file_checksum_mismatch_discards(alice_api, home_dir):
@@ -300,10 +319,10 @@ def test_spliced_bytes_are_hashed_beside_the_splice_not_between_its_pieces(alice
     writer = uploads.ChunkWriter(uploads.get(alice, uid), 0, len(data))
     real, hashing, release = upload_digest.hash_file, threading.Event(), threading.Event()
 
-    def held_hash_file(h, fd, offset, length, buf=None):
+    def held_hash_file(h, fd, offset, length):
         hashing.set()
         assert release.wait(60)
-        real(h, fd, offset, length, buf)
+        real(h, fd, offset, length)
 
     monkeypatch.setattr(upload_digest, "hash_file", held_hash_file)
     spliced = threading.Event()
@@ -337,10 +356,10 @@ def test_the_hash_follows_at_most_lag_bytes_behind_and_its_errors_come_out(tmp_p
     try:
         real, gate, behind = upload_digest.hash_file, threading.Semaphore(0), []
 
-        def gated(h, fd, offset, length, buf=None):
+        def gated(h, fd, offset, length):
             behind.append(follower._landed - offset)
             assert gate.acquire(timeout=60)
-            real(h, fd, offset, length, buf)
+            real(h, fd, offset, length)
 
         monkeypatch.setattr(upload_digest, "hash_file", gated)
         h = hashlib.sha256()
@@ -354,7 +373,7 @@ def test_the_hash_follows_at_most_lag_bytes_behind_and_its_errors_come_out(tmp_p
         assert h.hexdigest() == hashlib.sha256(data).hexdigest()
         assert behind and max(behind) <= 2 * mib  # the splice waited: never more than lag + a piece
 
-        def broken(h, fd, offset, length, buf=None):
+        def broken(h, fd, offset, length):
             raise OSError("the disk went away")
 
         monkeypatch.setattr(upload_digest, "hash_file", broken)
