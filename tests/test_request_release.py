@@ -85,6 +85,38 @@ def test_a_job_detail_and_a_job_list_leave_nothing_to_the_cycle_collector(alice,
 
 
 @pytest.mark.django_db(transaction=True)
+def test_job_details_and_full_job_lists_run_no_garbage_collection(alice, datacenter, finished_job):
+    """Their objects are freed as they go, so the web process's young-collection threshold
+    (core/startup.py) is not reached; at CPython's 700 these requests ran collections."""
+    from paddleweb.asgi import application
+
+    for i in range(60):  # a full page
+        make_job(alice, datacenter, name=f"job-{i}", state="Succeeded")
+    token = issue_token(alice)
+    paths = [f"/api/v2/jobs/{finished_job.name}/", "/api/v2/jobs/"]
+    collections = []
+
+    def count(phase, info):
+        if phase == "start":
+            collections.append(info["generation"])
+
+    async def serve():
+        for path in paths:  # warm
+            await asgi_get(application, path, token)
+        gc.collect()
+        gc.callbacks.append(count)
+        try:
+            for path in paths * 5:
+                status, _ = await asgi_get(application, path, token)
+                assert status == 200
+        finally:
+            gc.callbacks.remove(count)
+
+    asyncio.run(serve())
+    assert collections == []
+
+
+@pytest.mark.django_db(transaction=True)
 def test_the_answers_are_those_of_djangos_test_client(alice, finished_job):
     from paddleweb.asgi import application
 
