@@ -3,6 +3,7 @@ Python's cycle collector (core/release.py), and the answers stay what they were.
 
 import asyncio
 import gc
+import http.client
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -15,7 +16,7 @@ from accounts.services import issue_token
 from core.release import release
 from jobs.api.serializers import JobDetailSerializer
 from jobs.models import JobEvent, Replica
-from tests.support import make_job
+from tests.support import LiveASGI, make_job, wait_for
 
 HOST = "testserver"  # as Django's test client names the host (the list's links carry it)
 
@@ -28,21 +29,22 @@ async def asgi_get(app, path: str, token: str) -> tuple[int, bytes]:
              "server": (HOST, 80), "client": ("127.0.0.1", 50000),
              "headers": [(b"host", HOST.encode()), (b"authorization", f"Token {token}".encode())]}
     asked, sent = False, []
-    ended = asyncio.Event()
+    answered = asyncio.Event()
 
     async def receive():
         nonlocal asked
         if not asked:
             asked = True
             return {"type": "http.request", "body": b"", "more_body": False}
-        await ended.wait()
+        await answered.wait()  # then a disconnect, as uvicorn says once the response is sent
         return {"type": "http.disconnect"}
 
     async def send(message):
         sent.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body"):
+            answered.set()
 
     await app(scope, receive, send)
-    ended.set()
     return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:])
 
 
@@ -82,6 +84,39 @@ def test_a_job_detail_and_a_job_list_leave_nothing_to_the_cycle_collector(alice,
             gc.enable()
 
     assert asyncio.run(unreachable_after_requests()) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_requests_served_by_uvicorn_leave_nothing_to_the_cycle_collector(alice, finished_job):
+    """The same through the Procfile's server (core/server.py), on one keep-alive connection."""
+    from paddleweb.asgi import application
+
+    threads = application.application_mapping["http"]
+    token = issue_token(alice)
+    paths = [f"/api/v2/jobs/{finished_job.name}/", "/api/v2/jobs/"]
+    with LiveASGI() as live:
+        conn = http.client.HTTPConnection("127.0.0.1", live.port, timeout=60)
+
+        def get(path: str) -> None:
+            conn.request("GET", path, headers={"Authorization": f"Token {token}"})
+            answer = conn.getresponse()
+            answer.read()
+            assert answer.status == 200
+            # the request ends (its thread given back) just after its answer is sent
+            wait_for(lambda: threads.idle == threads.started, 30, "the request to end")
+
+        for path in paths:
+            get(path)
+        gc.collect()
+        gc.disable()
+        try:
+            for path in paths * 3:
+                get(path)
+            found = gc.collect()
+        finally:
+            gc.enable()
+        conn.close()
+    assert found == 0
 
 
 @pytest.mark.django_db(transaction=True)
