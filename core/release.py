@@ -5,7 +5,7 @@ messages and htmx details; a DRF view and the handler methods it keeps, its requ
 parser context names it again) and its response (whose renderer context does); every serializer
 and its bound fields (each field's `parent`); a prefetched instance and its related rows (each
 row's foreign key). Reference counting cannot free a cycle, so all of a request's objects (about
-400 for a job detail, 1,000 for a list page) wait for the cycle collector. Under load, with many
+400 for a job detail, 600 for a list page) wait for the cycle collector. Under load, with many
 requests in flight, they outlive the young generations' collections and are freed by full
 collections, each walking every object the process has: at 32 requests at once, timed with
 `gc.callbacks`, 0.6-1.6 ms per job detail and 1.4-2.7 ms per list page went to collections

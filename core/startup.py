@@ -6,8 +6,9 @@ import gc
 # default: 700). A request's objects are freed by reference counting once it is answered
 # (core/release.py), so what a young collection finds under load is the objects of the requests
 # still in flight: it can free none of them, only move them to an older generation, where a full
-# collection walks them again. At 700 and 32 requests at once, 3,000 job list requests ran 1,675
-# young collections and 14 full ones (up to 65 ms each, load average 9); at 10,000, four young ones.
+# collection walks them again. Served at 32 connections (bench/web.py, load average 6-7), 750 job
+# details ran about 400 young, 36 middle and 3 full collections at 700 (0.25 ms of each request, by
+# `gc.callbacks`); at 10,000, one or two young ones.
 YOUNG_COLLECTION = 10_000
 
 

@@ -64,7 +64,7 @@ def finished_job(alice, datacenter):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_job_detail_and_a_job_list_leave_nothing_to_the_cycle_collector(alice, finished_job):
-    """Before: about 400 objects per detail and 1,000 per list page, each in a reference cycle."""
+    """Before: about 400 objects per detail and 600 per list page, each in a reference cycle."""
     from paddleweb.asgi import application
 
     token = issue_token(alice)
