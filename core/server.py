@@ -135,7 +135,12 @@ class _ZeroCopyRequest:
             else:
                 await send(message)
 
-        await self.app(scope, receive, zero_copy_send)
+        try:
+            await self.app(scope, receive, zero_copy_send)
+        finally:
+            # The scope names this object (its splice), which names the cycle, whose scope it is:
+            # a reference cycle, which only the cycle collector would free, with what it holds.
+            del extensions[BODY_TO_FILE]
 
     def _socket_dup(self) -> int:
         return os.dup(self.protocol.transport.get_extra_info("socket").fileno())

@@ -10,6 +10,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs
 
 from accounts.asgi import TokenOrSessionAuth, credentials_valid  # noqa: E402
 from core.body_limits import BodyLimit  # noqa: E402
+from core.request_threads import ThreadPerRequest  # noqa: E402
 from core.startup import freeze_startup_heap  # noqa: E402
 from jobs.routing import websocket_urlpatterns  # noqa: E402
 from legacy.asgi import LegacyChunks  # noqa: E402
@@ -20,15 +21,16 @@ from pfs.asgi_responses import LargeChunkASGIHandler, ZeroCopyResponses  # noqa:
 # Django (file bodies by zero-copy send, others in large messages: pfs/asgi_responses.py), with
 # upload chunks sent with a token streamed straight to disk in front of it (pfs/asgi_fast.py; the
 # legacy client's chunks: legacy/asgi.py).
-# The middleware chain and view run in one thread per request (core/asgi_django.py).
+# The middleware chain and view run in one thread per request (core/asgi_django.py), a thread kept for later
+# requests (core/request_threads.py).
 django_asgi_app = ZeroCopyResponses(LargeChunkASGIHandler())
 
 freeze_startup_heap()
 
 application = ProtocolTypeRouter(
     {
-        "http": BodyLimit(LegacyChunks(PfsASGI(django_asgi_app)), authenticated=credentials_valid,
-                          streamed=streams_body),
+        "http": ThreadPerRequest(BodyLimit(LegacyChunks(PfsASGI(django_asgi_app)), authenticated=credentials_valid,
+                                           streamed=streams_body)),
         "websocket": TokenOrSessionAuth(URLRouter(websocket_urlpatterns)),
     }
 )

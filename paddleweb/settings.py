@@ -138,9 +138,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
 else:
     # Persistent connections from psycopg's pool, checked before each use (CONN_HEALTH_CHECKS): under
-    # ASGI each request's sync code runs in a thread of its own, so a connection Django kept
-    # (CONN_MAX_AGE) would outlive its thread, and a new one per request costs a PostgreSQL backend
-    # process each time. A request takes one from its process's pool and gives it back at its end.
+    # ASGI each request's sync code runs in a thread of its own (reused by later requests, but made
+    # anew as more run at once and ended when idle: core/request_threads.py), so connections Django
+    # kept (CONN_MAX_AGE) would be as many as the threads ever were, and a new one per request costs
+    # a PostgreSQL backend process each time. A request takes one from its process's pool and gives
+    # it back at its end.
     # tests/test_db_connections.py checks that sessions stay within the pools however many requests.
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them (Django refuses both at once)
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True

@@ -130,7 +130,7 @@ def _put_refusal(scope: Scope) -> _Refused | None:
     except PathError as e:
         return _Refused(e.status, {"detail": e.message}) if e.status == 413 else None
     finally:
-        connections.close_all()  # this thread is the request's own and ends with it
+        connections.close_all()  # back to the pool: this thread serves other requests later
     return None
 
 
