@@ -10,12 +10,12 @@ The goal is about PostgreSQL (the service gets a database of its own on DATABASE
 without DATABASE_URL it runs on SQLite and says so. Jobs are seeded with bulk_create: a few
 hundred of the big user's are active (the oldest 60 running, with their replicas, others queued)
 and a datacenter `dc2` holds 1% of them, so `state=Running`, `active=true` and
-`datacenter__name=dc2` pick few rows out of many, where a plan that reads the whole history shows. Each filter answers both users
-with pages of the same length (a full page where it can), so the ratio is the query's cost, not
-the page's: the small user's `dc2` holds every other job, and `?name=sweep` finds a sweep both
-ran, the oldest 1% of each user's jobs (at least 60: the small user's oldest 60, the big user's
-oldest 1,000, all far in the past, where a walk newest first would read the whole history to
-find them).
+`datacenter__name=dc2` pick few rows out of many, where a plan that reads the whole history
+shows. Each filter answers both users with pages of the same length (a full page where it can),
+so the ratio is the query's cost, not the page's: the small user's `dc2` holds every other job,
+and `?name=sweep` finds a sweep both ran, the oldest 1% of each user's jobs (at least 60: the
+small user's oldest 60, the big user's oldest 1,000, all far in the past, where a walk newest
+first would read the whole history to find them).
 """
 
 from __future__ import annotations
