@@ -10,7 +10,9 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db.models import Model, QuerySet
+from django.core.exceptions import EmptyResultSet
+from django.db import connections
+from django.db.models import F, Model, QuerySet
 from django.http import HttpRequest
 from django.utils.dateparse import parse_datetime
 from rest_framework import pagination
@@ -147,6 +149,67 @@ class FirstPage:
 
     def __len__(self) -> int:
         return len(self._real())
+
+
+class SortedIfFew:
+    """Stands in for a queryset given to NewestFirstCursorPagination.paginate_queryset whose filter
+    PostgreSQL pages by walking an index in page order, expecting the matches spread evenly: a
+    substring of the name, found through a trigram index, that a sweep's runs share far in the
+    past makes that walk read most of the history. The page the paginator reads (`order_by(...)`,
+    a cursor's `filter(...)`, then a slice) is read in two queries instead. The first reads the
+    keys of up to `cap` + 1 matching rows through the filter's own index, counts them and sorts
+    them in page order (`SELECT pk, COUNT(*) OVER () FROM (... LIMIT cap + 1) ORDER BY ... LIMIT
+    page`): the page's ids, and whether there were more. The second reads those rows whole, so the
+    other matches are neither read twice nor joined to their datacenter. Past `cap` matches,
+    which the walk meets early, the slice is the queryset's own; so is any other use of it."""
+
+    def __init__(self, queryset: QuerySet[Any], cap: int, ordering: tuple[str, ...] = ()) -> None:
+        self._queryset, self._cap, self._ordering = queryset, cap, ordering
+
+    def order_by(self, *fields: str) -> "SortedIfFew":
+        return SortedIfFew(self._queryset.order_by(*fields), self._cap, fields)
+
+    def filter(self, *args: Any, **kwargs: Any) -> "SortedIfFew":
+        return SortedIfFew(self._queryset.filter(*args, **kwargs), self._cap, self._ordering)
+
+    def __getitem__(self, key: Any) -> Any:
+        if (isinstance(key, slice) and key.step is None and isinstance(key.stop, int)
+                and 0 <= (key.start or 0) <= key.stop and self._ordering
+                and all(isinstance(f, str) and f.lstrip("-") and "?" not in f for f in self._ordering)):
+            return self._page(key.start or 0, key.stop)
+        return self._queryset[key]
+
+    def _page(self, start: int, stop: int) -> list[Any]:
+        qs = self._queryset
+        connection = connections[qs.db]
+        name = connection.ops.quote_name
+        keys = {f"pc_k{i}": F(field.lstrip("-")) for i, field in enumerate(self._ordering)}
+        matches = qs.order_by().values(pc_pk=F("pk"), **keys)[:self._cap + 1]
+        try:
+            sql, params = matches.query.get_compiler(using=matches.db).as_sql()
+        except EmptyResultSet:  # a filter that matches nothing (`.none()`)
+            return []
+        order = ", ".join(f"m.{name(f'pc_k{i}')} {'DESC' if field.startswith('-') else 'ASC'}"
+                          for i, field in enumerate(self._ordering))
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT m.{name('pc_pk')}, COUNT(*) OVER () FROM ({sql}) m ORDER BY {order} "
+                           "LIMIT %s OFFSET %s", (*params, stop - start, start))
+            rows = cursor.fetchall()
+        # Past the cap, or past the end of the rows counted (which there may have been more of).
+        if (rows and rows[0][1] > self._cap) or (not rows and start > 0):
+            return list(qs[start:stop])
+        ids = [row[0] for row in rows]
+        found = {obj.pk: obj for obj in qs.filter(pk__in=ids).order_by()} if ids else {}
+        return [found[pk] for pk in ids if pk in found]  # one changed meanwhile may no longer match
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._queryset, name)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._queryset)
+
+    def __len__(self) -> int:
+        return len(self._queryset)
 
 
 def _is_datetime(text: str) -> bool:

@@ -2,12 +2,12 @@ import django_filters
 from django.db import connections
 from django.db.models import QuerySet
 
-from core.pagination import NewestFirstCursorPagination
+from core.pagination import NewestFirstCursorPagination, SortedIfFew
 
 from .models import Job, JobState
 
-# Up to this many jobs matching a name are sorted for the page (a few ms); more are dense enough
-# to be met early on the walk newest first.
+# Up to this many jobs matching a name (and the other filters) are sorted for the page (a few ms);
+# more are dense enough to be met early on the walk newest first.
 FEW_NAME_MATCHES = 2000
 
 
@@ -43,15 +43,17 @@ class JobFilterSet(django_filters.FilterSet):  # type: ignore[misc]  # django-fi
         return queryset.filter(datacenter_id=ids[0]) if ids else queryset.none()
 
     def filter_name(self, queryset: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
-        matching = queryset.filter(name__icontains=value)
-        if connections[matching.db].vendor != "postgresql":
-            return matching
+        return queryset.filter(name__icontains=value)
+
+    def filter_queryset(self, queryset: QuerySet[Job]) -> QuerySet[Job] | SortedIfFew:
+        filtered: QuerySet[Job] = super().filter_queryset(queryset)
+        if not self.form.cleaned_data.get("name") or connections[filtered.db].vendor != "postgresql":
+            return filtered
         # PostgreSQL pages a substring match by walking the user's jobs newest first, as if matches
         # were spread evenly; a rare name clustered in the past (a sweep's runs) makes that walk read
-        # most of the history. A few matches are found through the trigram index (migration 0010),
-        # counted, then named by a subquery that tells the planner how few they are: it sorts them.
-        few = matching.order_by().values("pk")[:FEW_NAME_MATCHES + 1]
-        return matching.filter(pk__in=few) if few.count() <= FEW_NAME_MATCHES else matching
+        # most of the history. Up to FEW_NAME_MATCHES matches are found through the trigram index
+        # (migration 0010), counted and sorted for the page instead (core.pagination.SortedIfFew).
+        return SortedIfFew(filtered, FEW_NAME_MATCHES)
 
     def sorted_by_pagination(self, queryset: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
         return queryset

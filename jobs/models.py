@@ -2,6 +2,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 from . import spec
 
@@ -153,6 +154,10 @@ class Replica(models.Model):
     class Meta:
         ordering = ["role", "index"]
         constraints = [models.UniqueConstraint(fields=["job", "role", "index"], name="replica_unique")]
+        # The replicas that may still change, by job (jobs.tasks.jobs_to_watch, twice a watcher
+        # pass): a few, however many replicas ever ran.
+        indexes = [models.Index(fields=["job"], name="replica_unsettled",
+                                condition=Q(state__in=[ReplicaState.RUNNING, ReplicaState.PENDING]))]
 
     def __str__(self) -> str:
         return self.name

@@ -9,7 +9,7 @@ from datetime import timedelta
 from celery import shared_task
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from accounts.models import Datacenter
@@ -19,7 +19,7 @@ from .backends.registry import get_backend
 from .lifecycle import queue, retention
 from .lifecycle.sync import sync_job
 from .live import logstore
-from .models import TERMINAL_STATES, Job, JobState, ReplicaState
+from .models import TERMINAL_STATES, Job, JobState, Replica, ReplicaState
 from .state.transitions import transition
 
 log = logging.getLogger(__name__)
@@ -143,10 +143,12 @@ def jobs_to_watch() -> QuerySet[Job]:
     """Jobs whose replicas may still change: launched and active, or ended or suspended with some
     replica not known to be done (one may have been started by a launch racing the kill: it gets
     stopped)."""
-    unsettled = [ReplicaState.RUNNING, ReplicaState.PENDING]
-    return (Job.objects.filter(Q(state__in=[JobState.STARTING, JobState.RUNNING])
-                               | Q(state__in=[*TERMINAL_STATES, JobState.SUSPENDED], replicas__state__in=unsettled))
-            .distinct().select_related("datacenter", "user"))
+    # Each part through an index (the jobs' state; the replicas that may still change): as one OR
+    # across a join with DISTINCT, PostgreSQL read every job ever run, twice a watcher pass.
+    active = Job.objects.filter(state__in=[JobState.STARTING, JobState.RUNNING]).order_by().values("pk")
+    unsettled = Replica.objects.filter(state__in=[ReplicaState.RUNNING, ReplicaState.PENDING],
+                                       job__state__in=[*TERMINAL_STATES, JobState.SUSPENDED]).order_by().values("job")
+    return Job.objects.filter(pk__in=active.union(unsettled)).select_related("datacenter", "user")
 
 
 @shared_task

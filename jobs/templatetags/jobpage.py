@@ -10,17 +10,10 @@ from quotas.services import Resources
 from quotas.units import format_bytes, format_cpu
 
 from .. import job_page
-from ..models import Job
 
 _V = TypeVar("_V")
 
 register = template.Library()
-
-
-@register.filter
-def run_time(job: Job) -> str:
-    """How long the job has run (so far, or in all): empty while it has not started."""
-    return job_page.duration(job_page.timing(job, timezone.now()).elapsed)
 
 
 @register.filter

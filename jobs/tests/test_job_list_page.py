@@ -105,3 +105,35 @@ def test_rows_show_how_long_a_finished_job_ran(web, alice, datacenter):
                        trainers=1, package="/pfs/local/home/alice/pkg", entry="python train.py",
                        started=start, finished=start + timedelta(minutes=2, seconds=5))
     assert "<td>2m 05s</td>" in web.get("/jobs/").content.decode()
+
+
+def test_each_row_shows_what_the_template_filters_and_url_tag_would(alice, bob, datacenter, settings):
+    # job_page.list_rows makes each cell's text once per row (the template reads them as they are):
+    # the same as the {% url %}, |date:"c" and |timesince it stands for, in any time zone.
+    from datetime import timedelta
+
+    from django.template import Context, Template
+    from django.urls import reverse
+    from django.utils import timezone
+
+    from jobs import job_page
+
+    made = timezone.now() - timedelta(days=3, hours=5, minutes=7, seconds=11, microseconds=4)
+    jobs = [Job.objects.create(user=user, datacenter=datacenter, name=name, state="Succeeded", mode="ps",
+                               pservers=2, trainers=3, package="/p", entry="x", created=made,
+                               finished=made + timedelta(minutes=61))
+            for user, name in ((alice, "Sweep.v2-07"), (alice, "x"), (bob, "bobs.one"))]
+    settings.TIME_ZONE = "Asia/Kolkata"  # not UTC: the times are shown in the current zone
+    filters = Template("{{ d|date:'c' }}|{{ d|timesince }}|{{ f|timesince }}")
+    with timezone.override("Asia/Kolkata"):
+        now = timezone.now()
+        rows = job_page.list_rows(jobs, now, viewer_id=alice.pk)
+        for job, row in zip(jobs, rows, strict=True):
+            shown = filters.render(Context({"d": job.created, "f": job.finished}))
+            assert "|".join([row["created"], row["submitted_ago"], row["finished_ago"]]) == shown
+            assert row["created"].endswith("+05:30")
+    own = [reverse("jobs:detail", args=[job.name]) for job in jobs[:2]]
+    assert [row["url"] for row in rows] == [*own, reverse("admin:jobs_job_change", args=[jobs[2].pk])]
+    assert [row["owner"] for row in rows] == ["", "", "bob"]
+    assert (rows[0]["pservers"], rows[0]["trainers"], rows[0]["run_time"], rows[0]["state_class"]) == (
+        "2", "3", "", "succeeded")
