@@ -10,9 +10,11 @@ fast as its upload.
 
 Keeping it honest: before every measurement (`ready`) the destination is gone, `sync` leaves no
 dirty pages to write back, and the source is read once more so it is in the page cache for every
-side alike. `paddlectl cp` is the command line, a process of its own, as users start it; its
-upload is checked whole by CRC-32C (the server verifies it before the upload is put in place).
-Medians and p99 of the rounds; the load average is printed with them.
+side alike; and the order of the sides turns by one each round, since on this machine whatever
+runs first after a large write and its `sync` runs slowest (at a third of the speed, or less, in
+runs of the same download several times in a row). `paddlectl cp` is the command line, a process
+of its own, as users start it; its upload is checked whole by CRC-32C (the server verifies it
+before the upload is put in place). Medians and p99 of the rounds; the load average is printed with them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from report import Row, emit
@@ -252,21 +255,35 @@ def main() -> None:
         # As installed (pip compiles it): from bytecode, even where PYTHONDONTWRITEBYTECODE is set.
         compileall.compile_dir(str(ROOT / "client" / "paddlectl"), quiet=1)
         paddlectl(env, str(src), remote)  # warm up: imports, the home, the first request
+        def for_upload() -> None:  # its destination does not exist yet; the source is cached
+            assert svc.api is not None
+            svc.api.delete("/api/v2/files/", params={"path": remote})
+            ready(src)
+
+        def for_download() -> None:  # the file to read is there (put there if need be), cached
+            if not stored.exists():
+                upload(svc.port, svc.token, src, remote, size)
+            ready(stored, tmp / "down.bin")
+
+        # Each side: what is made ready outside the timing, and what is timed.
+        sides: dict[str, tuple[Callable[[], None], Callable[[], float]]] = {
+            "reference": (lambda: ready(src, tmp / "ref.bin"), lambda: reference(src, tmp / "ref.bin")),
+            "cp up": (for_upload, lambda: paddlectl(env, str(src), remote)),
+            "cp down": (for_download, lambda: paddlectl(env, remote, str(tmp / "down.bin"))),
+            "server up": (for_upload, lambda: timed(upload, svc.port, svc.token, src, remote, size)),
+            "server down": (for_download, lambda: timed(download, svc.port, svc.token, remote, tmp / "down.bin")),
+        }
+        names = list(sides)
         for n in range(args.rounds):
-            ready(src, tmp / "ref.bin")
-            times["reference"].append(reference(src, tmp / "ref.bin"))
-            svc.api.delete("/api/v2/files/", params={"path": remote})
-            ready(src)
-            times["cp up"].append(paddlectl(env, str(src), remote))
-            ready(stored, tmp / "down.bin")
-            times["cp down"].append(paddlectl(env, remote, str(tmp / "down.bin")))
-            if n == 0:
-                assert sha256(stored) == digest and sha256(tmp / "down.bin") == digest, "a copy differs"
-            svc.api.delete("/api/v2/files/", params={"path": remote})
-            ready(src)
-            times["server up"].append(timed(upload, svc.port, svc.token, src, remote, size))
-            ready(stored, tmp / "down.bin")
-            times["server down"].append(timed(download, svc.port, svc.token, remote, tmp / "down.bin"))
+            # The order turns by one each round: a side that runs right after a large write (the
+            # first after the reference runs at a fraction of the speed here, whichever it is)
+            # does not always follow the same one.
+            for name in names[n % len(names):] + names[:n % len(names)]:
+                prepare, measure = sides[name]
+                prepare()
+                times[name].append(measure())
+                if n == 0 and name == "cp down":
+                    assert sha256(stored) == digest and sha256(tmp / "down.bin") == digest, "a copy differs"
             print("round", n, "  ".join(f"{k} {size / v[-1] / MB:.0f} MB/s" for k, v in times.items()), flush=True)
 
     def speed(key: str) -> float:
