@@ -43,8 +43,12 @@ def start_web(tmp_path, **settings):
                     "User.objects.create_user('alice', password='password')"],
                    cwd=ROOT, env=env, check=True, capture_output=True, timeout=120)
     command = re.search(r"^web:\s*(.+)$", (ROOT / "Procfile").read_text(), re.M).group(1)
-    proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    # Its log goes to a file: a pipe nobody reads while the test runs fills with the 429s' warnings
+    # and then blocks the server's logging, and with it every request.
+    log = tmp_path / "web.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                stderr=out)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -54,7 +58,7 @@ def start_web(tmp_path, **settings):
         except httpx.TransportError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                pytest.fail(f"the web server did not start: {proc.stderr.read().decode()[-2000:]}")
+                pytest.fail(f"the web server did not start: {log.read_text()[-2000:]}")
             time.sleep(0.1)
     return proc, url
 
