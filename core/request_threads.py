@@ -44,6 +44,7 @@ class ThreadPerRequest:
         self.idle_seconds, self.max_idle, self.clock = idle_seconds, max_idle, clock
         self._idle: deque[tuple[float, ThreadPoolExecutor]] = deque()  # oldest first; the newest is reused
         self.started = 0  # threads made so far
+        self.busy = 0  # requests in flight
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -51,11 +52,13 @@ class ThreadPerRequest:
             return
         executor = self._take()
         clean = False
+        self.busy += 1
         try:
             async with ThreadSensitiveContext(executor=executor):
                 await self.app(scope, receive, send)
             clean = True
         finally:
+            self.busy -= 1
             self._give(executor, clean)
 
     @property

@@ -66,8 +66,10 @@ def test_requests_in_flight_at_once_each_have_a_thread_of_their_own():
         requests = asyncio.gather(*(wrapper(request_scope(), None, None) for _ in range(count)))
         while app.waiting < count:  # every request is between its calls
             await asyncio.sleep(0.01)
+        assert wrapper.busy == count
         app.gate.set()
         await requests
+        assert wrapper.busy == 0
 
     asyncio.run(main(5))
     assert all(len(set(calls)) == 1 for calls in app.threads)
@@ -116,7 +118,7 @@ def test_the_thread_of_a_request_that_failed_is_not_reused():
     for _ in range(2):
         with pytest.raises(RuntimeError):
             serve(wrapper)
-    assert wrapper.started == 2 and threads[0] is not threads[1]
+    assert wrapper.started == 2 and threads[0] is not threads[1] and wrapper.busy == 0
     wait_for(lambda: not threads[0].is_alive(), 30, "the failed request's thread to end")
 
 
@@ -144,6 +146,7 @@ def test_the_services_requests_run_each_in_one_thread_and_reuse_it(alice):
 
     token = issue_token(alice)
     started, finished = [], []
+    busy = threads.busy  # requests of earlier tests that never ended, if any
 
     def on_started(**kwargs):
         started.append(threading.current_thread())
@@ -159,7 +162,7 @@ def test_the_services_requests_run_each_in_one_thread_and_reuse_it(alice):
             for _ in range(10):
                 assert http.get("/api/v2/jobs/").status_code == 200
                 # its thread is given back just after the answer is sent
-                wait_for(lambda: threads.idle == threads.started, 30, "the request to end")
+                wait_for(lambda: threads.busy == busy, 30, "the request to end")
     finally:
         signals.request_started.disconnect(on_started)
         signals.request_finished.disconnect(on_finished)
