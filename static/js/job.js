@@ -59,18 +59,46 @@
     if (!q) { if (results) results.innerHTML = ""; return; }
     htmx.ajax("GET", `${searchAll.dataset.url}?q=${encodeURIComponent(q)}`, { target: "#log-results" });
   }
+  let tabChosen = false;  // by the user: kept when the job's state changes
+  function selectTab(tab) {
+    logs.querySelectorAll(".tabs a").forEach((a) => a.classList.remove("current"));
+    tab.classList.add("current");
+    const merged = tab.dataset.log === "all";  // every log at once: no single file to fetch or search
+    if (download) { download.hidden = merged; if (!merged) download.href = tab.dataset.download; }
+    if (searchAll) { searchAll.hidden = merged; searchAll.dataset.url = tab.dataset.search || ""; }
+    if (results) results.innerHTML = "";
+  }
   if (logs) {
     logs.addEventListener("click", (event) => {
       const tab = event.target.closest(".tabs a");
       if (!tab) return;
       event.preventDefault();
-      logs.querySelectorAll(".tabs a").forEach((a) => a.classList.remove("current"));
-      tab.classList.add("current");
-      const merged = tab.dataset.log === "all";  // every log at once: no single file to fetch or search
-      if (download) { download.hidden = merged; if (!merged) download.href = tab.dataset.download; }
-      if (searchAll) { searchAll.hidden = merged; searchAll.dataset.url = tab.dataset.search || ""; }
-      if (results) results.innerHTML = "";
+      tabChosen = true;
+      selectTab(tab);
     });
+  }
+
+  // The log tabs as the page would open now: a job that started since it was loaded has its
+  // replicas' tabs, and, unless the user chose one, the tab the page opens first (trainer-0's
+  // rather than the build's). Resolves once the tabs are current.
+  async function refreshTabs() {
+    const nav = logs && logs.querySelector("nav.tabs");
+    if (!nav) return;
+    const answer = await fetch(location.href, { credentials: "same-origin" });
+    if (!answer.ok) return;
+    const page = new DOMParser().parseFromString(await answer.text(), "text/html");
+    const fresh = page.querySelector("#logs nav.tabs");
+    if (!fresh) return;
+    const names = (el) => [...el.querySelectorAll("a")].map((a) => a.dataset.log).join(" ");
+    const chosen = nav.querySelector("a.current");
+    if (names(fresh) !== names(nav)) {
+      nav.replaceWith(fresh);
+      htmx.process(fresh);
+    }
+    const keep = tabChosen && chosen && logs.querySelector(`.tabs a[data-log="${chosen.dataset.log}"]`);
+    const first = fresh.querySelector("a.current");
+    const tab = keep || (first && logs.querySelector(`.tabs a[data-log="${first.dataset.log}"]`));
+    if (tab) selectTab(tab);
   }
   if (searchAll) searchAll.addEventListener("click", searchWholeLog);
   if (search) search.addEventListener("keydown", (event) => { if (event.key === "Enter") searchWholeLog(); });
@@ -108,11 +136,22 @@
   const FIRST_RETRY = 500, MAX_RETRY = 4000;
   let retryDelay = FIRST_RETRY, retryTimer = null, countdown = null, socket = null, wasLost = false;
 
+  // One refresh at a time: the changes that come meanwhile (a job's replicas change state
+  // together) are shown by one more once it is done.
+  let refreshing = false, changedAgain = false;
   function refreshPanels() {
+    if (!window.htmx) return;
+    if (refreshing) { changedAgain = true; return; }
+    refreshing = true;
     const status = document.getElementById("status");
-    if (status && window.htmx) htmx.trigger(status, "jobchanged");
-    const tab = logs && logs.querySelector(".tabs a.current");
-    if (tab && window.htmx) htmx.ajax("GET", tab.getAttribute("hx-get"), { target: "#log" });
+    if (status) htmx.trigger(status, "jobchanged");
+    const reload = () => {
+      const tab = logs && logs.querySelector(".tabs a.current");
+      if (tab) htmx.ajax("GET", tab.getAttribute("hx-get"), { target: "#log" });
+      refreshing = false;
+      if (changedAgain) { changedAgain = false; refreshPanels(); }
+    };
+    refreshTabs().then(reload, reload);  // the tab shown so far, if the page could not be had
   }
 
   function stopWaiting() {
