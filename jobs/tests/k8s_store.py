@@ -171,6 +171,13 @@ class Store:
                 raise kmock.KubernetesError(404, "NotFound", f'{plural} "{name}" not found')
             return copy.deepcopy(obj)
 
+    def phase(self, ns: str, pod: str) -> str | None:
+        """The pod's status.phase, None when there is no such pod: without copying the pod, for
+        the log streams, which all read it on every change of the store."""
+        with self.lock:
+            obj = self.objects.get(("pods", ns, pod))
+            return None if obj is None else (obj.get("status") or {}).get("phase", "")
+
     def find(self, plural: str, ns: str | None = None, labels: str = "", fields: str = "") -> list[Obj]:
         with self.lock:
             return [copy.deepcopy(o) for (p, n, _), o in self.objects.items()
