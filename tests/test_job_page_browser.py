@@ -14,7 +14,7 @@ from jobs import services
 from jobs.live import logstore, notify
 from jobs.models import Job, Replica, ReplicaState
 from tests.screens import screenshot
-from tests.support import LiveASGI, logged_in_browser, make_package, needs_chromium
+from tests.support import LiveASGI, logged_in_browser, make_package, needs_chromium, wait_for
 
 pytestmark = [pytest.mark.timeout(180), needs_chromium]
 
@@ -166,6 +166,22 @@ def test_a_pushed_chunk_appends_only_what_continues_the_log_panel(transactional_
         expect(pre).to_have_text("pserver output\nnext ✓\n")
         push(job, replica, 24, "and on\n", 31)
         expect(pre).to_have_text("pserver output\nnext ✓\nand on\n")
+
+
+def test_the_state_sent_on_connect_reloads_the_log_but_not_the_page_when_it_is_the_pages_own(
+        transactional_db, alice, monkeypatch):
+    """The tabs are read again (the whole page fetched) only for a state they were not made for."""
+    job = submit(alice)
+    with LiveASGI() as server, logged_in_browser(server.url, monkeypatch) as page:
+        requested = []
+        page.on("request", lambda request: requested.append(request.url))
+        log = f"{server.url}/jobs/{job.name}/logs/trainer-0/"
+        page.goto(f"{server.url}/jobs/{job.name}/")
+        # the panel's first load, then the reload for the state sent on connect
+        wait_for(lambda: requested.count(log) >= 2, 60, "the log panel loaded again",
+                 tick=lambda: page.wait_for_timeout(50))  # Playwright hands over its events meanwhile
+        page.wait_for_load_state("networkidle")
+    assert requested.count(f"{server.url}/jobs/{job.name}/") == 1
 
 
 def test_the_loss_chart_switches_to_a_log_scale_and_smooths(page, live_server, alice):

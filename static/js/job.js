@@ -138,10 +138,12 @@
 
   // One refresh at a time: the changes that come meanwhile (a job's replicas change state
   // together) are shown by one more once it is done.
-  let refreshing = false, changedAgain = false;
-  function refreshPanels() {
+  // The tabs are read again only when the job's state is not the one they were made for (the
+  // state the server sends on connect is usually the page's own).
+  let refreshing = false, changedAgain = null, tabsState = logs && logs.dataset.state;
+  function refreshPanels(state) {
     if (!window.htmx) return;
-    if (refreshing) { changedAgain = true; return; }
+    if (refreshing) { changedAgain = { state: state || (changedAgain && changedAgain.state) }; return; }
     refreshing = true;
     const status = document.getElementById("status");
     if (status) htmx.trigger(status, "jobchanged");
@@ -149,9 +151,11 @@
       const tab = logs && logs.querySelector(".tabs a.current");
       if (tab) htmx.ajax("GET", tab.getAttribute("hx-get"), { target: "#log" });
       refreshing = false;
-      if (changedAgain) { changedAgain = false; refreshPanels(); }
+      if (changedAgain) { const again = changedAgain; changedAgain = null; refreshPanels(again.state); }
     };
-    refreshTabs().then(reload, reload);  // the tab shown so far, if the page could not be had
+    if (!state || state === tabsState) { reload(); return; }
+    // the tab shown so far, if the page could not be had
+    refreshTabs().then(() => { tabsState = state; }).then(reload, reload);
   }
 
   function stopWaiting() {
@@ -192,7 +196,7 @@
     ws.onmessage = (event) => {
       const msg = JSON.parse(event.data);
       if (msg.type === "job") {
-        refreshPanels();
+        refreshPanels(msg.state);
       } else if (msg.type === "log_notice") {
         const notice = document.querySelector(`p.log-notice[data-replica="${msg.replica}"]`);
         if (notice) {
