@@ -156,9 +156,16 @@ def test_a_pushed_chunk_appends_only_what_continues_the_log_panel(transactional_
     replica = job.replicas.get(role="pserver", index=0)  # its log: "pserver output\n", 15 bytes
     Replica.objects.filter(pk=replica.pk).update(state=ReplicaState.SUCCEEDED)  # no polls: only pushes change it
     with LiveASGI() as server, logged_in_browser(server.url, monkeypatch) as page:
+        events = []  # the websocket's frames and the requests finished, in order
+        page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: events.append("frame")))
+        page.on("requestfinished", lambda request: events.append(request.url))
         page.goto(f"{server.url}/jobs/{job.name}/")
         page.click(".tabs a:has-text('pserver-0')")
-        page.wait_for_function("document.body.dataset.live === 'open'")
+        # The state sent on connect reloads the panel from the log file, which the pushes below
+        # are not written to: they go after that reload.
+        log = f"{server.url}/jobs/{job.name}/logs/pserver-0/"
+        wait_for(lambda: "frame" in events and log in events[events.index("frame"):], 60,
+                 "the panel reloaded after the connect", tick=lambda: page.wait_for_timeout(50))
         pre = page.locator("#log pre.log")
         expect(pre).to_have_text("pserver output\n")
         push(job, replica, 30, "after a gap\n", 42)  # left to the next poll
