@@ -14,7 +14,7 @@ from jobs import services
 from jobs.live import logstore, notify
 from jobs.models import Job, Replica, ReplicaState
 from tests.screens import screenshot
-from tests.support import LiveASGI, logged_in_browser, make_package, needs_chromium, wait_for
+from tests.support import LiveASGI, logged_in_browser, make_package, needs_chromium
 
 pytestmark = [pytest.mark.timeout(180), needs_chromium]
 
@@ -63,6 +63,31 @@ def test_a_log_answer_that_arrives_after_another_tab_was_chosen_is_not_shown(pag
     page.wait_for_load_state("networkidle")
     expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
     expect(page.locator(".tabs a.current")).to_have_text("pserver-0")
+
+
+def test_a_reload_for_the_jobs_state_that_answers_after_another_tab_was_chosen_is_not_shown(
+        transactional_db, alice, monkeypatch):
+    job = submit(alice)
+    requests, held = [], []  # trainer-0's log requests; the ones after the first, answered late
+
+    def hold(route):
+        requests.append(route)
+        if len(requests) == 1:
+            route.continue_()
+        else:
+            held.append(route)
+
+    with LiveASGI() as server, logged_in_browser(server.url, monkeypatch) as page:
+        page.route(f"**/jobs/{job.name}/logs/trainer-0/", hold)
+        page.goto(f"{server.url}/jobs/{job.name}/")
+        pump_until(page, lambda: held, 60)  # the reload for the state sent on connect
+        page.click(".tabs a:has-text('pserver-0')")
+        expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
+        for route in held:
+            with contextlib.suppress(PlaywrightError):  # the page may have aborted it already
+                route.continue_()
+        page.wait_for_load_state("networkidle")
+        expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
 
 
 def test_the_job_page_fits_a_390_px_phone_without_horizontal_scrolling(page, live_server, alice):
@@ -164,8 +189,7 @@ def test_a_pushed_chunk_appends_only_what_continues_the_log_panel(transactional_
         # The state sent on connect reloads the panel from the log file, which the pushes below
         # are not written to: they go after that reload.
         log = f"{server.url}/jobs/{job.name}/logs/pserver-0/"
-        wait_for(lambda: "frame" in events and log in events[events.index("frame"):], 60,
-                 "the panel reloaded after the connect", tick=lambda: page.wait_for_timeout(50))
+        pump_until(page, lambda: "frame" in events and log in events[events.index("frame"):], 60)
         pre = page.locator("#log pre.log")
         expect(pre).to_have_text("pserver output\n")
         push(job, replica, 30, "after a gap\n", 42)  # left to the next poll
@@ -184,9 +208,7 @@ def test_the_state_sent_on_connect_reloads_the_log_but_not_the_page_when_it_is_t
         page.on("request", lambda request: requested.append(request.url))
         log = f"{server.url}/jobs/{job.name}/logs/trainer-0/"
         page.goto(f"{server.url}/jobs/{job.name}/")
-        # the panel's first load, then the reload for the state sent on connect
-        wait_for(lambda: requested.count(log) >= 2, 60, "the log panel loaded again",
-                 tick=lambda: page.wait_for_timeout(50))  # Playwright hands over its events meanwhile
+        pump_until(page, lambda: requested.count(log) >= 2, 60)  # the panel's first load, then the reload
         page.wait_for_load_state("networkidle")
     assert requested.count(f"{server.url}/jobs/{job.name}/") == 1
 

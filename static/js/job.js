@@ -149,7 +149,9 @@
     if (status) htmx.trigger(status, "jobchanged");
     const reload = () => {
       const tab = logs && logs.querySelector(".tabs a.current");
-      if (tab) htmx.ajax("GET", tab.getAttribute("hx-get"), { target: "#log" });
+      // From the tab, so its hx-sync holds: this reload and a click on a tab replace each other
+      // (without a source, htmx.ajax synchronizes with nothing, and the slower answer won).
+      if (tab) htmx.ajax("GET", tab.getAttribute("hx-get"), { source: tab, target: "#log" });
       refreshing = false;
       if (changedAgain) { const again = changedAgain; changedAgain = null; refreshPanels(again.state); }
     };
