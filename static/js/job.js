@@ -137,13 +137,14 @@
   let retryDelay = FIRST_RETRY, retryTimer = null, countdown = null, socket = null, wasLost = false;
 
   // One refresh at a time: the changes that come meanwhile (a job's replicas change state
-  // together) are shown by one more once it is done.
-  // The tabs are read again only when the job's state is not the one they were made for (the
-  // state the server sends on connect is usually the page's own).
-  let refreshing = false, changedAgain = null, tabsState = logs && logs.dataset.state;
+  // together) are shown by one more once it is done. The tabs are read again only when the job's
+  // latest state is not the one they were made for (the state the server sends on connect is
+  // usually the page's own).
+  let refreshing = false, changedAgain = false, latestState = null, tabsState = logs && logs.dataset.state;
   function refreshPanels(state) {
     if (!window.htmx) return;
-    if (refreshing) { changedAgain = { state: state || (changedAgain && changedAgain.state) }; return; }
+    if (state) latestState = state;
+    if (refreshing) { changedAgain = true; return; }
     refreshing = true;
     const status = document.getElementById("status");
     if (status) htmx.trigger(status, "jobchanged");
@@ -153,11 +154,12 @@
       // (without a source, htmx.ajax synchronizes with nothing, and the slower answer won).
       if (tab) htmx.ajax("GET", tab.getAttribute("hx-get"), { source: tab, target: "#log" });
       refreshing = false;
-      if (changedAgain) { const again = changedAgain; changedAgain = null; refreshPanels(again.state); }
+      if (changedAgain) { changedAgain = false; refreshPanels(); }
     };
-    if (!state || state === tabsState) { reload(); return; }
+    if (!latestState || latestState === tabsState) { reload(); return; }
+    const wanted = latestState;
     // the tab shown so far, if the page could not be had
-    refreshTabs().then(() => { tabsState = state; }).then(reload, reload);
+    refreshTabs().then(() => { tabsState = wanted; }).then(reload, reload);
   }
 
   function stopWaiting() {
