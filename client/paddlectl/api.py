@@ -2,20 +2,20 @@
 
 Idempotent requests (GET, HEAD, PUT, DELETE) are retried with exponential backoff when the
 connection fails or the server answers 502/503/504; other requests only when the connection
-could not be made at all, so nothing is ever done twice.
+could not be made at all, so nothing is ever done twice. The retries are tenacity's, imported
+only once a request has failed: most commands never retry, and the import cost them about 11 ms
+of their start (bench/cli_start.py).
 """
 
 from __future__ import annotations
 
 import ssl
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
-
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, stop_after_delay, wait_exponential
-from tenacity.stop import stop_base
 
 from . import __version__
 from ._httpx import httpx
@@ -24,6 +24,8 @@ from .errors import APIError, AuthError, ConfigError, ConnectionFailed, NotFound
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRY_STATUS = frozenset({502, 503, 504})
+BACKOFF = 0.25  # seconds before the first retry, doubled before each next one (at most MAX_BACKOFF)
+MAX_BACKOFF = 8.0
 
 
 # What the API answers for one object. API.request returns the decoded JSON as it comes (Any);
@@ -158,26 +160,39 @@ class API:
             **self._auth_header(), "User-Agent": f"paddlectl/{__version__}"}
 
     # --- requests -------------------------------------------------------------------------
-    def _retrying(self, method: str, deadline: float | None = None) -> Retrying:
-        stop: stop_base = stop_after_attempt(self.retries + 1)
-        if deadline is not None:
-            stop = stop | stop_after_delay(deadline)
-        return Retrying(stop=stop, wait=wait_exponential(multiplier=0.25, max=8), reraise=True,
-                        retry=retry_if_exception(_retryable(method)))
+    def _attempts(self, method: str, attempt: Callable[[], httpx.Response]) -> httpx.Response:
+        """`attempt()`, and again while it fails in a way `_retryable` allows, up to `retries`
+        more times, BACKOFF seconds after the first failure and twice as long after each next."""
+        try:
+            return attempt()
+        except Exception as e:
+            if self.retries < 1 or not _retryable(method)(e):
+                raise
+        from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+        time.sleep(BACKOFF)
+        for retry in Retrying(stop=stop_after_attempt(self.retries), reraise=True,
+                              wait=wait_exponential(multiplier=2 * BACKOFF, max=MAX_BACKOFF),
+                              retry=retry_if_exception(_retryable(method))):
+            with retry:
+                return attempt()
+        raise AssertionError("unreachable: tenacity stops by reraising the last failure")
 
     def _send(self, method: str, path: str, *, auth: bool = True, stream: bool = False,
               headers: dict[str, str] | None = None, **kwargs: Any) -> httpx.Response:
         method = method.upper()
+
+        def attempt() -> httpx.Response:
+            hdrs = {**(self._auth_header() if auth else {}), **(headers or {})}
+            http = self._client_for(path)
+            response = http.send(http.build_request(method, path, headers=hdrs, **kwargs), stream=stream)
+            if response.status_code in RETRY_STATUS:
+                response.close()
+                raise _RetryableStatus(response)
+            return response
+
         try:
-            for attempt in self._retrying(method):
-                with attempt:
-                    hdrs = {**(self._auth_header() if auth else {}), **(headers or {})}
-                    http = self._client_for(path)
-                    request = http.build_request(method, path, headers=hdrs, **kwargs)
-                    response = http.send(request, stream=stream)
-                    if response.status_code in RETRY_STATUS:
-                        response.close()
-                        raise _RetryableStatus(response)
+            response = self._attempts(method, attempt)
         except _RetryableStatus as e:
             response = e.response
         except httpx.TransportError as e:

@@ -24,7 +24,8 @@ DEPS_MISSING = [name for name in SDK_LIBRARIES if importlib.util.find_spec(name)
 if DEPS_MISSING:
     # The in-job helpers (stdlib only) still run; the SDK and CLI tests are left out, and
     # test_client_deps.py reports that as a skip in the run's summary.
-    collect_ignore_glob = ["test_cli_*.py", "test_config.py", "test_logs_follow.py", "test_real_job.py"]
+    collect_ignore_glob = ["test_cli_*.py", "test_config.py", "test_logs_follow.py", "test_real_job.py",
+                           "test_api_retries.py"]
 
 ENV_VARS = ("PADDLE_CONFIG", "PADDLECTL_DATACENTER", "PADDLECTL_ENDPOINT", "PADDLECTL_TOKEN", "PADDLECTL_USERNAME",
             "PADDLECTL_PASSWORD", "PADDLECTL_DEBUG")

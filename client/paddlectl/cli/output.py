@@ -1,13 +1,16 @@
-"""Output: tables by default (rich), or -o wide | json | yaml | name.
+"""Output: tables by default, or -o wide | json | yaml | name.
 
-rich and yaml are imported when a table or YAML is printed, not with the module: every command
-imports this one, and the two cost about as much as the rest of the command line's start
+Tables are plain columns, as kubectl prints them, the same on a terminal and in a pipe: each column
+as wide as its widest cell plus three spaces, no trailing blanks, a cell's lines one under the
+other. They need no library: rich, which draws the progress bars, cost a table command about 25 ms
+of its start to import (bench/cli_start.py), and yaml is imported only to print YAML
 (client/tests/test_cli_start.py)."""
 
 from __future__ import annotations
 
 import json
 import sys
+import unicodedata
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -16,17 +19,54 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 FORMATS = ("table", "wide", "json", "yaml", "name")
+GUTTER = 3  # spaces after each column
 
 
 def console(stderr: bool = False) -> Console:
-    """A console on the *current* sys.stdout/stderr (tests swap them). Off a terminal lines
-    are never wrapped, so output stays greppable."""
+    """A rich console on the *current* sys.stdout/stderr (tests swap them), for what is drawn on a
+    terminal (progress bars, dimmed notes). Off a terminal lines are never wrapped."""
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
     tty = hasattr(stream, "isatty") and stream.isatty()
     return Console(file=stream, width=None if tty else 4000, soft_wrap=not tty, highlight=False,
                    emoji=False, markup=False)
+
+
+def line(text: str, stderr: bool = False) -> None:
+    """Print `text` and a newline on the *current* sys.stdout (or stderr)."""
+    stream = sys.stderr if stderr else sys.stdout
+    stream.write(text + "\n")
+
+
+def is_terminal(stream: Any) -> bool:
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def width(text: str) -> int:
+    """The columns `text` takes on a terminal: two for a wide or full-width character (CJK), none
+    for a combining mark."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _printable(text: str) -> str:
+    """`text` with control characters shown as "?", as ls shows them on a terminal: a name the
+    server hands back (a file's, a job's message) cannot move the cursor or recolour the screen."""
+    return "".join("?" if unicodedata.category(c) == "Cc" else c for c in text)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], terminal: bool = False) -> str:
+    """`rows` under `header` in aligned columns (see the module's docstring)."""
+    grid = [[cell.expandtabs().splitlines() or [""] for cell in row] for row in [header, *rows]]
+    if terminal:
+        grid = [[[_printable(part) for part in cell] for cell in row] for row in grid]
+    widths = [max(width(part) for row in grid for part in row[i]) + GUTTER for i in range(len(header))]
+    out = []
+    for row in grid:
+        for k in range(max(len(cell) for cell in row)):
+            parts = [cell[k] if k < len(cell) else "" for cell in row]
+            out.append("".join(p + " " * (w - width(p)) for p, w in zip(parts, widths, strict=True)).rstrip())
+    return "\n".join(out)
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -112,37 +152,22 @@ Column = tuple[str, Callable[[dict[str, Any]], Any]]
 def emit(data: Any, fmt: str, columns: Sequence[Column] = (), wide: Sequence[Column] = (),
          name: Callable[[dict[str, Any]], str] | None = None) -> None:
     """Print a list of records (or one record) in the chosen format."""
-    out = console()
     if fmt == "json":
-        out.out(json.dumps(data, indent=2, ensure_ascii=False, default=str), highlight=False)
+        line(json.dumps(data, indent=2, ensure_ascii=False, default=str))
         return
     if fmt == "yaml":
         import yaml
 
-        out.out(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip("\n"),
-                highlight=False)
+        line(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False).rstrip("\n"))
         return
     rows = data if isinstance(data, list) else [data]
     if fmt == "name":
         for row in rows:
-            out.out(name(row) if name else str(row.get("name", "")), highlight=False)
+            line(name(row) if name else str(row.get("name", "")))
         return
-    from rich import box
-    from rich.table import Table
-
-    table = Table(box=box.SIMPLE_HEAD if out.is_terminal else None, show_edge=False, pad_edge=False,
-                  header_style="bold", padding=(0, 3, 0, 0), expand=False)
-    cols = [*columns, *(wide if fmt == "wide" else ())]
-    for title, _ in cols:
-        table.add_column(title, no_wrap=title not in ("MESSAGE", "REASON"), overflow="fold")
-    for row in rows:
-        table.add_row(*(dash(get(row)) for _, get in cols))
     if not rows:
-        console(stderr=True).print("No resources found.")
+        line("No resources found.", stderr=True)
         return
-    if out.is_terminal:
-        out.print(table)
-        return
-    with out.capture() as captured:
-        out.print(table)
-    out.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
+    cols = [*columns, *(wide if fmt == "wide" else ())]
+    line(table([title for title, _ in cols], [[dash(get(row)) for _, get in cols] for row in rows],
+               terminal=is_terminal(sys.stdout)))

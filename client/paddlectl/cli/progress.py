@@ -1,11 +1,12 @@
-"""Progress bars for uploads and downloads (rich, on stderr)."""
+"""Progress bars for uploads and downloads on stderr: rich's on a terminal, two plain lines off one."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from .output import console
+from .output import console, is_terminal, line
 
 ProgressFn = Callable[[int, int], None]
 
@@ -17,18 +18,17 @@ def transfer_progress(label: str, enabled: bool = True) -> Iterator[ProgressFn |
     if not enabled:
         yield None
         return
-    err = console(stderr=True)
-    if not err.is_terminal:
+    if not is_terminal(sys.stderr):
         state = {"total": 0, "done": 0}
 
         def note(done: int, total: int) -> None:
             if not state["total"] and total:
-                err.print(f"{label} ({total} bytes) ...")
+                line(f"{label} ({total} bytes) ...", stderr=True)
             state.update(done=done, total=total)
 
         yield note
         if state["total"]:
-            err.print(f"{label} ... Done")
+            line(f"{label} ... Done", stderr=True)
         return
     from rich.progress import (
         BarColumn,
@@ -40,7 +40,7 @@ def transfer_progress(label: str, enabled: bool = True) -> Iterator[ProgressFn |
     )
 
     with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                  TimeRemainingColumn(), console=err, transient=False) as bar:
+                  TimeRemainingColumn(), console=console(stderr=True), transient=False) as bar:
         task = bar.add_task(label, total=None)
 
         def update(done: int, total: int) -> None:
