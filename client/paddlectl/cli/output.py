@@ -28,7 +28,7 @@ def console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    tty = hasattr(stream, "isatty") and stream.isatty()
+    tty = is_terminal(stream)
     return Console(file=stream, width=None if tty else 4000, soft_wrap=not tty, highlight=False,
                    emoji=False, markup=False)
 
