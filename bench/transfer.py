@@ -15,6 +15,15 @@ runs first after a large write and its `sync` runs slowest (at a third of the sp
 runs of the same download several times in a row). `paddlectl cp` is the command line, a process
 of its own, as users start it; its upload is checked whole by CRC-32C (the server verifies it
 before the upload is put in place). Medians and p99 of the rounds; the load average is printed with them.
+
+The first rounds are not counted (WARMUP of them): every side writes a gigabyte into pages the
+machine has not used lately, and here (a virtual machine whose kernel hands free memory back to
+its host: /sys/module/page_reporting) such pages come back from the host slowly, and at a speed
+that swings. Measured on 2026-12-06: touching 1 GiB of fresh memory took 0.7 to 2.7 s from one
+try to the next, and the loopback copy ran at 3.2-4.5 GB/s into /dev/null but 1.5-2.9 GB/s into
+a new file. In one run of fifteen rounds the copy ran at 394, 1,005 and 857 MB/s in the first
+three, then at 2,856-3,273 in all but one of the rest; five counted rounds, the first of them
+included, put its median anywhere between 1.2 and 3.0 GB/s, and so every ratio with it.
 """
 
 from __future__ import annotations
@@ -240,7 +249,8 @@ def paddlectl(env: dict, *args: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size-mib", type=int, default=1024)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--warmup", type=int, default=3, help="rounds run first and not counted")
     args = ap.parse_args()
     size = args.size_mib * MiB
     with Service(name="transfer") as svc, tempfile.TemporaryDirectory(prefix="transfer-", dir=svc.var) as tmp_:
@@ -252,6 +262,7 @@ def main() -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT / "client"), "HOME": str(tmp), "PADDLECTL_ENDPOINT": svc.url,
                "PADDLECTL_TOKEN": svc.token, "PADDLECTL_USERNAME": "admin"}
         times: dict[str, list[float]] = {k: [] for k in ("reference", "cp up", "cp down", "server up", "server down")}
+        took: dict[str, float] = {}  # this round's seconds, by side
         # As installed (pip compiles it): from bytecode, even where PYTHONDONTWRITEBYTECODE is set.
         compileall.compile_dir(str(ROOT / "client" / "paddlectl"), quiet=1)
         paddlectl(env, str(src), remote)  # warm up: imports, the home, the first request
@@ -274,17 +285,21 @@ def main() -> None:
             "server down": (for_download, lambda: timed(download, svc.port, svc.token, remote, tmp / "down.bin")),
         }
         names = list(sides)
-        for n in range(args.rounds):
+        for n in range(-args.warmup, args.rounds):
             # The order turns by one each round: a side that runs right after a large write (the
             # first after the reference runs at a fraction of the speed here, whichever it is)
             # does not always follow the same one.
             for name in names[n % len(names):] + names[:n % len(names)]:
                 prepare, measure = sides[name]
                 prepare()
-                times[name].append(measure())
-                if n == 0 and name == "cp down":
+                took[name] = measure()
+                if n == -args.warmup and name == "cp down":
                     assert sha256(stored) == digest and sha256(tmp / "down.bin") == digest, "a copy differs"
-            print("round", n, "  ".join(f"{k} {size / v[-1] / MB:.0f} MB/s" for k, v in times.items()), flush=True)
+            if n >= 0:
+                for name, seconds in took.items():
+                    times[name].append(seconds)
+            print("round" if n >= 0 else "warm-up", n,
+                  "  ".join(f"{k} {size / took[k] / MB:.0f} MB/s" for k in times), flush=True)
 
     def speed(key: str) -> float:
         return size / statistics.median(times[key]) / MB
@@ -299,7 +314,7 @@ def main() -> None:
     rows.append(Row("server download vs upload (sendfile/splice client)", spread("server up") + " up",
                     spread("server down") + " down", f"{speed('server down') / speed('server up'):.2f}x",
                     ">= 1.0x", speed("server down") >= speed("server up")))
-    emit(rows, f"transfers, median of {args.rounds} rounds")
+    emit(rows, f"transfers, median of {args.rounds} rounds after {args.warmup} not counted")
 
 
 if __name__ == "__main__":
