@@ -74,8 +74,9 @@ def running(api: httpx.Client) -> int:
     return count
 
 
-def bring_up(cluster: Cluster, api: httpx.Client, ns: str, names: list[str], total: int) -> None:
-    """Play the controllers and kubelets until every job is Running."""
+def bring_up(cluster: Cluster, api: httpx.Client, ns: str, names: list[str], total: int) -> float:
+    """Play the controllers and kubelets until every job is Running; the seconds from the last
+    pod running to the API saying every job is Running."""
     began = time.monotonic()
     for name in names:
         wait(lambda name=name: ("statefulsets", f"{name}-pserver") in cluster.objects_in(ns), f"{name}'s pservers", api)
@@ -90,13 +91,29 @@ def bring_up(cluster: Cluster, api: httpx.Client, ns: str, names: list[str], tot
             cluster.log(ns, pod, "step 1")
     started = time.monotonic()
     wait(lambda: running(api) == total, f"{total} jobs running", api)
+    lag = time.monotonic() - started
     print(f"{len(names)} jobs submitted and brought up in {time.monotonic() - began:.0f} s; all {total} Running "
-          f"{time.monotonic() - started:.1f} s after the last pod", flush=True)
+          f"{lag:.1f} s after the last pod", flush=True)
+    return lag
 
 
-def rate(cluster: Cluster) -> tuple[float, Counter[str]]:
-    """Requests per minute received during a quiet window, and what they were."""
-    time.sleep(5)  # let one-off work (pod labels, trainer creation) finish
+def settled(cluster: Cluster, api: httpx.Client, pods: int) -> None:
+    """Until the one-off work of the start is done: each pod labelled with its index (by the
+    watcher's labelling thread, after the jobs show Running) and its log stream opened."""
+    from jobs.backends.kubernetes.manifests import LABEL_INDEX
+
+    def done() -> bool:
+        labelled = sum(LABEL_INDEX in (pod["metadata"].get("labels") or {}) for pod in cluster.store.find("pods"))
+        streams = {p.split("?")[0] for _, _, p in list(cluster.requests) if p.split("?")[0].endswith("/log")}
+        return labelled >= pods and len(streams) >= pods
+
+    wait(done, f"the {pods} pods labelled and their logs followed", api)
+
+
+def rate(cluster: Cluster, api: httpx.Client, pods: int) -> tuple[float, Counter[str]]:
+    """Requests per minute received during a quiet window once the start's one-off work is
+    done, and what they were."""
+    settled(cluster, api, pods)
     start = time.monotonic()
     time.sleep(WINDOW)
     seen = [(m, p.split("?")[0]) for t, m, p in list(cluster.requests) if start <= t < start + WINDOW]
@@ -129,13 +146,13 @@ def main() -> None:
         from jobs.backends.kubernetes.config import user_namespace
 
         ns = user_namespace("paddle-", "admin")  # the datacenter's default namespace_prefix
-        results = {}
+        results, lags = {}, {}
         done = 0
         for size in SIZES:
-            bring_up(cluster, svc.api, ns, submit(svc.api, done, size - done), size)
+            lags[size] = bring_up(cluster, svc.api, ns, submit(svc.api, done, size - done), size)
             done = size
+            results[size], kinds = rate(cluster, svc.api, size * 4)
             streams = sum(1 for _, m, p in cluster.requests if p.split("?")[0].endswith("/log"))
-            results[size], kinds = rate(cluster)
             print(f"{size:4d} running jobs ({size * 4} pods): {results[size]:6.1f} API requests/min "
                   f"during {WINDOW:.0f} s; log streams opened so far: {streams} (one per pod, long-lived)")
             for what, n in sorted(kinds.items()):
@@ -150,7 +167,11 @@ def main() -> None:
           f"polling each job every 5 s would be ~{polling:.0f} requests/min at {SIZES[1]} jobs")
     emit([Row(f"Kubernetes API requests/min, {SIZES[1]} vs {SIZES[0]} running jobs (emulated cluster)",
               f"{results[SIZES[0]]:.0f}/min", f"{results[SIZES[1]]:.0f}/min", f"{ratio:.2f}x", "<= 1.2x",
-              ratio <= 1.2)], "Kubernetes status sync")
+              ratio <= 1.2),
+          # What a start of many jobs at once waits for its status: no goal of its own.
+          Row(f"{SIZES[1] - SIZES[0]} jobs started at once: all {SIZES[1]} shown Running, after the last pod runs",
+              f"{lags[SIZES[0]]:.1f} s for {SIZES[0]}", f"{lags[SIZES[1]]:.1f} s", "-", "- (reference)", True)],
+         "Kubernetes status sync")
     sys.exit(0 if ratio <= 1.2 else 1)
 
 
