@@ -7,7 +7,7 @@ every 0.1 s; the package is the example bootstrap puts in the admin's storage, a
 is built before the rounds, as for any job after the first). Baseline: fleet.launch from start to
 exit. Goal: ratio <= 1.2. VENVS_ROOT is `make run`'s (var/venvs), so paddlepaddle is installed once.
 
-    .venv/bin/python bench/fit_a_line_overhead.py [--rounds 3]
+    .venv/bin/python bench/fit_a_line_overhead.py [--rounds 5]
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def through_service(svc: Service, name: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     with Service(name="fit", env={"VENVS_ROOT": os.environ.get("VENVS_ROOT", str(ROOT / "var" / "venvs"))}) as svc:
         through_service(svc, "fit-0")  # builds the paddlepaddle runtime once
