@@ -12,7 +12,6 @@ convenience, not a duty, and a pod that could not be labelled stays so.
 
 from __future__ import annotations
 
-import copy
 import logging
 import queue
 import threading
@@ -35,9 +34,7 @@ class PodLabeller(threading.Thread):
 
     def __init__(self, api: Api, stop: threading.Event):
         super().__init__(name="k8s-labels", daemon=True)
-        cfg = copy.copy(api.client.configuration)
-        cfg.retries = False  # one quick try: urllib3's retries would wait on a hung server again
-        self.client = client.ApiClient(cfg)
+        self.client = api.one_try_client()
         self.core = client.CoreV1Api(self.client)
         self.stop_event = stop
         self.pending: queue.SimpleQueue[tuple[str, str, int]] = queue.SimpleQueue()  # (namespace, pod, index)
