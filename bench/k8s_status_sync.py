@@ -137,6 +137,9 @@ def emulator() -> type[Cluster]:
 
 
 def main() -> None:
+    if WINDOW < 2 * WATCH_TIMEOUT:  # a shorter window may see no watch reopened at all: a rate of 0
+        raise SystemExit(f"BENCH_WINDOW must be at least {2 * WATCH_TIMEOUT} s (the watches reopen every "
+                         f"{WATCH_TIMEOUT} s)")
     with Service(name="k8s-sync") as svc, emulator()() as cluster:
         assert svc.api is not None
         svc.django(SETUP.format(kubeconfig=cluster.kubeconfig(), watch_timeout=WATCH_TIMEOUT))
