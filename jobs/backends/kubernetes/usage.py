@@ -11,6 +11,7 @@ per change, not at every try.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -40,7 +41,9 @@ class UsageSampler(threading.Thread):
 
     def __init__(self, api: Api, stop: threading.Event):
         super().__init__(name="k8s-usage", daemon=True)
-        self.client = api.one_try_client()
+        cfg = copy.copy(api.client.configuration)
+        cfg.retries = False  # one quick try: urllib3's retries would wait on a hung server again
+        self.client = client.ApiClient(cfg)
         self.custom = client.CustomObjectsApi(self.client)
         self.selector = f"{LABEL_JOB},{LABEL_DATACENTER}={api.settings.datacenter}"
         self.stop_event = stop
