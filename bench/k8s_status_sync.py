@@ -98,8 +98,8 @@ def bring_up(cluster: Cluster, api: httpx.Client, ns: str, names: list[str], tot
 
 
 def settled(cluster: Cluster, api: httpx.Client, pods: int) -> None:
-    """Until the one-off work of the start is done: each pod labelled with its index (by the
-    watcher's labelling thread, after the jobs show Running) and its log stream opened."""
+    """Until the one-off work of the start is done: each pod labelled with its index and its log
+    stream opened."""
     from jobs.backends.kubernetes.manifests import LABEL_INDEX
 
     def done() -> bool:
