@@ -97,6 +97,11 @@ def bring_up(cluster: Cluster, api: httpx.Client, ns: str, names: list[str], tot
     return lag
 
 
+def log_streams(cluster: Cluster) -> list[str]:
+    """The path of every pod log request the API server has received (one per stream opened)."""
+    return [path for _, _, p in list(cluster.requests) if (path := p.split("?")[0]).endswith("/log")]
+
+
 def settled(cluster: Cluster, api: httpx.Client, pods: int) -> None:
     """Until the one-off work of the start is done: each pod labelled with its index and its log
     stream opened."""
@@ -104,8 +109,7 @@ def settled(cluster: Cluster, api: httpx.Client, pods: int) -> None:
 
     def done() -> bool:
         labelled = sum(LABEL_INDEX in (pod["metadata"].get("labels") or {}) for pod in cluster.store.find("pods"))
-        streams = {p.split("?")[0] for _, _, p in list(cluster.requests) if p.split("?")[0].endswith("/log")}
-        return labelled >= pods and len(streams) >= pods
+        return labelled >= pods and len(set(log_streams(cluster))) >= pods
 
     wait(done, f"the {pods} pods labelled and their logs followed", api)
 
@@ -155,7 +159,7 @@ def main() -> None:
             lags[size] = bring_up(cluster, svc.api, ns, submit(svc.api, done, size - done), size)
             done = size
             results[size], kinds = rate(cluster, svc.api, size * 4)
-            streams = sum(1 for _, m, p in cluster.requests if p.split("?")[0].endswith("/log"))
+            streams = len(log_streams(cluster))
             print(f"{size:4d} running jobs ({size * 4} pods): {results[size]:6.1f} API requests/min "
                   f"during {WINDOW:.0f} s; log streams opened so far: {streams} (one per pod, long-lived)")
             for what, n in sorted(kinds.items()):
