@@ -3,6 +3,7 @@
 restarted watcher, a crash between writing a log and its cursor, and pod deletion."""
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -10,6 +11,7 @@ from django.urls import reverse
 
 from jobs.backends.kubernetes.logs import Cursor, Position, parse_ts
 from jobs.live import logstore
+from jobs.models import JobState
 
 from .k8s_fixtures import Part, cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
 
@@ -70,6 +72,34 @@ def test_a_restarted_watcher_resumes_from_the_cursor(alice, cluster, part):
                     what="the pod's log marked complete")
     finally:
         again.part.stop()
+
+
+def _late_to_hear_of_ends(listener):
+    """A listener slow to hear that a pod ended, as a busy watch thread can be."""
+    def late(kind, event, obj):
+        if (obj.get("status") or {}).get("phase") == "Succeeded":
+            time.sleep(1)
+        listener(kind, event, obj)
+    return late
+
+
+def test_a_pods_log_is_complete_even_when_the_collector_hears_late_that_it_ended(alice, cluster, part):
+    """The lifecycle ends the job, and so deletes its pods, on the state the log collector hears
+    from: it must not act on a pod's end before the collector knows of it, or the follower finds
+    the pod deleted and the log is never complete (as CI once saw)."""
+    job, ns, pod = running_trainer(alice, cluster, part)
+    state = part.watcher().state
+    state.listeners[:] = [_late_to_hear_of_ends(listener) for listener in state.listeners]
+    cluster.log(ns, pod, "first")
+    part.until(lambda: text_of(job) == "first\n", what="the first line")
+    cluster.log(ns, pod, "last")
+    cluster.pod_succeeded(ns, pod)
+    part.until(lambda: not cluster.store.find("pods", ns), what="the ended job's pod deleted")
+    replica = job.replicas.get(role="trainer", index=0)
+    part.until(lambda: all(p.get("done") for p in Cursor(replica).pods.values()),
+               what="the pod's log marked complete")
+    assert text_of(job) == "first\nlast\n"
+    assert part.job(job).state == JobState.SUCCEEDED
 
 
 def test_logs_survive_the_pods(alice, cluster, part):

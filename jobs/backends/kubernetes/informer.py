@@ -77,6 +77,9 @@ class ClusterState:
             return None
 
     def apply(self, kind: str, event: str, obj: Obj) -> None:
+        """Record a watched change. Listeners hear of it under the lock, before any reader of the
+        state can see it: the log collector must know a pod ended before the lifecycle, reading
+        the same state, ends the job and deletes the pod (its drain waits for the last lines)."""
         if kind == EVENT:
             self._apply_event(obj)
             return
@@ -93,8 +96,8 @@ class ClusterState:
                 if kind == POD:
                     self.gone_pods.pop(key, None)
             self._touch(obj, kind)
-        for listener in self.listeners:
-            listener(kind, event, obj)
+            for listener in self.listeners:
+                listener(kind, event, obj)
 
     def replace(self, kind: str, items: list[Obj]) -> None:
         """A fresh list: whatever vanished meanwhile counts as deleted."""
