@@ -55,10 +55,13 @@ class ReplicaStatus:
     # Facts about a Pending replica, for the lifecycle's one rule set (jobs/lifecycle/waiting.py):
     # since when it waits (None: since the job started); whether something keeps it from starting
     # that its reason explains (shown on the job while it waits, the job's reason if it times out);
-    # whether it waits its turn in a scheduler's queue (shown on the job, never a pending timeout).
+    # whether it waits its turn in a scheduler's queue (shown on the job, never a pending timeout);
+    # whether it only waits for other replicas (trainers for their pservers), whose own reasons,
+    # where they have one, say more and are shown on the job instead.
     pending_since: datetime | None = None
     blocked: bool = False
     queued: bool = False
+    behind_others: bool = False
 
 
 @dataclass(frozen=True)

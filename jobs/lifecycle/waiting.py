@@ -10,7 +10,9 @@ reports (ReplicaStatus.pending_since, blocked, queued) while the job starts or r
   they are (the scheduler's, the same for every replica it holds), a blocked one's prefixed with
   the replica's name. The job keeps the reason it shows while some replica still waits for it, so
   replicas that take turns do not flip it (each change is an event); once no replica waits for a
-  reason, the job's own (Launching, Running) returns.
+  reason, the job's own (Launching, Running) returns. A replica that only waits for others
+  (trainers for their pservers) is shown only while none of those others has a reason of its own:
+  "pserver-0: scheduling gates" says more than "trainers start when the pservers are ready".
 
 A backend that reports none of these facts (the local one: its launch starts every replica or
 fails) is simply never timed out or explained here.
@@ -68,6 +70,7 @@ def explain(job: Job, waiting: Waiting) -> None:
     # Queued ones first (the scheduler's reason is the job's), then in the replicas' order.
     shown = sorted(((r, s) for r, s in waiting if s.blocked or s.queued),
                    key=lambda w: (not w[1].queued, w[0].role, w[0].index))
+    shown = [w for w in shown if not w[1].behind_others] or shown
     if not shown:
         if job.reason not in OWN_REASONS:
             set_reason(job, *(("Launching", "starting the replicas") if job.state == JobState.STARTING

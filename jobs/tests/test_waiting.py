@@ -137,6 +137,20 @@ def test_the_jobs_reason_stays_while_a_replica_still_waits_for_it(starting):
     assert reasons[reasons.index("Launching") + 1:] == ["ErrImagePull", "ErrImagePull", "Running"]
 
 
+def test_a_replica_waiting_for_others_gives_way_to_their_own_reason(starting):
+    """Trainers waiting for pservers explain the job only while no pserver explains itself: the
+    pserver's own block is the cause, whichever the job showed first."""
+    behind = pending("WaitingForPservers", "trainers start when all 1 pservers are ready (0 ready)", minutes_ago=0,
+                     blocked=True, behind_others=True)
+    gated = pending("SchedulingGated", "scheduling gates", minutes_ago=0, blocked=True)
+    for t0, t1, shown in ((behind, pending(minutes_ago=0), ("WaitingForPservers", f"trainer-0: {behind.message}")),
+                          (behind, gated, ("SchedulingGated", "trainer-1: scheduling gates")),
+                          (behind, pending(minutes_ago=0), ("WaitingForPservers", f"trainer-0: {behind.message}"))):
+        OBSERVED.update({("trainer", 0): t0, ("trainer", 1): t1})
+        job = sync(starting)
+        assert (job.reason, job.message) == shown
+
+
 def test_a_backend_without_a_pending_timeout_never_times_a_replica_out(starting):
     """The local backend's case: its launch starts every replica or fails the job."""
     TIMEOUT["seconds"] = None

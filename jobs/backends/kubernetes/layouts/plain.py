@@ -33,7 +33,7 @@ def waiting_for_pservers(job: Shape, pservers: Obj | None, ready: int) -> Replic
     since: datetime | None = parse_time(meta(pservers).get("creationTimestamp")) if pservers else None
     return ReplicaStatus(ReplicaState.PENDING, None, WAITING_FOR_PSERVERS,
                          f"trainers start when all {job.pservers} pservers are ready ({ready} ready)",
-                         pending_since=since, blocked=True)
+                         pending_since=since, blocked=True, behind_others=True)
 
 
 class Plain(Layout):
