@@ -163,6 +163,8 @@ def test_oom_killed_trainer(alice, cluster, part):
 def test_watches_resume_after_drops_and_relist_after_410_gone(alice, cluster, part):
     job, ns, trainers = started(cluster, part, alice, mode="collective", pservers=0, trainers=2)
     watches = part.watcher().threads
+    # The state is ready once pods, Jobs and StatefulSets are listed; the others may list later.
+    part.until(lambda: all(t.relists for t in watches), what="every watch's first list")
     lists = sum(t.relists for t in watches)
     cluster.drop_streams()
     cluster.pod_running(ns, trainers[0])
