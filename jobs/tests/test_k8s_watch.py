@@ -3,6 +3,11 @@
 pods appearing and changing phase, image pull failures, unschedulable pods, crash loops, failed
 mounts, watch streams dropping and 410 Gone."""
 
+import asyncio
+import re
+import threading
+
+import kmock
 import pytest
 
 from jobs.backends.kubernetes import manifests
@@ -219,6 +224,49 @@ def test_pods_get_their_index_label_and_orphans_are_swept(alice, cluster, part):
     job.delete()  # the row is gone (say, removed by hand) while its objects still run
     part.part.next_sweep = 0
     part.until(lambda: cluster.objects_in(ns) == [], what="the orphans swept")
+
+
+def test_jobs_go_running_while_the_api_server_answers_no_pod_label(alice, cluster, part):
+    """The index labels go out from a thread of their own: a hundred jobs starting at once ask
+    for four hundred, and an API server that answers none of them holds the watch loop up no more
+    than one that answers them all."""
+    loop, asked = cluster.store.loop, []
+
+    async def hang(request: kmock.Request):
+        asked.append(request)
+        await release.wait()
+        return {}
+
+    release = asyncio.run_coroutine_threadsafe(_event(), loop).result(5)
+    cluster.kmock[kmock.method("PATCH"), re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+$")] << hang
+    try:
+        started_jobs = [started(cluster, part, alice, name=name, mode="collective", pservers=0, trainers=2)
+                        for name in ("fit-a", "fit-b")]
+        for _, ns, trainers in started_jobs:
+            for pod in trainers:
+                cluster.pod_running(ns, pod)
+        passes = threading.Event()
+
+        def watch() -> None:
+            for _ in range(3):
+                part.tick()
+            passes.set()
+
+        threading.Thread(target=watch, daemon=True).start()
+        # A label asked for by the loop itself waits out the client's read timeout (5 s) and its
+        # retries: for four pods, the first pass alone would take far longer.
+        assert passes.wait(20), "the watch loop is held up by the pods' labels"
+        part.until(lambda: all(part.job(job).state == JobState.RUNNING for job, _, _ in started_jobs),
+                   what="both jobs Running")
+        part.until(lambda: asked, what="the labels to be asked for")
+        assert not any(manifests.LABEL_INDEX in (pod["metadata"].get("labels") or {})
+                       for pod in cluster.store.find("pods")), "none answered"
+    finally:
+        loop.call_soon_threadsafe(release.set)
+
+
+async def _event() -> asyncio.Event:
+    return asyncio.Event()
 
 
 @pytest.mark.parametrize("code, reason", [(3, "Error"), (137, "OOMKilled")])

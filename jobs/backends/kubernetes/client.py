@@ -9,6 +9,7 @@ successes where that is the meaning, so every operation can run twice.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import threading
@@ -110,6 +111,14 @@ class Api:
                                                 rs.outcome.exception() if rs.outcome else ""),
         )
         return retrying(fn, *args, **kwargs)
+
+    def one_try_client(self) -> client.ApiClient:
+        """A client of its own on the same configuration, for a thread that asks once and moves
+        on (the usage sampler, the pod labeller): without urllib3's retries, which would wait on a
+        hung server again. Its owner closes it."""
+        cfg = copy.copy(self.client.configuration)
+        cfg.retries = False
+        return client.ApiClient(cfg)
 
     def call_raw(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> urllib3.BaseHTTPResponse:
         """`call` returning the HTTP response undecoded (its bytes in `.data`); the client's

@@ -11,7 +11,6 @@ per change, not at every try.
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
@@ -41,9 +40,7 @@ class UsageSampler(threading.Thread):
 
     def __init__(self, api: Api, stop: threading.Event):
         super().__init__(name="k8s-usage", daemon=True)
-        cfg = copy.copy(api.client.configuration)
-        cfg.retries = False  # one quick try: urllib3's retries would wait on a hung server again
-        self.client = client.ApiClient(cfg)
+        self.client = api.one_try_client()
         self.custom = client.CustomObjectsApi(self.client)
         self.selector = f"{LABEL_JOB},{LABEL_DATACENTER}={api.settings.datacenter}"
         self.stop_event = stop

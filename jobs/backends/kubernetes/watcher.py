@@ -8,9 +8,9 @@ cluster needs is done here: a Building job's runtime image build is followed (ru
 BuildFollower: its log copied, every POLL_SECONDS while it runs; once it ended its push
 credentials deleted and the image recorded) before the lifecycle hears how it went, the job's
 layout takes it a step on once it may (the plain layout's trainers once the pservers are
-ready), each pod gets its index label, and objects whose job is gone are swept. A slower full
-pass over the datacenter's active jobs catches what changes with time alone (deadlines, pending
-timeouts).
+ready), each new pod is handed to the labeller (labels.py: its index label, from a thread of
+its own), and objects whose job is gone are swept. A slower full pass over the datacenter's
+active jobs catches what changes with time alone (deadlines, pending timeouts).
 """
 
 from __future__ import annotations
@@ -19,20 +19,20 @@ import hashlib
 import json
 import logging
 import time
-from typing import Any
 
 from accounts.models import Datacenter
 
 from ...models import TERMINAL_STATES, Job, JobState
 from ..base import LaunchError, WatchContext, Watcher
 from . import manifests, root, runtime
-from .client import MERGE_PATCH, api_for
+from .client import api_for
 from .context import ClusterContext, context_of
 from .informer import JOB, POD, STATEFULSET, ClusterState, ClusterWatcher, register
+from .labels import PodLabeller
 from .layouts import Layout, layout_for
 from .logs import LogCollector
 from .observe import current_attempt
-from .status import meta, replica_key
+from .status import meta
 from .usage import UsageSampler
 
 log = logging.getLogger(__name__)
@@ -56,11 +56,12 @@ class Cluster:
         self.watcher.state.listeners.append(self.watcher.logs.consider)
         self.watcher.usage = UsageSampler(ctx.api, self.watcher.stop_event)
         self.builds = runtime.BuildFollower(ctx)
-        self.labelled: set[str | None] = set()
+        self.labeller = PodLabeller(ctx.api, self.watcher.stop_event)  # its thread ends with the watches
 
     def start(self) -> None:
         self.watcher.start()
         self.watcher.usage.start()
+        self.labeller.start()
 
 
 class KubernetesWatcher(Watcher):
@@ -157,27 +158,13 @@ class KubernetesWatcher(Watcher):
             cluster.layout.advance(cluster.ctx, job, ns, current_attempt(job), state,
                                    lambda: runtime.pod_options(cluster.ctx, job))
         live, _ = state.pods_of(job.pk)
-        self._label(cluster, live, ns)
+        cluster.labeller.consider(live, ns)
         ctx.push_logs(job)
         ctx.record_usage(job)
         if job.state in TERMINAL_STATES and not live:
             state.forget(job.pk)
             cluster.watcher.logs.forget(job.pk)
-
-    def _label(self, cluster: Cluster, pods: list[dict[str, Any]], ns: str) -> None:
-        """Our index label on each live pod (templates cannot carry a per-pod label), once per pod."""
-        for pod in pods:
-            key, md = replica_key(pod), meta(pod)
-            if key is None or manifests.LABEL_INDEX in (md.get("labels") or {}) or md.get("uid") in cluster.labelled:
-                continue
-            cluster.labelled.add(md.get("uid"))
-            try:
-                api = cluster.ctx.api
-                api.call(api.core.patch_namespaced_pod, md["name"], ns,
-                         body={"metadata": {"labels": {manifests.LABEL_INDEX: str(key[2])}}},
-                         _content_type=MERGE_PATCH, _request_timeout=(3, 5))
-            except Exception as e:  # noqa: BLE001 - a label is a convenience, not a duty
-                log.debug("pod %s: cannot label: %s", md.get("name"), e)
+            cluster.labeller.forget(job.pk)
 
     def sweep(self, dc_id: int, cluster: Cluster) -> None:
         """Objects of jobs that no longer exist, or that ended, are deleted (the safety net)."""
