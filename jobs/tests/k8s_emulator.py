@@ -14,10 +14,11 @@ The tests play the controllers and kubelets: `run_statefulset`, `run_job` make p
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -147,6 +148,24 @@ class EmulatedCluster:
 
         self.kmock[kmock.method(method.upper()), re.compile(path)] << react
 
+    @contextlib.contextmanager
+    def hang(self, method: str, path: str | re.Pattern[str], answer: Any) -> Iterator[list[kmock.Request]]:
+        """Requests of `method` whose path matches the regex `path` get no answer while the block
+        runs, then `answer`: a server that accepts a request and hangs. Yields the requests held."""
+        held: list[kmock.Request] = []
+        release = asyncio.run_coroutine_threadsafe(_new_event(), self.store.loop).result(5)
+
+        async def react(request: kmock.Request):
+            held.append(request)
+            await release.wait()
+            return answer
+
+        self.kmock[kmock.method(method.upper()), re.compile(path)] << react
+        try:
+            yield held
+        finally:
+            self.store.loop.call_soon_threadsafe(release.set)
+
     def drop_streams(self) -> None:
         """Cut every open watch and log stream, as a restarted API server or a proxy would."""
         self.store.stream_generation += 1
@@ -245,6 +264,10 @@ class EmulatedCluster:
                     return
         finally:
             changes.close()
+
+
+async def _new_event() -> asyncio.Event:
+    return asyncio.Event()  # made in the emulator's loop, which waits on it
 
 
 def _group(api_version: str) -> str:

@@ -3,6 +3,7 @@ kubeconfig, jobs submitted through the services, and the watcher's Kubernetes pa
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -102,6 +103,21 @@ class Part:
 
     def watcher(self):
         return next(iter(self.part.watchers.values()))[1]
+
+    def passes_in_thread(self, count: int = 3, *, full: bool = False) -> threading.Event:
+        """Run `count` passes of the loop on a thread of their own (each a full pass, if asked);
+        the event is set once they have all ended, so a test can tell a loop held up."""
+        ended = threading.Event()
+
+        def passes() -> None:
+            for _ in range(count):
+                if full:
+                    self.part.next_full = 0
+                self.tick()
+            ended.set()
+
+        threading.Thread(target=passes, daemon=True).start()
+        return ended
 
     def until(self, check: Callable[[], object], timeout: float = 30.0, what: str | Callable[[], str] = "condition"):
         return wait_for(check, timeout, what, tick=self.tick)

@@ -5,10 +5,8 @@ permissions deploy/kubernetes/rbac.yaml grants; a cluster without the API (404),
 refuses it (403), gives no samples, no errors and no request storm; a hung one never holds the
 watch loop up."""
 
-import asyncio
 import logging
 import re
-import threading
 
 import kmock
 import pytest
@@ -107,37 +105,15 @@ def test_a_refused_metrics_api_is_asked_again_only_after_a_while_and_says_so_onc
 def test_a_hung_metrics_api_never_holds_the_watch_loop_up(alice, cluster, part, settings):
     """Each sample waits on its own thread, with short timeouts: the loop's passes go on."""
     settings.USAGE_SAMPLE_SECONDS = 0
-    loop, release, asked = cluster.store.loop, None, []
-
-    async def hang(request: kmock.Request):
-        asked.append(request)
-        await release.wait()
-        return {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": []}
-
-    release = asyncio.run_coroutine_threadsafe(_event(), loop).result(5)
-    cluster.kmock[kmock.method("GET"), METRICS_PATH] << hang
-    try:
+    empty = {"kind": "PodMetricsList", "apiVersion": "metrics.k8s.io/v1beta1", "metadata": {}, "items": []}
+    with cluster.hang("GET", METRICS_PATH, empty) as asked:
         jobs = [running_trainer(alice, cluster, part, f"fit-{i}")[0] for i in range(3)]
         part.until(lambda: asked, what="the metrics API to be asked")
-        passes = threading.Event()
-
-        def watch() -> None:
-            for _ in range(3):
-                part.part.next_full = 0
-                part.tick()
-            passes.set()
-
-        threading.Thread(target=watch, daemon=True).start()
+        passes = part.passes_in_thread(3, full=True)
         # A client that waits on a hung server blocks for its read timeout and retries (about 12 s
         # a job with the client's defaults); three passes over three jobs would take minutes.
         assert passes.wait(10), "the watch loop is stuck on the metrics API"
         assert all(part.job(j).state == "Running" for j in jobs)
-    finally:
-        loop.call_soon_threadsafe(release.set)
-
-
-async def _event() -> asyncio.Event:
-    return asyncio.Event()
 
 
 def test_only_metrics_of_the_jobs_watched_pods_count_and_malformed_ones_are_skipped():

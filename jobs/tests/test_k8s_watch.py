@@ -3,11 +3,6 @@
 pods appearing and changing phase, image pull failures, unschedulable pods, crash loops, failed
 mounts, watch streams dropping and 410 Gone."""
 
-import asyncio
-import re
-import threading
-
-import kmock
 import pytest
 
 from jobs.backends.kubernetes import manifests
@@ -230,29 +225,13 @@ def test_jobs_go_running_while_the_api_server_answers_no_pod_label(alice, cluste
     """The index labels go out from a thread of their own: a hundred jobs starting at once ask
     for four hundred, and an API server that answers none of them holds the watch loop up no more
     than one that answers them all."""
-    loop, asked = cluster.store.loop, []
-
-    async def hang(request: kmock.Request):
-        asked.append(request)
-        await release.wait()
-        return {}
-
-    release = asyncio.run_coroutine_threadsafe(_event(), loop).result(5)
-    cluster.kmock[kmock.method("PATCH"), re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+$")] << hang
-    try:
+    with cluster.hang("PATCH", r"/api/v1/namespaces/[^/]+/pods/[^/]+$", {}) as asked:
         started_jobs = [started(cluster, part, alice, name=name, mode="collective", pservers=0, trainers=2)
                         for name in ("fit-a", "fit-b")]
         for _, ns, trainers in started_jobs:
             for pod in trainers:
                 cluster.pod_running(ns, pod)
-        passes = threading.Event()
-
-        def watch() -> None:
-            for _ in range(3):
-                part.tick()
-            passes.set()
-
-        threading.Thread(target=watch, daemon=True).start()
+        passes = part.passes_in_thread(3)
         # A label asked for by the loop itself waits out the client's read timeout (5 s) and its
         # retries: for four pods, the first pass alone would take far longer.
         assert passes.wait(20), "the watch loop is held up by the pods' labels"
@@ -261,12 +240,6 @@ def test_jobs_go_running_while_the_api_server_answers_no_pod_label(alice, cluste
         part.until(lambda: asked, what="the labels to be asked for")
         assert not any(manifests.LABEL_INDEX in (pod["metadata"].get("labels") or {})
                        for pod in cluster.store.find("pods")), "none answered"
-    finally:
-        loop.call_soon_threadsafe(release.set)
-
-
-async def _event() -> asyncio.Event:
-    return asyncio.Event()
 
 
 @pytest.mark.parametrize("code, reason", [(3, "Error"), (137, "OOMKilled")])
