@@ -3,6 +3,7 @@
 restarted watcher, a crash between writing a log and its cursor, and pod deletion."""
 
 import asyncio
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -12,6 +13,7 @@ from django.urls import reverse
 from jobs.backends.kubernetes.logs import Cursor, Position, parse_ts
 from jobs.live import logstore
 from jobs.models import JobState
+from tests.support import wait_for
 
 from .k8s_fixtures import Part, cluster, k8s_dc, launch, ns_of, part, submit  # noqa: F401
 
@@ -95,6 +97,41 @@ def test_a_pods_log_is_complete_even_when_the_collector_hears_late_that_it_ended
     cluster.log(ns, pod, "last")
     cluster.pod_succeeded(ns, pod)
     part.until(lambda: not cluster.store.find("pods", ns), what="the ended job's pod deleted")
+    replica = job.replicas.get(role="trainer", index=0)
+    part.until(lambda: all(p.get("done") for p in Cursor(replica).pods.values()),
+               what="the pod's log marked complete")
+    assert text_of(job) == "first\nlast\n"
+    assert part.job(job).state == JobState.SUCCEEDED
+
+
+def test_a_pods_log_is_complete_when_it_ends_between_the_drain_and_the_lifecycles_look(alice, cluster, part):
+    """The pod ends after the watcher drained the job's followers but before the lifecycle reads
+    the state (CI saw it on a busy machine): the lifecycle must not end the job, and so delete the
+    pod, on pods whose followers were not drained."""
+    job, ns, pod = running_trainer(alice, cluster, part)
+    cluster.log(ns, pod, "first")
+    part.until(lambda: text_of(job) == "first\n", what="the first line")
+    state, logs = part.watcher().state, part.watcher().logs
+    drain, open_log, ended = logs.drain, logs.open_log, threading.Event()
+
+    def drain_then_end(job_id, *args, **kwargs):
+        drain(job_id, *args, **kwargs)
+        if job_id == job.pk and not ended.is_set():
+            ended.set()
+            cluster.log(ns, pod, "last")
+            cluster.pod_succeeded(ns, pod)
+            wait_for(lambda: any(p["status"]["phase"] == "Succeeded" for p in state.pods_of(job.pk)[0]),
+                     what="the watcher to see the pod end")
+
+    def open_log_slowly_once_ended(*args):
+        if ended.is_set():
+            time.sleep(1)  # a busy machine: the follower is slow to ask for the rest
+        return open_log(*args)
+
+    logs.drain, logs.open_log = drain_then_end, open_log_slowly_once_ended
+    cluster.pod_running(ns, pod)  # a change to the pod: the watcher syncs the job, draining it first
+    part.until(lambda: not cluster.store.find("pods", ns), what="the ended job's pod deleted")
+    assert ended.is_set()
     replica = job.replicas.get(role="trainer", index=0)
     part.until(lambda: all(p.get("done") for p in Cursor(replica).pods.values()),
                what="the pod's log marked complete")

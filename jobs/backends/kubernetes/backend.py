@@ -170,4 +170,8 @@ class KubernetesBackend(Backend):
         if watcher is None or not watcher.state.ready():
             return {}
         facts, seen = gather(watcher.state, self.layout, job, self.namespace(job))
+        # After the look, not before: a pod that ended in between would be acted on (the job
+        # ended, the pod deleted) before its follower stored the last lines. The collector hears
+        # of every change the look saw (informer listeners run under the state's lock).
+        watcher.logs.drain(job.pk)
         return observe_job(self.layout, facts, seen)

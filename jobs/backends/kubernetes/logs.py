@@ -311,8 +311,8 @@ class LogCollector:
             shutdown(f.response)
 
     def drain(self, job_id: int, timeout: float = 3.0) -> None:
-        """Wait a little for the followers of a job's finished pods to store their last lines,
-        so a failure message quotes the real end of the log."""
+        """Wait a little for the followers of a job's finished pods to store their last lines:
+        the lifecycle may then end the job, which deletes its pods, and quote the log's end."""
         with self.lock:
             waiting = [f for f in self.followers.values()
                        if f.replica.job_id == job_id and f.is_alive() and container_done(self.pods.get(f.uid) or {})]

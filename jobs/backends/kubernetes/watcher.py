@@ -146,7 +146,6 @@ class KubernetesWatcher(Watcher):
 
     def sync(self, cluster: Cluster, job: Job, ctx: WatchContext) -> None:
         state = cluster.watcher.state
-        cluster.watcher.logs.drain(job.pk)
         if job.state == JobState.BUILDING:  # before the lifecycle hears of the build's end
             cluster.builds.follow(job, state)
         else:
