@@ -115,13 +115,14 @@ def test_a_pods_log_is_complete_when_it_ends_between_the_drain_and_the_lifecycle
     drain, open_log, ended = logs.drain, logs.open_log, threading.Event()
 
     def drain_then_end(job_id, *args, **kwargs):
-        drain(job_id, *args, **kwargs)
+        reading = drain(job_id, *args, **kwargs)
         if job_id == job.pk and not ended.is_set():
             ended.set()
             cluster.log(ns, pod, "last")
             cluster.pod_succeeded(ns, pod)
             wait_for(lambda: any(p["status"]["phase"] == "Succeeded" for p in state.pods_of(job.pk)[0]),
                      what="the watcher to see the pod end")
+        return reading
 
     def open_log_slowly_once_ended(*args):
         if ended.is_set():
@@ -137,6 +138,58 @@ def test_a_pods_log_is_complete_when_it_ends_between_the_drain_and_the_lifecycle
                what="the pod's log marked complete")
     assert text_of(job) == "first\nlast\n"
     assert part.job(job).state == JobState.SUCCEEDED
+
+
+def _node_slow_from_now(logs, answer: threading.Event) -> list[str]:
+    """Log requests from now on (not the streams already open) get no answer until `answer` is
+    set; the list records each request held so."""
+    open_log, held = logs.open_log, []
+
+    def open_log_once_answered(namespace, name, since):
+        held.append(name)
+        answer.wait(60)
+        return open_log(namespace, name, since)
+
+    logs.open_log = open_log_once_answered
+    return held
+
+
+def test_an_ended_replica_waits_for_its_logs_end_however_slow_the_node(alice, cluster, part):
+    """The job ends only once the pod's last lines are stored, and the watch loop is not held
+    up meanwhile (it used to wait 3 s per pod, then delete the pod under its follower)."""
+    job, ns, pod = running_trainer(alice, cluster, part)
+    cluster.log(ns, pod, "first")
+    part.until(lambda: text_of(job) == "first\n", what="the first line")
+    answer = threading.Event()
+    held = _node_slow_from_now(part.watcher().logs, answer)
+    try:
+        cluster.log(ns, pod, "last")
+        cluster.pod_succeeded(ns, pod)
+        wait_for(lambda: held, what="the follower to ask for the rest of the log")
+        assert part.passes_in_thread(3).wait(30), "the watch loop waited for the log"
+        assert part.job(job).state == JobState.RUNNING
+        assert cluster.store.find("pods", ns)
+    finally:
+        answer.set()
+    part.until(lambda: part.job(job).state == JobState.SUCCEEDED, what="the job to end")
+    replica = job.replicas.get(role="trainer", index=0)
+    assert all(p.get("done") for p in Cursor(replica).pods.values())
+    assert text_of(job) == "first\nlast\n"
+
+
+def test_a_job_ends_without_its_logs_end_once_the_node_has_not_answered_for_long(alice, cluster, part, monkeypatch):
+    from jobs.backends.kubernetes import logs
+
+    monkeypatch.setattr(logs, "LOG_GRACE_SECONDS", 1.0)
+    job, ns, pod = running_trainer(alice, cluster, part)
+    answer = threading.Event()
+    held = _node_slow_from_now(part.watcher().logs, answer)
+    try:
+        cluster.pod_succeeded(ns, pod)
+        wait_for(lambda: held, what="the follower to ask for the log")
+        part.until(lambda: part.job(job).state == JobState.SUCCEEDED, what="the job to end all the same")
+    finally:
+        answer.set()
 
 
 def test_logs_survive_the_pods(alice, cluster, part):

@@ -172,6 +172,7 @@ class KubernetesBackend(Backend):
         facts, seen = gather(watcher.state, self.layout, job, self.namespace(job))
         # After the look, not before: a pod that ended in between would be acted on (the job
         # ended, the pod deleted) before its follower stored the last lines. The collector hears
-        # of every change the look saw (informer listeners run under the state's lock).
-        watcher.logs.drain(job.pk)
-        return observe_job(self.layout, facts, seen)
+        # of every change the look saw (informer listeners run under the state's lock). A
+        # replica whose log is still being read keeps its recorded state until it is in.
+        reading = watcher.logs.drain(job.pk)
+        return {key: status for key, status in observe_job(self.layout, facts, seen).items() if key not in reading}

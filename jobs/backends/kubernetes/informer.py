@@ -79,7 +79,7 @@ class ClusterState:
     def apply(self, kind: str, event: str, obj: Obj) -> None:
         """Record a watched change. Listeners hear of it under the lock, before any reader of the
         state can see it: the log collector must know a pod ended before the lifecycle, reading
-        the same state, ends the job and deletes the pod (its drain waits for the last lines)."""
+        the same state, ends the job and deletes the pod (the replica waits for its last lines)."""
         if kind == EVENT:
             self._apply_event(obj)
             return
@@ -185,6 +185,11 @@ class ClusterState:
     def job_ids(self) -> set[int]:
         with self.lock:
             return {i for objs in self.objects.values() for o in objs.values() if (i := self.job_id(o)) is not None}
+
+    def mark_dirty(self, job_id: int) -> None:
+        """Have the watch loop look at the job again (something it waits for happened)."""
+        with self.lock:
+            self.dirty.add(job_id)
 
     def take_dirty(self) -> set[int]:
         with self.lock:

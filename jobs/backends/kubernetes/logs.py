@@ -17,6 +17,8 @@ import logging
 import os
 import random
 import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,11 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 BACKOFF_CAP_SECONDS = 30.0
 NOTICE_AFTER_FAILURES = 2
+# The watcher waits this long in all for a job's ended pods' last lines, then looks again later;
+# their replicas are held back at most LOG_GRACE_SECONDS after the pod ended (a node that does
+# not answer must not keep a job from ending for good).
+DRAIN_SECONDS = 0.5
+LOG_GRACE_SECONDS = 30.0
 _file_locks: dict[str, threading.Lock] = {}
 _file_locks_guard = threading.Lock()
 
@@ -136,6 +143,7 @@ class Follower(threading.Thread):
                 self.collector.stop_event.wait(backoff(failures))
         finally:
             self.finished.set()
+            self.collector.on_read(self.replica.job_id)
 
     def _cannot_read(self, why: str, failures: int) -> None:
         """Tell the job's viewers why its log stopped coming in, once the failure repeats (a
@@ -267,11 +275,13 @@ class Position:
 class LogCollector:
     """Starts a follower for every started container of our pods; one per pod at a time."""
 
-    def __init__(self, api: Api, stop_event: threading.Event):
+    def __init__(self, api: Api, stop_event: threading.Event, on_read: Callable[[int], None] = lambda job_id: None):
         self.api = api
         self.stop_event = stop_event
+        self.on_read = on_read  # told a job's id when one of its followers is done
         self.followers: dict[str, Follower] = {}
         self.pods: dict[str, Obj] = {}
+        self.ended: dict[str, float] = {}  # uid -> when we heard its pod ended (monotonic)
         self.lock = threading.Lock()
 
     def pod(self, uid: str) -> Obj | None:
@@ -289,8 +299,11 @@ class LogCollector:
         with self.lock:
             if event == "DELETED":
                 self.pods.pop(uid, None)
+                self.ended.pop(uid, None)
                 return
             self.pods[uid] = pod
+            if container_done(pod):
+                self.ended.setdefault(uid, time.monotonic())
             current = self.followers.get(uid)
             if (current and current.is_alive()) or not container_started(pod):
                 return
@@ -310,14 +323,21 @@ class LogCollector:
         for f in followers:
             shutdown(f.response)
 
-    def drain(self, job_id: int, timeout: float = 3.0) -> None:
-        """Wait a little for the followers of a job's finished pods to store their last lines:
-        the lifecycle may then end the job, which deletes its pods, and quote the log's end."""
+    def drain(self, job_id: int, timeout: float = DRAIN_SECONDS) -> set[tuple[str, int]]:
+        """Wait a little for the followers of a job's ended pods to store their last lines. The
+        replicas (role, index) whose log is still being read: the lifecycle must not act on their
+        end yet, since ending the job deletes its pods (the follower's end, through `on_read`,
+        has the job looked at again). One is held back at most LOG_GRACE_SECONDS."""
+        deadline = time.monotonic() + timeout
         with self.lock:
-            waiting = [f for f in self.followers.values()
-                       if f.replica.job_id == job_id and f.is_alive() and container_done(self.pods.get(f.uid) or {})]
-        for f in waiting:
-            f.finished.wait(timeout)
+            reading = [(f, self.ended[f.uid]) for f in self.followers.values()
+                       if f.replica.job_id == job_id and f.is_alive() and f.uid in self.ended]
+        held = set()
+        for f, ended in reading:
+            if not f.finished.wait(max(0.0, deadline - time.monotonic())) and \
+                    time.monotonic() - ended < LOG_GRACE_SECONDS:
+                held.add((f.replica.role, f.replica.index))
+        return held
 
     def forget(self, job_id: int) -> None:
         with self.lock:

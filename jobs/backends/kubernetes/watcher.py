@@ -52,7 +52,7 @@ class Cluster:
         self.ctx, self.fingerprint = ctx, fingerprint
         self.layout: Layout = layout_for(ctx.settings)
         self.watcher = ClusterWatcher(ctx.api, self.layout.gang.watched)
-        self.watcher.logs = LogCollector(ctx.api, self.watcher.stop_event)
+        self.watcher.logs = LogCollector(ctx.api, self.watcher.stop_event, on_read=self.watcher.state.mark_dirty)
         self.watcher.state.listeners.append(self.watcher.logs.consider)
         self.watcher.usage = UsageSampler(ctx.api, self.watcher.stop_event)
         self.builds = runtime.BuildFollower(ctx)
