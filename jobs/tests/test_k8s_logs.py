@@ -160,6 +160,7 @@ def test_an_ended_replica_waits_for_its_logs_end_however_slow_the_node(alice, cl
     job, ns, pod = running_trainer(alice, cluster, part)
     cluster.log(ns, pod, "first")
     part.until(lambda: text_of(job) == "first\n", what="the first line")
+    part.until(lambda: part.job(job).state == JobState.RUNNING, what="Running")  # the follower does not wait for it
     answer = threading.Event()
     held = _node_slow_from_now(part.watcher().logs, answer)
     try:
