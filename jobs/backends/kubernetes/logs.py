@@ -275,7 +275,7 @@ class Position:
 class LogCollector:
     """Starts a follower for every started container of our pods; one per pod at a time."""
 
-    def __init__(self, api: Api, stop_event: threading.Event, on_read: Callable[[int], None] = lambda job_id: None):
+    def __init__(self, api: Api, stop_event: threading.Event, on_read: Callable[[int], None]):
         self.api = api
         self.stop_event = stop_event
         self.on_read = on_read  # told a job's id when one of its followers is done
