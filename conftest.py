@@ -109,6 +109,18 @@ def launcher_service(request, tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
+def _request_threads_end():
+    """A request thread keeps its database connection for its next request (on SQLite), and Django
+    checks that connection as a request starts: in a later test not allowed the database, that
+    check would trip pytest-django's guard. So after each test the service's idle request threads
+    end, each closing its connection (core/request_threads.py)."""
+    yield
+    asgi = sys.modules.get("paddleweb.asgi")  # not imported: no request was served
+    if asgi is not None:
+        asgi.application.application_mapping["http"].end_idle()
+
+
+@pytest.fixture(autouse=True)
 def storage_dirs(request):
     """Each test gets empty PFS, job and log directories (ids restart between tests).
     Runtime virtualenvs stay shared: building paddlepaddle's once is enough. (A unit test touches

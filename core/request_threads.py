@@ -16,8 +16,8 @@ code in that thread meanwhile.
 No request waits for a thread: with none idle, a new one is made. A thread idle for
 `idle_seconds` is ended (so is any beyond `max_idle`), and so is one whose request did not end
 cleanly (an exception or a cancellation may leave a call of it still queued in its thread).
-The database connection is still given back to the pool at each request's end (request_finished),
-so idle threads hold none.
+What a thread holds for later requests (Django's database connection, kept on SQLite:
+paddleweb/settings.py) is let go by `on_end`, which runs in the thread as its last call.
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ class ThreadPerRequest:
     """ASGI wrapper: each HTTP request's thread-sensitive sync code runs in one reused thread."""
 
     def __init__(self, app: ASGIApp, idle_seconds: float = IDLE_SECONDS, max_idle: int = MAX_IDLE,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, on_end: Callable[[], None] | None = None) -> None:
         self.app = app
+        self.on_end = on_end
         self.idle_seconds, self.max_idle, self.clock = idle_seconds, max_idle, clock
         self._idle: deque[tuple[float, ThreadPoolExecutor]] = deque()  # oldest first; the newest is reused
         self.started = 0  # threads made so far
@@ -77,7 +78,20 @@ class ThreadPerRequest:
         if clean:
             self._idle.append((now, executor))
         else:
-            executor.shutdown(wait=False)
+            self._end(executor)
         idle = self._idle
         while idle and (len(idle) > self.max_idle or now - idle[0][0] > self.idle_seconds):
-            idle.popleft()[1].shutdown(wait=False)
+            self._end(idle.popleft()[1])
+
+    def end_idle(self) -> None:
+        """End every idle thread now, and wait until they have: the test suite does after each test,
+        whose database (and pytest-django's guard on it) a later test's threads must not carry."""
+        while self._idle:
+            executor = self._idle.popleft()[1]
+            self._end(executor)
+            executor.shutdown(wait=True)
+
+    def _end(self, executor: ThreadPoolExecutor) -> None:
+        if self.on_end is not None:
+            executor.submit(self.on_end)  # after whatever a request that failed left queued
+        executor.shutdown(wait=False)

@@ -7,6 +7,7 @@ import django
 django.setup(set_prefix=False)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs Django set up first)
+from django.db import connections  # noqa: E402
 
 from accounts.asgi import TokenOrSessionAuth, credentials_valid  # noqa: E402
 from core.body_limits import BodyLimit  # noqa: E402
@@ -22,7 +23,7 @@ from pfs.asgi_responses import LargeChunkASGIHandler, ZeroCopyResponses  # noqa:
 # upload chunks sent with a token streamed straight to disk in front of it (pfs/asgi_fast.py; the
 # legacy client's chunks: legacy/asgi.py).
 # The middleware chain and view run in one thread per request (core/asgi_django.py), a thread kept for later
-# requests (core/request_threads.py).
+# requests (core/request_threads.py), whose database connection, if it kept one, is closed when it ends.
 django_asgi_app = ZeroCopyResponses(LargeChunkASGIHandler())
 
 freeze_startup_heap()
@@ -30,7 +31,7 @@ freeze_startup_heap()
 application = ProtocolTypeRouter(
     {
         "http": ThreadPerRequest(BodyLimit(LegacyChunks(PfsASGI(django_asgi_app)), authenticated=credentials_valid,
-                                           streamed=streams_body)),
+                                           streamed=streams_body), on_end=connections.close_all),
         "websocket": TokenOrSessionAuth(URLRouter(websocket_urlpatterns)),
     }
 )

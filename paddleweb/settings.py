@@ -134,6 +134,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
+    # Each thread keeps its connection (a request's thread is reused by later requests:
+    # core/request_threads.py, which closes it when the thread ends). A new one per request cost
+    # its PRAGMAs, Django's SQL functions and a cold schema and statement cache each time
+    # (docs/operating/performance.md has the figures). SQLite has no server whose sessions this
+    # could exhaust. tests/test_db_connections.py counts them.
+    DATABASES["default"]["CONN_MAX_AGE"] = None
     # A file, not shared-cache memory, so test threads (live server, worker) can write at once.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-db.sqlite3")}
 else:

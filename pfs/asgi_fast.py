@@ -105,7 +105,7 @@ def _put_refusal(scope: Scope) -> _Refused | None:
     the body is never read. Anything else (no credentials, a bad path...) is left to Django,
     which answers it as usual. Runs in a database thread."""
     from django.conf import settings
-    from django.db import connections
+    from django.db import close_old_connections
 
     from . import services, usage
     from .paths import PathError, resolve
@@ -130,7 +130,7 @@ def _put_refusal(scope: Scope) -> _Refused | None:
     except PathError as e:
         return _Refused(e.status, {"detail": e.message}) if e.status == 413 else None
     finally:
-        connections.close_all()  # back to the pool: this thread serves other requests later
+        close_old_connections()  # as at a request's end: back to the pool (PostgreSQL), kept (SQLite)
     return None
 
 

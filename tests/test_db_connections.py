@@ -1,17 +1,22 @@
-"""Requests served under ASGI (uvicorn, as in production) reuse PostgreSQL connections from the
-process's pool (paddleweb/settings.py): each request's sync code runs in a thread of its own, yet
-however many requests come, the sessions stay within the pool's size, and a connection the server
-dropped is replaced by a healthy one instead of failing a request."""
+"""Requests served under ASGI (uvicorn, as in production) reuse database connections
+(paddleweb/settings.py). On PostgreSQL they come from the process's pool: each request's sync code
+runs in a thread of its own, yet however many requests come, the sessions stay within the pool's
+size, and a connection the server dropped is replaced by a healthy one instead of failing a
+request. On SQLite each request thread keeps its own, reused by the thread's later requests and
+closed when the thread ends (core/request_threads.py)."""
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.core import signals
+from django.db import connection, connections
+from django.db.backends.signals import connection_created
 
 from accounts.services import issue_token
-from tests.support import LiveASGI
+from tests.support import LiveASGI, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,3 +75,63 @@ def test_a_connection_the_server_dropped_is_replaced_before_a_request_uses_it(po
             cur.execute("SELECT count(pg_terminate_backend(pid)) FROM unnest(%s::int[]) AS pid", [pids])
             assert cur.fetchone()[0] == len(pids)
         assert get_all(live, token, 20) == {200}
+
+
+@pytest.fixture
+def sqlite():
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite: each request thread keeps its connection")
+
+
+@pytest.fixture
+def request_threads():
+    from paddleweb.asgi import application
+
+    return application.application_mapping["http"]
+
+
+def one_by_one(live: LiveASGI, token: str, count: int, threads) -> None:
+    busy = threads.busy  # requests of earlier tests that never ended, if any
+    with httpx.Client(base_url=live.url, timeout=60, headers={"Authorization": f"Token {token}"}) as http:
+        for _ in range(count):
+            assert http.get("/api/v2/jobs/").status_code == 200
+            wait_for(lambda: threads.busy == busy, 30, "the request to give its thread back")
+
+
+def test_on_sqlite_requests_one_after_another_open_no_connection_each(sqlite, alice, request_threads):
+    token = issue_token(alice)
+    opened = []
+
+    def on_created(sender, connection, **kwargs):
+        if threading.current_thread().name.startswith("request"):
+            opened.append(connection)
+
+    connection_created.connect(on_created)
+    try:
+        with LiveASGI() as live:
+            one_by_one(live, token, 20, request_threads)
+    finally:
+        connection_created.disconnect(on_created)
+    assert len(opened) == 1
+
+
+def test_a_request_threads_connection_is_closed_when_the_thread_ends(alice, request_threads):
+    token = issue_token(alice)
+    used = []  # (thread, its connection) of each request
+
+    def on_finished(**kwargs):
+        used.append((threading.current_thread(), connections["default"]))
+
+    signals.request_finished.connect(on_finished)
+    max_idle = request_threads.max_idle
+    try:
+        with LiveASGI() as live:
+            one_by_one(live, token, 1, request_threads)
+            request_threads.max_idle = 0  # every thread ends as the next request ends
+            one_by_one(live, token, 1, request_threads)
+    finally:
+        request_threads.max_idle = max_idle
+        signals.request_finished.disconnect(on_finished)
+    for thread, wrapper in used:
+        thread.join(30)
+        assert not thread.is_alive() and wrapper.connection is None

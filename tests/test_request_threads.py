@@ -90,6 +90,29 @@ def test_a_thread_beyond_the_idle_limit_ends():
 
 
 @pytest.mark.unit
+def test_a_thread_lets_go_of_what_it_holds_as_its_last_call():
+    app = SyncCalls()
+    ended = []
+    wrapper = ThreadPerRequest(app, max_idle=0, on_end=lambda: ended.append(threading.current_thread()))
+    serve(wrapper)
+    thread = app.threads[0][0]
+    wait_for(lambda: not thread.is_alive(), 30, "the thread beyond the idle limit to end")
+    assert ended == [thread]
+
+
+@pytest.mark.unit
+def test_every_idle_thread_can_be_ended_at_once():
+    app = SyncCalls()
+    ended = []
+    wrapper = ThreadPerRequest(app, on_end=lambda: ended.append(threading.current_thread()))
+    serve(wrapper, 2)
+    both = {calls[0] for calls in app.threads}
+    assert wrapper.idle == 2
+    wrapper.end_idle()
+    assert wrapper.idle == 0 and not any(t.is_alive() for t in both) and set(ended) == both
+
+
+@pytest.mark.unit
 def test_a_thread_idle_too_long_ends():
     now = [0.0]
     app = SyncCalls()
