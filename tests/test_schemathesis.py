@@ -35,7 +35,11 @@ schema = schemathesis.openapi.from_wsgi("/api/v2/schema/", get_wsgi_application(
 
 
 # Checks left out, and why. Everywhere: positive_data_acceptance, which wants any schema-valid
-# input accepted, though a job may name a package that does not exist.
+# input accepted, though a job may name a package that does not exist. For a body sent as a form
+# (DRF's parsers take them too): negative_data_rejection, whose "wrong type" cases cannot be sent
+# as one: every form value is text, so a name "-1.5e-160" is a valid string, and an empty box a
+# boolean left out. JSON bodies, the same serializers, keep the check.
+FORMS = ("multipart/form-data", "application/x-www-form-urlencoded")
 EXCLUDED = {
     # 503 is the health endpoint's documented answer while no worker or watcher is alive.
     ("GET", "/api/v2/health/"): [not_a_server_error],
@@ -48,5 +52,7 @@ EXCLUDED = {
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 def test_api_v2_conforms_to_its_schema(case, live, alice_token):
     excluded = [positive_data_acceptance, *EXCLUDED.get((case.operation.method.upper(), case.operation.path), [])]
+    if case.media_type in FORMS:
+        excluded.append(negative_data_rejection)
     case.call_and_validate(base_url=live.url, headers={"Authorization": f"Token {alice_token}"},
                            excluded_checks=excluded)
