@@ -112,7 +112,7 @@ def test_on_sqlite_requests_one_after_another_open_no_connection_each(sqlite, al
             one_by_one(live, token, 20, request_threads)
     finally:
         connection_created.disconnect(on_created)
-    assert len(opened) == 1
+    assert len(opened) <= 1  # none if an idle thread with its connection took the first
 
 
 def test_a_request_threads_connection_is_closed_when_the_thread_ends(alice, request_threads):
