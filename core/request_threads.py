@@ -87,11 +87,9 @@ class ThreadPerRequest:
         """End every idle thread now, and wait until they have: the test suite does after each test,
         whose database (and pytest-django's guard on it) a later test's threads must not carry."""
         while self._idle:
-            executor = self._idle.popleft()[1]
-            self._end(executor)
-            executor.shutdown(wait=True)
+            self._end(self._idle.popleft()[1], wait=True)
 
-    def _end(self, executor: ThreadPoolExecutor) -> None:
+    def _end(self, executor: ThreadPoolExecutor, wait: bool = False) -> None:
         if self.on_end is not None:
             executor.submit(self.on_end)  # after whatever a request that failed left queued
-        executor.shutdown(wait=False)
+        executor.shutdown(wait=wait)
