@@ -163,6 +163,21 @@ class LiveASGI:
         self.thread.join(20)
 
 
+def get_one_by_one(live: LiveASGI, token: str, count: int, path: str = "/api/v2/jobs/") -> None:
+    """`count` GETs of `path` with the token, each after the one before has given its request thread
+    back to the service's application (core/request_threads.py), so that thread can serve the next."""
+    import httpx
+
+    from paddleweb.asgi import application
+
+    threads = application.application_mapping["http"]
+    busy = threads.busy  # requests of earlier tests that never ended, if any
+    with httpx.Client(base_url=live.url, timeout=60, headers={"Authorization": f"Token {token}"}) as http:
+        for _ in range(count):
+            assert http.get(path).status_code == 200
+            wait_for(lambda: threads.busy == busy, 30, "the request to give its thread back")
+
+
 def job_processes(job: Job) -> list[psutil.Process]:
     """Every live process belonging to the job: its keepers and anything they started."""
     from django.conf import settings

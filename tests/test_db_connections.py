@@ -16,7 +16,7 @@ from django.db import connection, connections
 from django.db.backends.signals import connection_created
 
 from accounts.services import issue_token
-from tests.support import LiveASGI, wait_for
+from tests.support import LiveASGI, get_one_by_one
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -90,15 +90,7 @@ def request_threads():
     return application.application_mapping["http"]
 
 
-def one_by_one(live: LiveASGI, token: str, count: int, threads) -> None:
-    busy = threads.busy  # requests of earlier tests that never ended, if any
-    with httpx.Client(base_url=live.url, timeout=60, headers={"Authorization": f"Token {token}"}) as http:
-        for _ in range(count):
-            assert http.get("/api/v2/jobs/").status_code == 200
-            wait_for(lambda: threads.busy == busy, 30, "the request to give its thread back")
-
-
-def test_on_sqlite_requests_one_after_another_open_no_connection_each(sqlite, alice, request_threads):
+def test_on_sqlite_requests_one_after_another_open_no_connection_each(sqlite, alice):
     token = issue_token(alice)
     opened = []
 
@@ -109,7 +101,7 @@ def test_on_sqlite_requests_one_after_another_open_no_connection_each(sqlite, al
     connection_created.connect(on_created)
     try:
         with LiveASGI() as live:
-            one_by_one(live, token, 20, request_threads)
+            get_one_by_one(live, token, 20)
     finally:
         connection_created.disconnect(on_created)
     assert len(opened) <= 1  # none if an idle thread with its connection took the first
@@ -126,9 +118,9 @@ def test_a_request_threads_connection_is_closed_when_the_thread_ends(alice, requ
     max_idle = request_threads.max_idle
     try:
         with LiveASGI() as live:
-            one_by_one(live, token, 1, request_threads)
+            get_one_by_one(live, token, 1)
             request_threads.max_idle = 0  # every thread ends as the next request ends
-            one_by_one(live, token, 1, request_threads)
+            get_one_by_one(live, token, 1)
     finally:
         request_threads.max_idle = max_idle
         signals.request_finished.disconnect(on_finished)
