@@ -117,7 +117,7 @@ def _request_threads_end():
     yield
     asgi = sys.modules.get("paddleweb.asgi")  # not imported: no request was served
     if asgi is not None:
-        asgi.application.application_mapping["http"].end_idle()
+        asgi.request_threads.end_idle()
 
 
 @pytest.fixture(autouse=True)

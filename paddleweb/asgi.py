@@ -7,10 +7,12 @@ import django
 django.setup(set_prefix=False)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402  (needs Django set up first)
+from django.conf import settings  # noqa: E402
 from django.db import connections  # noqa: E402
 
 from accounts.asgi import TokenOrSessionAuth, credentials_valid  # noqa: E402
 from core.body_limits import BodyLimit  # noqa: E402
+from core.request_slots import RequestSlots  # noqa: E402
 from core.request_threads import ThreadPerRequest  # noqa: E402
 from core.startup import freeze_startup_heap  # noqa: E402
 from jobs.routing import websocket_urlpatterns  # noqa: E402
@@ -26,12 +28,15 @@ from pfs.asgi_responses import LargeChunkASGIHandler, ZeroCopyResponses  # noqa:
 # requests (core/request_threads.py), whose database connection, if it kept one, is closed when it ends.
 django_asgi_app = ZeroCopyResponses(LargeChunkASGIHandler())
 
+request_threads = ThreadPerRequest(BodyLimit(LegacyChunks(PfsASGI(django_asgi_app)), authenticated=credentials_valid,
+                                             streamed=streams_body), on_end=connections.close_all)
+
 freeze_startup_heap()
 
 application = ProtocolTypeRouter(
     {
-        "http": ThreadPerRequest(BodyLimit(LegacyChunks(PfsASGI(django_asgi_app)), authenticated=credentials_valid,
-                                           streamed=streams_body), on_end=connections.close_all),
+        # a few requests at once, the rest waiting without a thread (core/request_slots.py)
+        "http": RequestSlots(request_threads, settings.WEB_REQUEST_SLOTS),
         "websocket": TokenOrSessionAuth(URLRouter(websocket_urlpatterns)),
     }
 )

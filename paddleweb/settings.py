@@ -159,6 +159,10 @@ else:
         "timeout": env.float("DB_POOL_TIMEOUT", 30.0),
         "max_idle": 300.0,  # an idle connection above min_size is closed after five minutes
     }
+# HTTP requests a web process lets in at once, the others waiting their turn (core/request_slots.py).
+# SQLite's queries run in the web process, and many at once spend more CPU handing the GIL around
+# than on the queries: 2 there. On PostgreSQL no limit (0): a request waits for a pool connection.
+WEB_REQUEST_SLOTS = env.int("WEB_REQUEST_SLOTS", 2 if DATABASES["default"]["ENGINE"].endswith("sqlite3") else 0)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis: Celery broker and Channels layer -------------------------------------------------

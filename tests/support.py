@@ -168,9 +168,8 @@ def get_one_by_one(live: LiveASGI, token: str, count: int, path: str = "/api/v2/
     back to the service's application (core/request_threads.py), so that thread can serve the next."""
     import httpx
 
-    from paddleweb.asgi import application
+    from paddleweb.asgi import request_threads as threads
 
-    threads = application.application_mapping["http"]
     busy = threads.busy  # requests of earlier tests that never ended, if any
     with httpx.Client(base_url=live.url, timeout=60, headers={"Authorization": f"Token {token}"}) as http:
         for _ in range(count):

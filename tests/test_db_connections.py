@@ -85,9 +85,9 @@ def sqlite():
 
 @pytest.fixture
 def request_threads():
-    from paddleweb.asgi import application
+    from paddleweb.asgi import request_threads
 
-    return application.application_mapping["http"]
+    return request_threads
 
 
 def test_on_sqlite_requests_one_after_another_open_no_connection_each(sqlite, alice):

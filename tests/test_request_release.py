@@ -90,12 +90,11 @@ def test_a_job_detail_and_a_job_list_leave_nothing_to_the_cycle_collector(alice,
 @pytest.mark.django_db(transaction=True)
 def test_requests_served_by_uvicorn_leave_nothing_to_the_cycle_collector(alice, finished_job):
     """The same through the Procfile's server (core/server.py), on one keep-alive connection."""
-    from paddleweb.asgi import application
+    from paddleweb.asgi import request_threads
 
-    threads = application.application_mapping["http"]
     token = issue_token(alice)
     paths = [f"/api/v2/jobs/{finished_job.name}/", "/api/v2/jobs/"]
-    busy = threads.busy  # requests of earlier tests that never ended, if any
+    busy = request_threads.busy  # requests of earlier tests that never ended, if any
     with LiveASGI() as live:
         conn = http.client.HTTPConnection("127.0.0.1", live.port, timeout=60)
 
@@ -105,7 +104,7 @@ def test_requests_served_by_uvicorn_leave_nothing_to_the_cycle_collector(alice, 
             answer.read()
             assert answer.status == 200
             # the request ends (its thread given back) just after its answer is sent
-            wait_for(lambda: threads.busy == busy, 30, "the request to end")
+            wait_for(lambda: request_threads.busy == busy, 30, "the request to end")
 
         for path in paths:
             get(path)

@@ -161,9 +161,8 @@ def test_the_services_requests_run_each_in_one_thread_and_reuse_it(alice):
     """Through the service's application under uvicorn: request_started and request_finished of
     each request in one thread, the same one for requests one after another."""
     from accounts.services import issue_token
-    from paddleweb.asgi import application
+    from paddleweb.asgi import request_threads as threads
 
-    threads = application.application_mapping["http"]
     assert isinstance(threads, ThreadPerRequest)
 
     token = issue_token(alice)

@@ -1,0 +1,186 @@
+"""A web process lets a few HTTP requests in at once and the rest wait their turn; a request that
+holds its slot past its lease lets the next one in (core/request_slots.py)."""
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from django.conf import settings
+
+from core.request_slots import RequestSlots
+
+
+class Held:
+    """An ASGI app whose every request stays inside until its own event is set."""
+
+    def __init__(self) -> None:
+        self.inside: list[int] = []
+        self.entered: list[int] = []
+        self.leave: dict[int, asyncio.Event] = {}
+
+    async def __call__(self, scope, receive, send) -> None:
+        number = scope["number"]
+        self.leave[number] = asyncio.Event()
+        self.inside.append(number)
+        self.entered.append(number)
+        try:
+            await self.leave[number].wait()
+        finally:
+            self.inside.remove(number)
+
+
+def request(number: int, kind: str = "http") -> dict:
+    return {"type": kind, "path": "/", "number": number}
+
+
+async def until(condition, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.005)
+
+
+async def others_get_their_chance() -> None:
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+@pytest.mark.unit
+def test_no_more_requests_than_slots_run_and_the_next_enters_as_one_ends():
+    app = Held()
+    slots = RequestSlots(app, 2, lease=600)
+
+    async def main():
+        requests = [asyncio.create_task(slots(request(n), None, None)) for n in range(5)]
+        await until(lambda: len(app.inside) == 2, "two requests inside")
+        await others_get_their_chance()
+        assert app.inside == [0, 1]
+        app.leave[0].set()
+        await until(lambda: 2 in app.inside, "the third request to enter")
+        await others_get_their_chance()
+        assert app.inside == [1, 2]
+        for n in (1, 2, 3, 4):
+            await until(lambda n=n: n in app.leave, f"request {n} to enter")
+            app.leave[n].set()
+        await asyncio.gather(*requests)
+        assert app.entered == [0, 1, 2, 3, 4]  # in the order they came
+
+    asyncio.run(main())
+
+
+@pytest.mark.unit
+def test_a_request_past_its_lease_lets_the_next_in_and_goes_on():
+    app = Held()
+    slots = RequestSlots(app, 1, lease=0.05)
+
+    async def main():
+        slow = asyncio.create_task(slots(request(0), None, None))
+        await until(lambda: app.inside == [0], "the slow request inside")
+        following = asyncio.create_task(slots(request(1), None, None))
+        await until(lambda: app.inside == [0, 1], "the next request to enter beside the slow one")
+        app.leave[0].set()
+        app.leave[1].set()
+        await asyncio.gather(slow, following)
+        # both slots given back once: one request at a time again, not two
+        slots.lease = 600
+        again = [asyncio.create_task(slots(request(n), None, None)) for n in (2, 3)]
+        await until(lambda: app.inside == [2], "a request inside")
+        await others_get_their_chance()
+        assert app.inside == [2]
+        app.leave[2].set()
+        await until(lambda: app.inside == [3], "the other request inside")
+        app.leave[3].set()
+        await asyncio.gather(*again)
+
+    asyncio.run(main())
+
+
+@pytest.mark.unit
+def test_a_request_cancelled_while_waiting_takes_no_slot():
+    app = Held()
+    slots = RequestSlots(app, 1, lease=600)
+
+    async def main():
+        first = asyncio.create_task(slots(request(0), None, None))
+        await until(lambda: app.inside == [0], "the first request inside")
+        gone = asyncio.create_task(slots(request(1), None, None))  # its client hangs up while it waits
+        await others_get_their_chance()
+        gone.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        app.leave[0].set()
+        await first
+        later = [asyncio.create_task(slots(request(n), None, None)) for n in (2, 3)]
+        await until(lambda: app.inside == [2], "the next request inside")
+        await others_get_their_chance()
+        assert app.inside == [2] and 1 not in app.entered
+        app.leave[2].set()
+        await until(lambda: app.inside == [3], "the last request inside")
+        app.leave[3].set()
+        await asyncio.gather(*later)
+
+    asyncio.run(main())
+
+
+@pytest.mark.unit
+def test_a_request_that_fails_gives_its_slot_back():
+    entered = []
+
+    async def failing(scope, receive, send):
+        entered.append(scope["number"])
+        raise RuntimeError("the view failed")
+
+    slots = RequestSlots(failing, 1, lease=600)
+
+    async def main():
+        for n in range(3):
+            with pytest.raises(RuntimeError):
+                await asyncio.wait_for(slots(request(n), None, None), 30)
+
+    asyncio.run(main())
+    assert entered == [0, 1, 2]
+
+
+@pytest.mark.unit
+def test_websockets_and_a_process_without_a_limit_do_not_wait():
+    app = Held()
+    limited, unlimited = RequestSlots(app, 1, lease=600), RequestSlots(app, 0)
+
+    async def main():
+        tasks = [asyncio.create_task(limited(request(0), None, None)),
+                 asyncio.create_task(limited(request(1, "websocket"), None, None)),
+                 *(asyncio.create_task(unlimited(request(n), None, None)) for n in (2, 3, 4))]
+        await until(lambda: sorted(app.inside) == [0, 1, 2, 3, 4], "every request inside")
+        for event in app.leave.values():
+            event.set()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+
+
+@pytest.mark.unit
+def test_the_services_http_requests_wait_for_the_configured_slots():
+    from paddleweb.asgi import application, request_threads
+
+    http = application.application_mapping["http"]
+    assert isinstance(http, RequestSlots) and http.app is request_threads
+    assert http.slots == settings.WEB_REQUEST_SLOTS
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(("environment", "slots"), [
+    ({}, 2),  # SQLite: its queries run in the web process
+    ({"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/paddlecloud"}, 0),
+    ({"WEB_REQUEST_SLOTS": "5"}, 5),
+])
+def test_the_slots_default_to_two_on_sqlite_and_none_on_postgresql(tmp_path, environment, slots):
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PADDLECLOUD_VAR": str(tmp_path / "var"),
+           "DJANGO_SETTINGS_MODULE": "paddleweb.settings", **environment}
+    code = "import django\ndjango.setup()\nfrom django.conf import settings\nprint(settings.WEB_REQUEST_SLOTS)"
+    res = subprocess.run([sys.executable, "-c", code], cwd=settings.BASE_DIR, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert int(res.stdout.splitlines()[-1]) == slots
