@@ -48,6 +48,18 @@ async def others_get_their_chance() -> None:
         await asyncio.sleep(0)
 
 
+async def one_at_a_time(app: Held, slots: RequestSlots, first: int, second: int) -> None:
+    """Two new requests go in one after the other: one slot is free, not two."""
+    both = [asyncio.create_task(slots(request(n), None, None)) for n in (first, second)]
+    await until(lambda: app.inside == [first], "the first request inside")
+    await others_get_their_chance()
+    assert app.inside == [first]
+    app.leave[first].set()
+    await until(lambda: app.inside == [second], "the second request inside")
+    app.leave[second].set()
+    await asyncio.gather(*both)
+
+
 @pytest.mark.unit
 def test_no_more_requests_than_slots_run_and_the_next_enters_as_one_ends():
     app = Held()
@@ -84,16 +96,8 @@ def test_a_request_past_its_lease_lets_the_next_in_and_goes_on():
         app.leave[0].set()
         app.leave[1].set()
         await asyncio.gather(slow, following)
-        # both slots given back once: one request at a time again, not two
         slots.lease = 600
-        again = [asyncio.create_task(slots(request(n), None, None)) for n in (2, 3)]
-        await until(lambda: app.inside == [2], "a request inside")
-        await others_get_their_chance()
-        assert app.inside == [2]
-        app.leave[2].set()
-        await until(lambda: app.inside == [3], "the other request inside")
-        app.leave[3].set()
-        await asyncio.gather(*again)
+        await one_at_a_time(app, slots, 2, 3)  # each slot given back once, not twice
 
     asyncio.run(main())
 
@@ -113,14 +117,8 @@ def test_a_request_cancelled_while_waiting_takes_no_slot():
             await gone
         app.leave[0].set()
         await first
-        later = [asyncio.create_task(slots(request(n), None, None)) for n in (2, 3)]
-        await until(lambda: app.inside == [2], "the next request inside")
-        await others_get_their_chance()
-        assert app.inside == [2] and 1 not in app.entered
-        app.leave[2].set()
-        await until(lambda: app.inside == [3], "the last request inside")
-        app.leave[3].set()
-        await asyncio.gather(*later)
+        await one_at_a_time(app, slots, 2, 3)
+        assert 1 not in app.entered
 
     asyncio.run(main())
 
