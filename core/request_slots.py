@@ -1,9 +1,9 @@
 """At most a few HTTP requests of a web process running at once, the rest waiting their turn.
 
 On SQLite the queries run inside the web process, and Python's sqlite3 steps each row of a result
-with the GIL released: with 32 requests in their threads at once, every row of every query hands
-the GIL to another thread and waits to get it back: a job list took twice the web process's CPU
-at 32 connections as one request at a time (docs/operating/performance.md). Letting only `slots`
+with the GIL released. With 32 requests in their threads at once, every row of every query hands
+the GIL to another thread and waits to get it back, and a job list took twice the web process's
+CPU at 32 connections as one request at a time (docs/operating/performance.md). Letting only `slots`
 requests in at once, the others waiting for a slot in the event loop (no thread, no CPU), keeps
 that handoff rare.
 
