@@ -15,6 +15,7 @@ slow requests cannot stall the ones behind them. Nothing but HTTP waits: websock
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from .asgi_types import ASGIApp, Receive, Scope, Send
 
@@ -23,10 +24,11 @@ LEASE = 0.05  # seconds a request keeps its slot, at most
 
 class RequestSlots:
     """ASGI wrapper: at most `slots` HTTP requests in `app` at once, each for `lease` seconds at most
-    (`slots` 0: no limit)."""
+    (`slots` 0: no limit). `waited` is told how long each request waited for its slot, in seconds."""
 
-    def __init__(self, app: ASGIApp, slots: int, lease: float = LEASE) -> None:
-        self.app, self.slots, self.lease = app, slots, lease
+    def __init__(self, app: ASGIApp, slots: int, lease: float = LEASE,
+                 waited: Callable[[float], None] | None = None) -> None:
+        self.app, self.slots, self.lease, self.waited = app, slots, lease, waited
         self._loop: asyncio.AbstractEventLoop | None = None
         self._free: asyncio.Semaphore | None = None
 
@@ -35,8 +37,12 @@ class RequestSlots:
             await self.app(scope, receive, send)
             return
         free = self._semaphore()
+        loop = asyncio.get_running_loop()
+        came = loop.time()
         await free.acquire()  # cancelled while waiting: no slot was taken
         held = True
+        if self.waited is not None:
+            self.waited(loop.time() - came)
 
         def give_back() -> None:
             nonlocal held
@@ -44,7 +50,7 @@ class RequestSlots:
                 held = False
                 free.release()
 
-        lease = asyncio.get_running_loop().call_later(self.lease, give_back)
+        lease = loop.call_later(self.lease, give_back)
         try:
             await self.app(scope, receive, send)
         finally:

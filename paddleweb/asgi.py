@@ -17,6 +17,7 @@ from core.request_threads import ThreadPerRequest  # noqa: E402
 from core.startup import freeze_startup_heap  # noqa: E402
 from jobs.routing import websocket_urlpatterns  # noqa: E402
 from legacy.asgi import LegacyChunks  # noqa: E402
+from paddleweb.prometheus import SLOT_WAIT  # noqa: E402
 from pfs.asgi_fast import PfsASGI, streams_body  # noqa: E402
 from pfs.asgi_responses import LargeChunkASGIHandler, ZeroCopyResponses  # noqa: E402
 
@@ -36,7 +37,7 @@ freeze_startup_heap()
 application = ProtocolTypeRouter(
     {
         # a few requests at once, the rest waiting without a thread (core/request_slots.py)
-        "http": RequestSlots(request_threads, settings.WEB_REQUEST_SLOTS),
+        "http": RequestSlots(request_threads, settings.WEB_REQUEST_SLOTS, waited=SLOT_WAIT.observe),
         "websocket": TokenOrSessionAuth(URLRouter(websocket_urlpatterns)),
     }
 )

@@ -8,7 +8,8 @@ and nothing is lost when a process restarts:
 * job queue wait, submit-to-running, watcher pass and log push times: histograms the worker and watcher
   keep in Redis (core/metrics_store.py).
 API latency is this process's own (one uvicorn process per web pod): a histogram by view name,
-method and status, from the `request_latency` middleware.
+method and status, from the `request_latency` middleware; and before it, how long each request
+waited for a request slot (core/request_slots.py).
 """
 
 from __future__ import annotations
@@ -104,6 +105,10 @@ API_LATENCY = Histogram("paddlecloud_http_request_duration_seconds",
                         "Time to answer a request (until its response starts), by view name, method and status.",
                         ["view", "method", "status"], registry=REGISTRY,
                         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+# Outside Django's handler: a request waiting for a slot has not reached request_latency yet.
+SLOT_WAIT = Histogram("paddlecloud_http_request_slot_wait_seconds",
+                      "Time an HTTP request waited for one of this web process's request slots (WEB_REQUEST_SLOTS).",
+                      registry=REGISTRY, buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
 
 
 def _observe(request: HttpRequest, response: HttpResponseBase, started: float) -> None:

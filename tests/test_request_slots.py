@@ -7,10 +7,12 @@ import subprocess
 import sys
 import time
 
+import httpx
 import pytest
 from django.conf import settings
 
 from core.request_slots import RequestSlots
+from tests.support import LiveASGI
 
 
 class Held:
@@ -157,6 +159,47 @@ def test_websockets_and_a_process_without_a_limit_do_not_wait():
         await asyncio.gather(*tasks)
 
     asyncio.run(main())
+
+
+@pytest.mark.unit
+def test_each_request_says_how_long_it_waited_for_its_slot():
+    app, waits = Held(), []
+    slots = RequestSlots(app, 1, lease=600, waited=waits.append)
+
+    async def main():
+        first = asyncio.create_task(slots(request(0), None, None))
+        await until(lambda: app.inside == [0], "the first request inside")
+        second = asyncio.create_task(slots(request(1), None, None))
+        await others_get_their_chance()
+        await asyncio.sleep(0.05)  # the first holds its slot at least this long, the second waits
+        app.leave[0].set()
+        await until(lambda: app.inside == [1], "the second request inside")
+        app.leave[1].set()
+        await asyncio.gather(first, second)
+
+    asyncio.run(main())
+    assert len(waits) == 2 and waits[0] < waits[1] and waits[1] >= 0.049
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_service_counts_each_requests_wait_for_a_slot_in_its_metrics():
+    from paddleweb.asgi import application
+    from paddleweb.prometheus import REGISTRY
+
+    http = application.application_mapping["http"]
+
+    def waits() -> float:
+        return REGISTRY.get_sample_value("paddlecloud_http_request_slot_wait_seconds_count") or 0
+
+    configured, http.slots = http.slots, 2  # PostgreSQL's default is no limit, and nothing to count
+    before = waits()
+    try:
+        with LiveASGI() as live, httpx.Client(base_url=live.url, timeout=60) as client:
+            for _ in range(3):
+                assert client.get("/api/v2/version/").status_code == 200
+    finally:
+        http.slots = configured
+    assert waits() - before == 3
 
 
 @pytest.mark.unit
