@@ -41,8 +41,6 @@ class RequestSlots:
         came = loop.time()
         await free.acquire()  # cancelled while waiting: no slot was taken
         held = True
-        if self.waited is not None:
-            self.waited(loop.time() - came)
 
         def give_back() -> None:
             nonlocal held
@@ -52,6 +50,8 @@ class RequestSlots:
 
         lease = loop.call_later(self.lease, give_back)
         try:
+            if self.waited is not None:
+                self.waited(loop.time() - came)
             await self.app(scope, receive, send)
         finally:
             lease.cancel()

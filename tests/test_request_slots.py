@@ -181,6 +181,23 @@ def test_each_request_says_how_long_it_waited_for_its_slot():
     assert len(waits) == 2 and waits[0] < waits[1] and waits[1] >= 0.049
 
 
+@pytest.mark.unit
+def test_a_wait_that_cannot_be_recorded_still_gives_the_slot_back():
+    def broken(seconds: float) -> None:
+        raise RuntimeError("the metric failed")
+
+    app = Held()
+    slots = RequestSlots(app, 1, lease=600, waited=broken)
+
+    async def main():
+        for _ in range(2):
+            with pytest.raises(RuntimeError):
+                await asyncio.wait_for(slots(request(0), None, None), 30)
+
+    asyncio.run(main())
+    assert app.entered == []
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_service_counts_each_requests_wait_for_a_slot_in_its_metrics():
     from paddleweb.asgi import application
