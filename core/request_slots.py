@@ -36,8 +36,8 @@ class RequestSlots:
         if scope["type"] != "http" or self.slots <= 0:
             await self.app(scope, receive, send)
             return
-        free = self._semaphore()
         loop = asyncio.get_running_loop()
+        free = self._semaphore(loop)
         came = loop.time()
         await free.acquire()  # cancelled while waiting: no slot was taken
         held = True
@@ -57,10 +57,9 @@ class RequestSlots:
             lease.cancel()
             give_back()
 
-    def _semaphore(self) -> asyncio.Semaphore:
+    def _semaphore(self, loop: asyncio.AbstractEventLoop) -> asyncio.Semaphore:
         # One per event loop: a semaphore is bound to the loop it first waited in (the service has
         # one loop; the test suite runs its requests in many).
-        loop = asyncio.get_running_loop()
         if self._loop is not loop or self._free is None:
             self._loop, self._free = loop, asyncio.Semaphore(self.slots)
         return self._free
