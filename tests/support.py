@@ -280,6 +280,20 @@ ROOT = os.geteuid() == 0
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def in_fresh_settings(tmp_path, code: str, **environment: str) -> str:
+    """The last line `code` prints in a new interpreter with Django set up on paddleweb.settings,
+    its environment nothing but PATH, a home and a state directory under `tmp_path`, and `environment`."""
+    import subprocess
+    import sys
+
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PADDLECLOUD_VAR": str(tmp_path / "var"),
+           "DJANGO_SETTINGS_MODULE": "paddleweb.settings", **environment}
+    res = subprocess.run([sys.executable, "-c", f"import django\ndjango.setup()\n{code}"], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return res.stdout.splitlines()[-1]
+
+
 class LauncherProcess:
     """A real `python -m launcher` (launcher/) on a socket of its own: as root, the root launcher
     `make run` starts; as a normal user, the rootless one. `job_uids` None picks a free range of

@@ -2,9 +2,6 @@
 holds its slot past its lease lets the next one in (core/request_slots.py)."""
 
 import asyncio
-import os
-import subprocess
-import sys
 import time
 
 import httpx
@@ -12,7 +9,7 @@ import pytest
 from django.conf import settings
 
 from core.request_slots import RequestSlots
-from tests.support import LiveASGI
+from tests.support import LiveASGI, in_fresh_settings
 
 
 class Held:
@@ -50,9 +47,20 @@ async def others_get_their_chance() -> None:
         await asyncio.sleep(0)
 
 
+def start(slots: RequestSlots, number: int) -> asyncio.Task:
+    return asyncio.create_task(slots(request(number), None, None))
+
+
+async def alone_inside(app: Held, slots: RequestSlots, number: int) -> asyncio.Task:
+    """Request `number`, started and let in while no other request is inside."""
+    task = start(slots, number)
+    await until(lambda: app.inside == [number], f"request {number} inside")
+    return task
+
+
 async def one_at_a_time(app: Held, slots: RequestSlots, first: int, second: int) -> None:
     """Two new requests go in one after the other: one slot is free, not two."""
-    both = [asyncio.create_task(slots(request(n), None, None)) for n in (first, second)]
+    both = [start(slots, n) for n in (first, second)]
     await until(lambda: app.inside == [first], "the first request inside")
     await others_get_their_chance()
     assert app.inside == [first]
@@ -68,7 +76,7 @@ def test_no_more_requests_than_slots_run_and_the_next_enters_as_one_ends():
     slots = RequestSlots(app, 2, lease=600)
 
     async def main():
-        requests = [asyncio.create_task(slots(request(n), None, None)) for n in range(5)]
+        requests = [start(slots, n) for n in range(5)]
         await until(lambda: len(app.inside) == 2, "two requests inside")
         await others_get_their_chance()
         assert app.inside == [0, 1]
@@ -91,9 +99,8 @@ def test_a_request_past_its_lease_lets_the_next_in_and_goes_on():
     slots = RequestSlots(app, 1, lease=0.05)
 
     async def main():
-        slow = asyncio.create_task(slots(request(0), None, None))
-        await until(lambda: app.inside == [0], "the slow request inside")
-        following = asyncio.create_task(slots(request(1), None, None))
+        slow = await alone_inside(app, slots, 0)
+        following = start(slots, 1)
         await until(lambda: app.inside == [0, 1], "the next request to enter beside the slow one")
         app.leave[0].set()
         app.leave[1].set()
@@ -110,9 +117,8 @@ def test_a_request_cancelled_while_waiting_takes_no_slot():
     slots = RequestSlots(app, 1, lease=600)
 
     async def main():
-        first = asyncio.create_task(slots(request(0), None, None))
-        await until(lambda: app.inside == [0], "the first request inside")
-        gone = asyncio.create_task(slots(request(1), None, None))  # its client hangs up while it waits
+        first = await alone_inside(app, slots, 0)
+        gone = start(slots, 1)  # its client hangs up while it waits
         await others_get_their_chance()
         gone.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -150,9 +156,9 @@ def test_websockets_and_a_process_without_a_limit_do_not_wait():
     limited, unlimited = RequestSlots(app, 1, lease=600), RequestSlots(app, 0)
 
     async def main():
-        tasks = [asyncio.create_task(limited(request(0), None, None)),
+        tasks = [start(limited, 0),
                  asyncio.create_task(limited(request(1, "websocket"), None, None)),
-                 *(asyncio.create_task(unlimited(request(n), None, None)) for n in (2, 3, 4))]
+                 *(start(unlimited, n) for n in (2, 3, 4))]
         await until(lambda: sorted(app.inside) == [0, 1, 2, 3, 4], "every request inside")
         for event in app.leave.values():
             event.set()
@@ -167,9 +173,8 @@ def test_each_request_says_how_long_it_waited_for_its_slot():
     slots = RequestSlots(app, 1, lease=600, waited=waits.append)
 
     async def main():
-        first = asyncio.create_task(slots(request(0), None, None))
-        await until(lambda: app.inside == [0], "the first request inside")
-        second = asyncio.create_task(slots(request(1), None, None))
+        first = await alone_inside(app, slots, 0)
+        second = start(slots, 1)
         await others_get_their_chance()
         await asyncio.sleep(0.05)  # the first holds its slot at least this long, the second waits
         app.leave[0].set()
@@ -235,10 +240,6 @@ def test_the_services_http_requests_wait_for_the_configured_slots():
     ({"WEB_REQUEST_SLOTS": "5"}, 5),
 ])
 def test_the_slots_default_to_two_on_sqlite_and_none_on_postgresql(tmp_path, environment, slots):
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PADDLECLOUD_VAR": str(tmp_path / "var"),
-           "DJANGO_SETTINGS_MODULE": "paddleweb.settings", **environment}
-    code = "import django\ndjango.setup()\nfrom django.conf import settings\nprint(settings.WEB_REQUEST_SLOTS)"
-    res = subprocess.run([sys.executable, "-c", code], cwd=settings.BASE_DIR, env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    assert int(res.stdout.splitlines()[-1]) == slots
+    printed = in_fresh_settings(tmp_path, "from django.conf import settings\nprint(settings.WEB_REQUEST_SLOTS)",
+                                **environment)
+    assert int(printed) == slots

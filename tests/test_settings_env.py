@@ -11,6 +11,8 @@ from pathlib import Path
 from rest_framework.test import APIRequestFactory
 from rest_framework.throttling import SimpleRateThrottle
 
+from tests.support import in_fresh_settings
+
 ROOT = Path(__file__).resolve().parents[1]
 SERVICE_PACKAGES = ("accounts", "core", "jobs", "pfs", "quotas", "legacy", "notifications", "paddleweb")
 # Entry points may only name the settings module before Django starts.
@@ -54,14 +56,10 @@ def test_pfs_limits_and_encryption_keys_come_from_the_environment(tmp_path):
     code = ("from django.conf import settings as s\nimport json\n"
             "print(json.dumps([s.PFS_MAX_CHUNK, s.PFS_UPLOAD_TTL.total_seconds(), "
             "s.PFS_RESERVATION_TTL.total_seconds(), s.FIELD_ENCRYPTION_KEYS[:2], len(s.FIELD_ENCRYPTION_KEYS)]))")
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PADDLECLOUD_VAR": str(tmp_path / "var"),
-           "DJANGO_SETTINGS_MODULE": "paddleweb.settings", "PFS_MAX_CHUNK": "1048576", "PFS_UPLOAD_TTL": "60",
-           "PFS_RESERVATION_TTL": "30", "FIELD_ENCRYPTION_KEYS": "new-key,old-key"}
-    res = subprocess.run([sys.executable, "-c", f"import django\ndjango.setup()\n{code}"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
+    printed = in_fresh_settings(tmp_path, code, PFS_MAX_CHUNK="1048576", PFS_UPLOAD_TTL="60",
+                                PFS_RESERVATION_TTL="30", FIELD_ENCRYPTION_KEYS="new-key,old-key")
     # the two listed keys first, then the one derived from SECRET_KEY (data from before stays readable)
-    assert json.loads(res.stdout.splitlines()[-1]) == [1048576, 60.0, 30.0, ["new-key", "old-key"], 3]
+    assert json.loads(printed) == [1048576, 60.0, 30.0, ["new-key", "old-key"], 3]
 
 
 def _reads_outside_settings(path: Path) -> list[str]:
