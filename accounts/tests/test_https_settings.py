@@ -7,11 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support import in_fresh_settings
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
-import json, django
-django.setup()
+import json
 from django.conf import settings
 from django.test import Client
 names = ["SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS",
@@ -25,17 +26,20 @@ print(json.dumps({"settings": {n: getattr(settings, n) for n in names},
 """
 
 
-def run(tmp_path, *argv, **env):
-    full = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PADDLECLOUD_VAR": str(tmp_path / "var"),
-            "DJANGO_SETTINGS_MODULE": "paddleweb.settings", "ALLOWED_HOSTS": "testserver,paddlecloud.example.com",
-            **env}
-    return subprocess.run([sys.executable, *argv], cwd=ROOT, env=full, capture_output=True, text=True, timeout=120)
+HOSTS = {"ALLOWED_HOSTS": "testserver,paddlecloud.example.com"}
 
 
 def probe(tmp_path, **env):
-    res = run(tmp_path, "-c", PROBE, **env)
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    return json.loads(in_fresh_settings(tmp_path, PROBE, **{**HOSTS, **env}))
+
+
+def check_deploy(tmp_path, **env) -> str:
+    """What `manage.py check --deploy` reports in a fresh environment of nothing but `env`."""
+    full = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PADDLECLOUD_VAR": str(tmp_path / "var"),
+            "DJANGO_SETTINGS_MODULE": "paddleweb.settings", **HOSTS, **env}
+    res = subprocess.run([sys.executable, "manage.py", "check", "--deploy"], cwd=ROOT, env=full,
+                         capture_output=True, text=True, timeout=120)
+    return res.stdout + res.stderr
 
 
 def test_https_behind_a_trusted_proxy_turns_on_every_secure_setting(tmp_path):
@@ -63,12 +67,10 @@ def test_a_laptop_over_plain_http_gets_no_redirect_or_hsts(tmp_path):
 
 def test_check_deploy_finds_nothing_to_say_about_https(tmp_path):
     env = {"HTTPS": "true", "TRUSTED_PROXY_COUNT": "1", "SECRET_KEY": "k" * 20 + "q" * 20 + "z7%-" * 10}
-    res = run(tmp_path, "manage.py", "check", "--deploy", **env)
-    report = res.stdout + res.stderr
+    report = check_deploy(tmp_path, **env)
     for warning in ("W004", "W005", "W008", "W012", "W016", "W021"):
         assert f"security.{warning}" not in report, report
-    insecure = run(tmp_path, "manage.py", "check", "--deploy")
-    assert "security.W004" in insecure.stdout + insecure.stderr  # the check does look at these settings
+    assert "security.W004" in check_deploy(tmp_path)  # the check does look at these settings
 
 
 def test_the_kubernetes_deployment_turns_them_on(tmp_path):
