@@ -157,3 +157,17 @@ def test_a_backend_without_a_pending_timeout_never_times_a_replica_out(starting)
     OBSERVED.update({("trainer", 0): pending(minutes_ago=600), ("trainer", 1): pending(minutes_ago=600)})
     job = sync(starting)
     assert (job.state, job.reason) == ("Starting", "Launching")
+
+
+def test_trainers_that_ended_before_the_job_was_seen_running_date_its_start(starting):
+    """Fast trainers end before any sync sees them all running: the job goes from Starting
+    straight to Succeeded, and it ran from its first replica's start (not: never started)."""
+    first = timezone.now() - timedelta(seconds=30)
+    OBSERVED.update({
+        ("trainer", 0): ReplicaStatus(ReplicaState.SUCCEEDED, exit_code=0, started=first + timedelta(seconds=1),
+                                      finished=first + timedelta(seconds=5)),
+        ("trainer", 1): ReplicaStatus(ReplicaState.SUCCEEDED, exit_code=0, started=first,
+                                      finished=first + timedelta(seconds=6))})
+    job = sync(starting)
+    assert (job.state, job.started) == ("Succeeded", first)
+    assert job.finished >= first
