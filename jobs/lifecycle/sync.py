@@ -131,10 +131,7 @@ def _move_on(job: Job, backend: Backend, replicas: list[Replica]) -> bool:
     if trainers and all(r.state == ReplicaState.SUCCEEDED for r in trainers):
         # Done, whatever the pservers do now (a JobSet's controller stops them itself).
         exited = "the trainer exited 0" if len(trainers) == 1 else f"all {len(trainers)} trainers exited 0"
-        # Trainers that ended before any sync saw them all running take the job from Starting
-        # straight here: it ran all the same, from its first replica's start.
-        started = job.started or min((r.started for r in replicas if r.started), default=None) or timezone.now()
-        if transition(job, JobState.SUCCEEDED, "Completed", exited, started=started):
+        if transition(job, JobState.SUCCEEDED, "Completed", exited):
             backend.stop(job)  # the pservers
         return True
     if gone_pserver:

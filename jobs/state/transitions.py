@@ -14,12 +14,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Min
 from django.utils import timezone
 
 from core import events
 
 from ..live import notify
-from ..models import ACTIVE_STATES, TERMINAL_STATES, Job, JobEvent, JobState
+from ..models import ACTIVE_STATES, TERMINAL_STATES, Job, JobEvent, JobState, Replica
 from . import timings
 
 
@@ -34,6 +35,12 @@ def transition(job: Job, to: str, reason: str, message: str = "", *, from_states
     if to in TERMINAL_STATES:
         fields.setdefault("finished", now)
         fields.setdefault("heartbeat", None)
+        if job.started is None and "started" not in fields:
+            # Replicas that ended before any sync saw them all running take the job from Starting
+            # straight to its end: it ran all the same, from its first replica's start.
+            first = Replica.objects.filter(job=job, started__isnull=False).aggregate(first=Min("started"))["first"]
+            if first is not None:
+                fields["started"] = first
     with transaction.atomic():
         updated = Job.objects.filter(pk=job.pk, state__in=from_states).update(
             state=to, reason=reason, message=message, **fields)

@@ -171,3 +171,22 @@ def test_trainers_that_ended_before_the_job_was_seen_running_date_its_start(star
     job = sync(starting)
     assert (job.state, job.started) == ("Succeeded", first)
     assert job.finished >= first
+
+
+def test_a_job_failing_before_it_was_seen_running_dates_its_start_by_the_replicas_that_ran(starting):
+    first = timezone.now() - timedelta(seconds=30)
+    Job.objects.filter(pk=starting.pk).update(max_restarts=0)
+    starting.max_restarts = 0
+    OBSERVED.update({
+        ("trainer", 0): ReplicaStatus(ReplicaState.FAILED, exit_code=1, reason="Error", started=first,
+                                      finished=first + timedelta(seconds=2)),
+        ("trainer", 1): ReplicaStatus(ReplicaState.RUNNING, started=first + timedelta(seconds=1))})
+    job = sync(starting)
+    assert (job.state, job.reason, job.started) == ("Failed", "ReplicaFailed", first)
+
+
+def test_a_job_failing_before_any_replica_ran_has_no_start(starting):
+    OBSERVED.update({("trainer", 0): pending("ImagePullBackOff", "no such image", minutes_ago=2, blocked=True),
+                     ("trainer", 1): pending("ImagePullBackOff", "no such image", minutes_ago=2, blocked=True)})
+    job = sync(starting)
+    assert (job.state, job.started) == ("Failed", None)
