@@ -280,16 +280,20 @@ ROOT = os.geteuid() == 0
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def fresh_environment(tmp_path, **environment: str) -> dict[str, str]:
+    """An environment of nothing but PATH, a home and a state directory under `tmp_path`, the
+    settings module and `environment`: the service's settings as a new machine would read them."""
+    return {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PADDLECLOUD_VAR": str(tmp_path / "var"),
+            "DJANGO_SETTINGS_MODULE": "paddleweb.settings", **environment}
+
+
 def in_fresh_settings(tmp_path, code: str, **environment: str) -> str:
-    """The last line `code` prints in a new interpreter with Django set up on paddleweb.settings,
-    its environment nothing but PATH, a home and a state directory under `tmp_path`, and `environment`."""
+    """The last line `code` prints in a new interpreter with Django set up in `fresh_environment`."""
     import subprocess
     import sys
 
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PADDLECLOUD_VAR": str(tmp_path / "var"),
-           "DJANGO_SETTINGS_MODULE": "paddleweb.settings", **environment}
-    res = subprocess.run([sys.executable, "-c", f"import django\ndjango.setup()\n{code}"], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run([sys.executable, "-c", f"import django\ndjango.setup()\n{code}"], cwd=REPO,
+                         env=fresh_environment(tmp_path, **environment), capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     return res.stdout.splitlines()[-1]
 

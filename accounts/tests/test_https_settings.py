@@ -2,12 +2,11 @@
 SSL redirect (X-Forwarded-Proto trusted only behind the operator's proxies); off for `make run`."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.support import in_fresh_settings
+from tests.support import fresh_environment, in_fresh_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,10 +34,8 @@ def probe(tmp_path, **env):
 
 def check_deploy(tmp_path, **env) -> str:
     """What `manage.py check --deploy` reports in a fresh environment of nothing but `env`."""
-    full = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PADDLECLOUD_VAR": str(tmp_path / "var"),
-            "DJANGO_SETTINGS_MODULE": "paddleweb.settings", **HOSTS, **env}
-    res = subprocess.run([sys.executable, "manage.py", "check", "--deploy"], cwd=ROOT, env=full,
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run([sys.executable, "manage.py", "check", "--deploy"], cwd=ROOT, capture_output=True,
+                         env=fresh_environment(tmp_path, **{**HOSTS, **env}), text=True, timeout=120)
     return res.stdout + res.stderr
 
 
