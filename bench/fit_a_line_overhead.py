@@ -10,7 +10,7 @@ exit. Goal: ratio <= 1.2. VENVS_ROOT is `make run`'s (var/venvs), so paddlepaddl
 Each replica asks for a quarter of the machine's CPUs (at most 1, the default; README's 500m on a
 2-core machine), so the four together may use the whole machine, as fleet.launch's do. The local
 backend enforces a replica's CPU (a cgroup's CFS quota): at 250m each on 2 cores the job had half
-the machine, and importing paddle took a replica 2.5 s against 0.8 s unthrottled.
+the machine, and importing paddle took a replica 2.7-2.9 s against 0.75 s at 1 CPU.
 
     .venv/bin/python bench/fit_a_line_overhead.py [--rounds 5]
 """
