@@ -135,6 +135,8 @@ def main() -> None:
                 (Path(tmp) / "train.py").write_text(program)
                 packages[name] = f"{sdk.home()}/bench/{name}"
                 sdk.storage.upload_file(Path(tmp) / "train.py", f"{packages[name]}/train.py")
+        # A replica shows Running once its keeper runs, before its program starts: its CPU quota does
+        # not enter the figure (250m and 500m measured alike: docs/operating/performance.md).
         four = {"pservers": 2, "trainers": 2, "cpu": "250m", "pscpu": "250m", "memory": "64Mi", "psmemory": "64Mi"}
         one = {"mode": "collective", "trainers": 1, "cpu": "500m", "memory": "64Mi"}
         # warm up: the runtime environment is built once, the processes' imports are cached
