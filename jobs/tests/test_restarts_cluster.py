@@ -7,59 +7,26 @@ import pytest
 
 from jobs import services
 from jobs.backends import registry
-from jobs.backends.base import Backend, ReplicaStatus
+from jobs.backends.base import ReplicaStatus
 from jobs.lifecycle.sync import sync_job
 from jobs.models import Job, ReplicaState
 from jobs.state.attempts import new_attempt
 from tests.support import make_package
 
-OBSERVED: dict = {}
-CALLS: list = []
+from .observed_backend import CALLS, OBSERVED, ObservedBackend, register
 
 
-class SelfRestartingCluster(Backend):
+class SelfRestartingCluster(ObservedBackend):
     restarts_replicas = True
-
-    @classmethod
-    def watcher(cls, backend):
-        raise NotImplementedError  # not watched: the test drives sync_job
-
-    @classmethod
-    def check_config(cls, name, config):
-        pass
-
-    def prepare(self, job, heartbeat):
-        return True
-
-    def launch(self, job):
-        pass
-
-    def stop(self, job, replicas=None):
-        CALLS.append(("stop", job.name))
-
-    def restart(self, job, replicas):
-        CALLS.append(("restart", [r.name for r in replicas]))
-
-    def suspend(self, job):
-        pass
-
-    def delete(self, job):
-        pass
-
-    def observe(self, job):
-        return dict(OBSERVED)
 
 
 @pytest.fixture
 def running_job(alice, datacenter, monkeypatch):
-    monkeypatch.setitem(registry.BACKENDS, "cluster", f"{__name__}.SelfRestartingCluster")
-    registry.backend_class.cache_clear()
-    OBSERVED.clear()
-    CALLS.clear()
+    backend = register(monkeypatch, SelfRestartingCluster)
     pkg = make_package(alice, "c", {"train.py": ""})
     job = services.submit_job(alice, {"name": "c", "package": pkg, "entry": "python train.py", "mode": "collective",
                                       "trainers": 1, "max_restarts": 2})
-    datacenter.backend = "cluster"
+    datacenter.backend = backend
     datacenter.save()
     Job.objects.filter(pk=job.pk).update(state="Running")
     yield Job.objects.select_related("datacenter").get(pk=job.pk)

@@ -9,64 +9,32 @@ from django.utils import timezone
 
 from jobs import services
 from jobs.backends import registry
-from jobs.backends.base import Backend, ReplicaStatus
+from jobs.backends.base import ReplicaStatus
 from jobs.lifecycle.sync import sync_job
 from jobs.models import Job, JobEvent, JobState, ReplicaState
 from tests.support import make_package
 
-OBSERVED: dict = {}
-CALLS: list = []
+from .observed_backend import CALLS, OBSERVED, ObservedBackend, register
+
 TIMEOUT = {"seconds": 60}
 
 
-class Facts(Backend):
-    """Reports what the test puts in OBSERVED; its pending timeout is TIMEOUT's."""
-
-    @classmethod
-    def watcher(cls, backend):
-        raise NotImplementedError  # not watched: the test drives sync_job
-
-    @classmethod
-    def check_config(cls, name, config):
-        pass
+class Facts(ObservedBackend):
+    """Its pending timeout is TIMEOUT's."""
 
     def pending_timeout(self):
         return TIMEOUT["seconds"]
-
-    def prepare(self, job, heartbeat):
-        return True
-
-    def launch(self, job):
-        pass
-
-    def stop(self, job, replicas=None):
-        CALLS.append("stop")
-
-    def restart(self, job, replicas):
-        pass
-
-    def suspend(self, job):
-        pass
-
-    def delete(self, job):
-        pass
-
-    def observe(self, job):
-        return dict(OBSERVED)
 
 
 @pytest.fixture
 def starting(alice, datacenter, monkeypatch):
     """A collective job of two trainers that began to start ten minutes ago."""
-    monkeypatch.setitem(registry.BACKENDS, "facts", f"{__name__}.Facts")
-    registry.backend_class.cache_clear()
-    OBSERVED.clear()
-    CALLS.clear()
+    backend = register(monkeypatch, Facts)
     TIMEOUT["seconds"] = 60
     pkg = make_package(alice, "w", {"train.py": ""})
     job = services.submit_job(alice, {"name": "w", "package": pkg, "entry": "python train.py", "mode": "collective",
                                       "trainers": 2})
-    datacenter.backend = "facts"
+    datacenter.backend = backend
     datacenter.save()
     Job.objects.filter(pk=job.pk).update(state=JobState.STARTING, reason="Launching", message="starting the replicas")
     JobEvent.objects.create(job=job, state=JobState.STARTING, reason="Launching")
@@ -92,7 +60,7 @@ def test_a_replica_blocked_past_the_pending_timeout_fails_the_job_with_its_reaso
     job = sync(starting)
     assert (job.state, job.reason) == ("Failed", "ImagePullBackOff")
     assert job.message == "trainer-1 did not start within 60 s. ImagePullBackOff: no such image"
-    assert CALLS == ["stop"]
+    assert CALLS == [("stop", "w")]
 
 
 def test_a_replica_waiting_without_a_reason_times_out_as_pending_timeout(starting):
