@@ -1,9 +1,10 @@
-"""The floor of bench/web.py: the least an authenticated API job detail can do here. A plain
-Django view (no DRF, no middleware) on the service's own settings and database (its apps, its
-connection pool) served exactly as the Procfile serves the service: it reads the request's token
-with its user (one query), checks the token's digest as knox does, reads the job's row (one
-query) and returns it as JSON. The service's detail against it says how much of the gap to the
-bare view (bench/bare_django.py) the database round trips and the token check themselves are."""
+"""The floor of bench/web.py: the least an authenticated API job detail can do here. The service's
+own ASGI application and middleware (paddleweb/asgi.py, MIDDLEWARE), served exactly as the
+Procfile serves the service, routing one plain Django view (no DRF): it reads the request's token
+with its user (one query), checks the token's digest as knox does, reads the job's row (one query)
+and returns it as JSON. The service's detail against it says how much of the gap to the bare view
+(bench/bare_django.py) is the detail's own work (DRF, its further queries, serializing) and how
+much the stack every request goes through."""
 
 import os
 from datetime import UTC
@@ -15,11 +16,9 @@ import django
 from django.conf import settings
 
 settings.ROOT_URLCONF = __name__
-settings.MIDDLEWARE = []
 django.setup(set_prefix=False)
 
 from django.contrib.auth import get_user_model  # noqa: E402
-from django.core.asgi import get_asgi_application  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.http import HttpRequest, JsonResponse  # noqa: E402
 from django.urls import path  # noqa: E402
@@ -58,4 +57,5 @@ def view(request: HttpRequest, name: str) -> JsonResponse:
 
 urlpatterns = [path("floor/jobs/<str:name>/", view)]
 
-application = get_asgi_application()
+# What the Procfile serves, imported once the patterns above exist (it resolves them at startup).
+from paddleweb.asgi import application  # noqa: E402,F401
