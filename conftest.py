@@ -181,6 +181,18 @@ def bob_api(bob):
 
 
 @pytest.fixture
+def no_job_left_behind(transactional_db):
+    """Local jobs a test leaves running (an assertion failed before its kill) are stopped, their
+    network namespaces and cgroups dropped. For modules that start real local jobs."""
+    yield
+    from jobs.backends.local.backend import LocalBackend
+    from jobs.models import Job
+
+    for job in Job.objects.select_related("datacenter"):
+        LocalBackend(job.datacenter).delete(job)
+
+
+@pytest.fixture
 def system(transactional_db):
     with running_system():
         yield

@@ -24,6 +24,23 @@ if TYPE_CHECKING:
     from jobs.models import Job
 
 
+# Python for a job's trainer, as real trainers do: reach every parameter server first (so each has
+# started before the trainers end and the pservers are stopped, however slow the machine).
+REACH_PSERVERS = """
+deadline = time.monotonic() + 120
+for endpoint in filter(None, os.environ.get("PADDLE_PSERVERS_IP_PORT_LIST", "").split(",")):
+    host, port = endpoint.rsplit(":", 1)
+    while True:
+        try:
+            socket.create_connection((host, int(port)), timeout=5).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+"""
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str | Callable[[], str] = "condition",
              tick: Callable[[], object] | None = None, interval: float = 0.05) -> Any:
     """The first truthy value of `predicate()`, polled until a generous deadline (never a fixed

@@ -13,17 +13,10 @@ from jobs.live import logstore
 from jobs.models import Job, ReplicaState
 from jobs.tasks import launch_job, reconcile
 from pfs.paths import home
-from tests.support import job_processes, make_package, programs, run_until_done, wait_for
+from tests.support import REACH_PSERVERS, job_processes, make_package, programs, run_until_done, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_job_left_behind")]
 
-
-@pytest.fixture(autouse=True)
-def no_job_left_behind(transactional_db):
-    """Jobs a test leaves running are stopped, their network namespaces and cgroups dropped."""
-    yield
-    for job in Job.objects.select_related("datacenter"):
-        LocalBackend(job.datacenter).delete(job)
 
 PS_WORKLOAD = """
 import json, os, socket, sys, time
@@ -31,19 +24,7 @@ json.dump(dict(os.environ), open("env.json", "w"))
 if os.environ["TRAINING_ROLE"] == "PSERVER":
     server = socket.create_server((os.environ["POD_IP"], int(os.environ["PADDLE_PORT"])))
     time.sleep(600)  # parameter servers never exit by themselves
-# As real trainers do, reach every pserver first (so each has started, and written its env.json,
-# before the trainers end and the pservers are stopped, however slow the machine).
-deadline = time.monotonic() + 120
-for endpoint in filter(None, os.environ.get("PADDLE_PSERVERS_IP_PORT_LIST", "").split(",")):
-    host, port = endpoint.rsplit(":", 1)
-    while True:
-        try:
-            socket.create_connection((host, int(port)), timeout=5).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+""" + REACH_PSERVERS + """
 print("trainer", os.environ["PADDLE_TRAINER_ID"], "starting", flush=True)
 for step in range(3):
     print(f'PADDLECLOUD_METRIC {{"step": {step + 1}, "loss": {1 / (step + 1)}}}', flush=True)
@@ -55,8 +36,6 @@ def submit(user, name, files, **fields):
     pkg = make_package(user, name, files)
     data = {"name": name, "package": pkg, "entry": "python train.py", "pservers": 2, "trainers": 2, **fields}
     return services.submit_job(user, data)
-
-
 
 
 def replica_env(job, name):

@@ -10,12 +10,11 @@ from jobs.backends.local.backend import LocalBackend
 from jobs.lifecycle import restarts
 from jobs.lifecycle.sync import sync_job
 from jobs.live import logstore
-from jobs.models import Job
 from jobs.tasks import launch_job
 from tests import support
-from tests.support import make_package, wait_for
+from tests.support import REACH_PSERVERS, make_package, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_job_left_behind")]
 
 # Every start appends its time to starts.json in its working copy (kept across attempts), so a
 # test reads when each attempt began; FAILS_<role>_<index> attempts fail with EXIT_CODE.
@@ -35,27 +34,10 @@ if role == "pserver":
     if os.environ.get("PSERVER_EXITS"):
         sys.exit(0)
     time.sleep(600)
-deadline = time.monotonic() + 120
-for endpoint in filter(None, os.environ.get("PADDLE_PSERVERS_IP_PORT_LIST", "").split(",")):
-    host, port = endpoint.rsplit(":", 1)
-    while True:
-        try:
-            socket.create_connection((host, int(port)), timeout=5).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+""" + REACH_PSERVERS + """
 if os.environ.get("TRAINERS_WAIT"):
     time.sleep(600)
 """
-
-
-@pytest.fixture(autouse=True)
-def no_job_left_behind(transactional_db):
-    yield
-    for job in Job.objects.select_related("datacenter"):
-        LocalBackend(job.datacenter).delete(job)
 
 
 @pytest.fixture(autouse=True)

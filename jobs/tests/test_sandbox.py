@@ -17,13 +17,12 @@ from jobs import services
 from jobs.backends.local import sandbox
 from jobs.backends.local.backend import LocalBackend
 from jobs.live import logstore
-from jobs.models import Job
 from jobs.tasks import launch_job
 from jobs.tests.test_local_backend import run_until_done, submit
 from launcher import netns
 from tests.support import ROOT, LauncherProcess, job_processes, programs, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_job_left_behind")]
 
 PROBE = r"""
 import json, os, socket
@@ -76,15 +75,6 @@ def tcp_open(port: int) -> bool:
         return True
     except OSError:
         return False
-
-
-@pytest.fixture(autouse=True)
-def no_job_left_behind(transactional_db):
-    """Whatever a test leaves running (an assertion failed before its kill) is stopped, and its
-    network namespace and cgroups are dropped."""
-    yield
-    for job in Job.objects.select_related("datacenter"):
-        LocalBackend(job.datacenter).delete(job)
 
 
 def set_config(**config):

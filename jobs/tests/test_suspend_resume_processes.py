@@ -7,10 +7,10 @@ from django.core.exceptions import ValidationError
 from jobs import services
 from jobs.backends.local.backend import LocalBackend
 from jobs.live import logstore
-from jobs.models import Job, JobState, ReplicaState
+from jobs.models import JobState, ReplicaState
 from tests.support import job_processes, make_package, wait_for, wait_state
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_job_left_behind")]
 
 # A trainer that keeps its progress in a checkpoint file in its working directory (the working
 # copy is kept across attempts; PADDLE_CHECKPOINT_DIR is the ckpt helper's), saves it on SIGTERM
@@ -33,13 +33,6 @@ while step < TOTAL:
     time.sleep(0.2)
 print("done at step", step, flush=True)
 """
-
-
-@pytest.fixture(autouse=True)
-def no_job_left_behind(transactional_db):
-    yield
-    for job in Job.objects.select_related("datacenter"):
-        LocalBackend(job.datacenter).delete(job)
 
 
 def log_of(job, name="trainer-0"):

@@ -16,7 +16,7 @@ from jobs.tasks import launch_job
 from jobs.watch import WatchLoop
 from tests.support import job_processes, make_package, token_client, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_job_left_behind")]
 
 # Holds ~64 MiB and keeps one core busy until stopped.
 BURNER = """
@@ -28,13 +28,6 @@ print("holding", flush=True)
 while True:
     sum(range(10000))
 """
-
-
-@pytest.fixture(autouse=True)
-def no_job_left_behind(transactional_db):
-    yield
-    for job in Job.objects.select_related("datacenter"):
-        LocalBackend(job.datacenter).delete(job)
 
 
 def start(user, name: str, files: dict[str, str]) -> Job:
