@@ -44,12 +44,11 @@ class ObservedBackend(Backend):
         return dict(OBSERVED)
 
 
-def register(monkeypatch: pytest.MonkeyPatch, backend: type[ObservedBackend]) -> str:
-    """Make `backend` a backend a datacenter can name, with nothing observed or called yet; its
-    name. The caller clears registry.backend_class's cache when done."""
-    name = backend.__name__.lower()
+def register(monkeypatch: pytest.MonkeyPatch, name: str, backend: type[ObservedBackend]) -> None:
+    """Make `backend` the backend a datacenter names `name` (at most 20 characters, as
+    Datacenter.backend), with nothing observed or called yet. The caller clears
+    registry.backend_class's cache when done."""
     monkeypatch.setitem(registry.BACKENDS, name, f"{backend.__module__}.{backend.__qualname__}")
     registry.backend_class.cache_clear()
     OBSERVED.clear()
     CALLS.clear()
-    return name

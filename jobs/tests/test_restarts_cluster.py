@@ -22,11 +22,11 @@ class SelfRestartingCluster(ObservedBackend):
 
 @pytest.fixture
 def running_job(alice, datacenter, monkeypatch):
-    backend = register(monkeypatch, SelfRestartingCluster)
+    register(monkeypatch, "cluster", SelfRestartingCluster)
     pkg = make_package(alice, "c", {"train.py": ""})
     job = services.submit_job(alice, {"name": "c", "package": pkg, "entry": "python train.py", "mode": "collective",
                                       "trainers": 1, "max_restarts": 2})
-    datacenter.backend = backend
+    datacenter.backend = "cluster"
     datacenter.save()
     Job.objects.filter(pk=job.pk).update(state="Running")
     yield Job.objects.select_related("datacenter").get(pk=job.pk)

@@ -12,10 +12,10 @@ import pytest
 
 from jobs.live import logstore
 from jobs.tests.test_local_backend import run_until_done, submit
-from jobs.tests.test_sandbox import job_ns, no_job_left_behind, set_config, tcp_open, work_dir  # noqa: F401
+from jobs.tests.test_sandbox import job_ns, set_config, tcp_open
 from tests.support import ROOT
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_job_left_behind")]
 
 
 EGRESS = r"""

@@ -9,9 +9,9 @@ import pytest
 
 from jobs.live import logstore
 from jobs.tests.test_local_backend import run_until_done, submit
-from jobs.tests.test_sandbox import no_job_left_behind, set_config, work_dir  # noqa: F401
+from jobs.tests.test_sandbox import set_config, work_dir
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_job_left_behind")]
 
 # Numbers of calls libc has no wrapper for, on the architectures this runs on.
 SYSCALLS = {"x86_64": {"bpf": 321, "keyctl": 250, "perf_event_open": 298, "kexec_load": 246, "init_module": 175},

@@ -7,12 +7,11 @@ from jobs.lifecycle.storage import StorageCheck
 from jobs.live import logstore
 from jobs.tasks import launch_job
 from jobs.tests.test_local_backend import submit
-from jobs.tests.test_sandbox import no_job_left_behind  # noqa: F401
 from pfs import usage
 from quotas.models import Quota
 from tests.support import wait_for, wait_state
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_job_left_behind")]
 
 WRITER = r"""
 import os, sys, time

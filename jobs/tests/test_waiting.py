@@ -29,12 +29,12 @@ class Facts(ObservedBackend):
 @pytest.fixture
 def starting(alice, datacenter, monkeypatch):
     """A collective job of two trainers that began to start ten minutes ago."""
-    backend = register(monkeypatch, Facts)
+    register(monkeypatch, "facts", Facts)
     TIMEOUT["seconds"] = 60
     pkg = make_package(alice, "w", {"train.py": ""})
     job = services.submit_job(alice, {"name": "w", "package": pkg, "entry": "python train.py", "mode": "collective",
                                       "trainers": 2})
-    datacenter.backend = backend
+    datacenter.backend = "facts"
     datacenter.save()
     Job.objects.filter(pk=job.pk).update(state=JobState.STARTING, reason="Launching", message="starting the replicas")
     JobEvent.objects.create(job=job, state=JobState.STARTING, reason="Launching")
