@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 
 # Python for a job's trainer, as real trainers do: reach every parameter server first (so each has
-# started before the trainers end and the pservers are stopped, however slow the machine).
+# started before the trainers end and the pservers are stopped, however slow the machine). The
+# script it goes into imports os, socket and time.
 REACH_PSERVERS = """
 deadline = time.monotonic() + 120
 for endpoint in filter(None, os.environ.get("PADDLE_PSERVERS_IP_PORT_LIST", "").split(",")):
