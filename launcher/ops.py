@@ -199,6 +199,7 @@ class Launcher:
                 cgroup: cgroups.Cgroup | None, disk: tuple[int, list[int]] | None, tmp: int | None) -> None:
         """Start a keeper running `argv` in the sandbox `spec`; returns once it has detached."""
         data = {target: sandbox.memfd("etc", text.encode()) for target, text in files.items()}
+        data[sandbox.ENVIRON] = sandbox.memfd("environ", sandbox.environ(spec.env))
         filt = sandbox.seccomp_fd()
         fds += [*data.values(), filt]
         args = sandbox.args_fd(sandbox.options(spec, self.setup.rootless, data, filt))

@@ -8,7 +8,11 @@ as a descriptor the launcher opened race-free (`--bind-fd`), never as a path bwr
 again. The seccomp filter (seccomp.py) is loaded last, just before the program runs.
 
 As root, setpriv then drops to the job uid (owning nothing on the host), with no capabilities, an
-empty bounding set and no_new_privs. Rootless, bwrap makes a user namespace of its own inside the
+empty bounding set and no_new_privs. setpriv runs as root until it drops, so it gets an empty
+environment: the dynamic loader obeys LD_PRELOAD and its other variables in a program that is not
+setuid, and a job's own LD_PRELOAD would run the user's code as root. The job's environment is a
+file in the sandbox (ENVIRON) that a small Python step (TRAMPOLINE), run after the drop, reads
+before it executes the program with it. Rootless, bwrap makes a user namespace of its own inside the
 job's (where the service's uid is root) and runs the program as uid 1000 there, with no
 capabilities and further user namespaces disabled: on the host it is the service's uid, kept from
 the service's files by the mount namespace alone.
@@ -32,6 +36,14 @@ from pathlib import Path, PurePosixPath
 from . import seccomp
 
 SETPRIV = "/usr/bin/setpriv"
+ENVIRON = "/run/paddlecloud/environ"  # the job's environment, as /proc/PID/environ holds one
+# The interpreter the sandbox already holds (sys.base_prefix is bound read-only into every one).
+PYTHON = os.path.join(sys.base_prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")
+TRAMPOLINE = [PYTHON, "-I", "-S", "-c", (
+    "import os, sys\n"
+    f"with open({ENVIRON!r}, 'rb') as f:\n"
+    "    env = dict(e.split(b'=', 1) for e in f.read().split(b'\\0') if e)\n"
+    "os.execvpe(sys.argv[1], sys.argv[1:], env)\n")]
 ROOTLESS_UID = 1000
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`)"
 
@@ -87,7 +99,7 @@ def _dirs_for(target: str, made: set[str]) -> list[str]:
 def options(spec: Spec, rootless: bool, data_fds: dict[str, int], seccomp_fd: int) -> list[str]:
     """bwrap's options for `spec`; `data_fds` holds a descriptor with each file's text."""
     opts = _base_options(rootless) + ["--hostname", spec.hostname]
-    made: set[str] = set()
+    made = {"/etc"}  # _base_options makes it
     for target in spec.tmpfs:  # first: what is bound below it must stay visible
         opts += _dirs_for(target, made) + ["--perms", "1777", "--tmpfs", target]
     for kind, source, target in [("--ro-bind", sys.base_prefix, sys.base_prefix), *spec.binds]:
@@ -96,13 +108,19 @@ def options(spec: Spec, rootless: bool, data_fds: dict[str, int], seccomp_fd: in
         flag = kind + "-fd" if isinstance(source, int) else kind
         opts += _dirs_for(target, made) + [flag, str(source), target]
     for target, fd in data_fds.items():
-        opts += ["--perms", "0644", "--ro-bind-data", str(fd), target]
+        opts += _dirs_for(target, made) + ["--perms", "0644", "--ro-bind-data", str(fd), target]
     # The sandbox's own root (a tmpfs holding the mount points) read-only: rootless, the job would
     # own it otherwise.
+    # No --setenv: what bwrap sets reaches setpriv, root until it drops (the module's docstring).
     opts += ["--remount-ro", "/", "--chdir", spec.chdir, "--clearenv"]
-    for key, value in spec.env.items():
-        opts += ["--setenv", key, value]
     return opts + ["--seccomp", str(seccomp_fd)]
+
+
+def environ(env: dict[str, str]) -> bytes:
+    """`env` as the file ENVIRON holds it: NAME=value, each ended by a NUL."""
+    if any(not k or "=" in k or "\0" in k + v for k, v in env.items()):
+        raise ValueError("an environment variable's name holds '=' or NUL, or its value NUL")
+    return b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items())
 
 
 def _setpriv(uid: int) -> list[str]:
@@ -111,9 +129,10 @@ def _setpriv(uid: int) -> list[str]:
 
 
 def command(nsenter: list[str], args_fd: int, uid: int, argv: list[str], rootless: bool) -> list[str]:
-    """The keeper's command: enter the job's network, build the sandbox, drop to `uid`, run argv."""
+    """The keeper's command: enter the job's network, build the sandbox, drop to `uid`, run argv
+    with the environment in ENVIRON."""
     drop = [] if rootless else _setpriv(uid)
-    return [*nsenter, "bwrap", "--args", str(args_fd), "--", *drop, *argv]
+    return [*nsenter, "bwrap", "--args", str(args_fd), "--", *drop, *TRAMPOLINE, *argv]
 
 
 def memfd(name: str, data: bytes) -> int:
@@ -179,16 +198,18 @@ def probe(rootless: bool) -> str | None:
     if missing:
         hint = INSTALL_HINT if "bwrap" in missing else "install util-linux and iproute2"
         return f"{', '.join(missing)} not found: {hint}"
-    filt = seccomp_fd()
-    args = args_fd(_base_options(rootless) + ["--seccomp", str(filt)])
+    if not os.access(PYTHON, os.X_OK):
+        return f"{PYTHON} (the sandbox's interpreter, sys.base_prefix's) not found: start the service with a CPython"
+    filt, env = seccomp_fd(), memfd("environ", environ({"PATH": "/usr/bin:/bin"}))
+    args = args_fd(options(Spec(65534, "probe", "/", {}), rootless, {ENVIRON: env}, filt))
     try:
-        done = subprocess.run(command([], args, 65534, ["/bin/true"], rootless), capture_output=True, text=True,
-                              timeout=30, pass_fds=(args, filt))
+        done = subprocess.run(command([], args, 65534, ["true"], rootless), capture_output=True, text=True,
+                              timeout=30, pass_fds=(args, filt, env))
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"bwrap does not run: {e}; {INSTALL_HINT}"
     finally:
-        os.close(args)
-        os.close(filt)
+        for fd in (args, filt, env):
+            os.close(fd)
     if done.returncode:
         hint = ("run as a normal user, jobs need unprivileged user namespaces: allow them (sysctl "
                 "kernel.unprivileged_userns_clone=1, or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0) or "
