@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -80,6 +82,25 @@ def _env(value: object) -> dict[str, str]:
                                               and "\0" not in v for k, v in value.items()):
         raise Refused("env: names of letters, digits and _, with string values")
     return value
+
+
+def _log(roots: Roots, kind: str, path: object) -> int:
+    """The log file `path` below the root `kind`, opened to append; a regular file only (the caller
+    owns the directory: a FIFO there would hold the request until someone read it)."""
+    fd = roots.open(kind, path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o640)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Refused(f"log: {path!r} is not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _apart(targets: list[str]) -> None:
+    """Mount points none of which lies in another: bwrap makes a nested one inside the mount
+    above it, following any link the job left there, as root."""
+    for a, b in itertools.permutations(targets, 2):
+        if a == b or b.startswith(a.rstrip("/") + "/"):
+            raise Refused(f"{b!r} lies in {a!r}: the replica's directories must lie apart")
 
 
 class Launcher:
@@ -171,7 +192,7 @@ class Launcher:
 
         try:
             state = keep(roots.directory("jobs", req.get("state")))
-            log = keep(roots.open("logs", req.get("log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640))
+            log = keep(_log(roots, "logs", req.get("log")))
             work_path, tmp_path = req.get("work"), req.get("tmp")
             work, tmp = keep(roots.directory("jobs", work_path)), keep(roots.directory("jobs", tmp_path))
             spec = sandbox.Spec(uid, hostname, str(work_path), env, binds=[
@@ -182,6 +203,7 @@ class Launcher:
             ])
             with contextlib.suppress(Refused):  # no public area (yet)
                 spec.binds.append(("--ro-bind", keep(roots.open("pfs", req.get("public"))), public_at))
+            _apart([target for _, _, target in spec.binds[1:]])  # /tmp aside: emptied when a replica ends
             ns = self._ns(str(job))
             network = self._network(ns, internet)
             fds += network.fds
@@ -226,9 +248,12 @@ class Launcher:
         label = req.get("state")
         state = self.setup.roots.directory("jobs", label)
         try:
-            fd = os.open("keeper.pid", os.O_RDONLY | os.O_NOFOLLOW, dir_fd=state)
-            with os.fdopen(fd) as f:
-                pid = int(f.read().strip() or 0)
+            # The caller owns the state directory: a FIFO there would block the open, a huge file the read.
+            fd = os.open("keeper.pid", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=state)
+            try:
+                pid = int(os.read(fd, 32).strip() or 0) if stat.S_ISREG(os.fstat(fd).st_mode) else 0
+            finally:
+                os.close(fd)
         except (OSError, ValueError):
             return False
         finally:
@@ -276,7 +301,7 @@ class Launcher:
             log_root = req.get("log_root", "venvs")  # a job's build log, or the runtime's own
             if log_root not in ("venvs", "logs"):
                 raise Refused("log_root: venvs or logs")
-            log = roots.open(log_root, req.get("log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+            log = _log(roots, log_root, req.get("log"))
             fds.append(log)
             if not self.setup.rootless:
                 ownership.give(target, self._build_uid())
