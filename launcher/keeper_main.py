@@ -40,6 +40,7 @@ import time
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 DISK_INTERVAL = 1.0
+INODE_BYTES = 4096  # what an entry costs the disk limit at least: a block of the filesystem
 Convert = type[int] | type[float] | type[str]
 # The command line: option -> (attribute, type, may repeat); --sandboxed takes no value.
 OPTIONS: dict[str, tuple[str, Convert, bool]] = {
@@ -156,19 +157,26 @@ def _in_cgroups(dirs: list[str]) -> set[int]:
 
 
 def disk_usage(dir_fds: list[int]) -> int:
-    """Bytes allocated below the directories, each file counted once however many links it has."""
+    """Bytes allocated in and below the directories, each file counted once however many links
+    it has, and each at least INODE_BYTES: an empty file or a link takes an inode and no block,
+    so without that a job could use up the filesystem's inodes while its usage stayed 0."""
     seen: set[tuple[int, int]] = set()
     total = 0
+
+    def count(st: os.stat_result) -> int:
+        if (st.st_dev, st.st_ino) in seen:
+            return 0
+        seen.add((st.st_dev, st.st_ino))
+        return max(st.st_blocks * 512, INODE_BYTES)
+
     for top in dir_fds:
+        total += count(os.fstat(top))  # a directory of many entries grows itself
         for _dirpath, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
             for name in dirnames + filenames:
                 try:
-                    st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                    total += count(os.stat(name, dir_fd=dirfd, follow_symlinks=False))
                 except OSError:
                     continue  # removed meanwhile
-                if (st.st_dev, st.st_ino) not in seen:
-                    seen.add((st.st_dev, st.st_ino))
-                    total += st.st_blocks * 512
     return total
 
 

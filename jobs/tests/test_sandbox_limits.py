@@ -65,12 +65,16 @@ with open(os.path.join(where, "fill"), "wb") as f:
 """
 
 
-@pytest.mark.parametrize("where", ["work", "tmp", "many files"])
+PROGRAMS = {"many files": "for i in range(1 << 20):\n    open(f'f{i}', 'wb').write(b'x' * (1 << 20))\n",
+            # no block at all, only inodes: each counts as 4 KiB
+            "empty files": "for i in range(1 << 20):\n    open(f'e{i}', 'wb').close()\n"}
+
+
+@pytest.mark.parametrize("where", ["work", "tmp", "many files", "empty files"])
 def test_a_replica_that_writes_without_end_is_stopped_with_disk_limit(alice, where):
     set_config(disk_limit="48Mi")
-    program = FILL if where != "many files" else (
-        "import os\nfor i in range(1 << 20):\n    open(f'f{i}', 'wb').write(b'x' * (1 << 20))\n")
-    target = {"work": ".", "tmp": "/tmp", "many files": "."}[where]
+    program = PROGRAMS.get(where, FILL)
+    target = {"tmp": "/tmp"}.get(where, ".")
     job = run_until_done(submit(alice, "fill", {"train.py": program}, mode="collective", pservers=0, trainers=1,
                                 entry=f"python train.py {target}"), timeout=120)
     replica = job.replicas.get()
