@@ -86,8 +86,6 @@ def touch(user: User, path: str, size: int) -> PfsPath:
     st = lstat_or_none(p)
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise PathError(f"{p.virtual} is a directory", 409)
-    if lstat_or_none(p.parent) is None:
-        mkdir(user, p.parent.virtual)
     if st is not None:
         with locked(p):
             fd, st = open_file(p, write=True)
@@ -98,7 +96,9 @@ def touch(user: User, path: str, size: int) -> PfsPath:
             finally:
                 os.close(fd)
         return p
-    with usage.reserve(p, size) as held:
+    with usage.reserve(p, size) as held:  # first: a refused touch makes no directories either
+        if lstat_or_none(p.parent) is None:
+            mkdir(user, p.parent.virtual)
         name = sparse_temp(p, size)
         try:
             put_in_place(p, name, size, held)
@@ -111,11 +111,14 @@ class RangeWriter:
     """One chunk written in place at `offset` into the existing file `path` (as the legacy
     protocol works): opened first (path checked, room for up to `length` bytes of growth
     reserved against the quota before any byte is written), then fed blocks in order (`write`,
-    from any thread), then `finish`ed, which counts what the file really grew by. Bytes written
-    stay written, even by a chunk cut off mid-way: the client compares md5s and sends it again.
+    from any thread), then `finish`ed, which counts what the file grew by. Bytes written stay
+    written, even by a chunk cut off mid-way: the client compares md5s and sends it again.
 
     A chunk inside the file (the client `touch`es it to its full size first) needs no room, so
-    it takes no reservation: its writes then cost no database write either."""
+    it takes no reservation, and its writes cost no database write. Each batch is written under
+    the lock a touch resizes files under (storage.locked), its growth measured there: a touch
+    that shrinks the file while a chunk arrives is credited once, and what the chunk grows it
+    back by is reserved (or refused) and counted here."""
 
     def __init__(self, user: User, path: str, offset: int, length: int):
         _check_chunk(offset, max(length, MIN_CHUNK))
@@ -127,18 +130,33 @@ class RangeWriter:
         except BaseException:
             os.close(self.fd)
             raise
-        self.size_before, self.start, self.pos, self.length = st.st_size, offset, offset, length
+        self.start, self.pos, self.length = offset, offset, length
+        self.grown = 0  # what this chunk's writes added to the file's size
 
     def write(self, blocks: Iterable[bytes | memoryview]) -> None:
         """Write `blocks` contiguously at the current position (short writes resumed)."""
-        for block in blocks:
-            view = memoryview(block)
-            if self.pos + len(view) > self.start + self.length:
-                raise PathError(f"the chunk has more than its {self.length} bytes")
-            while view:
-                n = os.pwrite(self.fd, view, self.pos)
-                self.pos += n
-                view = view[n:]
+        views = [memoryview(block) for block in blocks]
+        end = self.pos + sum(len(view) for view in views)
+        if end > self.start + self.length:
+            raise PathError(f"the chunk has more than its {self.length} bytes")
+        with locked(self.target):
+            before = os.fstat(self.fd).st_size
+            if end > before:
+                self._hold(self.grown + end - before)
+            try:
+                for view in views:
+                    while view:
+                        n = os.pwrite(self.fd, view, self.pos)
+                        self.pos += n
+                        view = view[n:]
+            finally:
+                self.grown += max(0, os.fstat(self.fd).st_size - before)
+
+    def _hold(self, total: int) -> None:
+        if self.held is None:
+            self.held = usage.reserve(self.target, total)
+        else:
+            self.held.ensure(total)
 
     @property
     def written(self) -> int:
@@ -149,11 +167,8 @@ class RangeWriter:
         if self.fd < 0:
             return self.written
         try:
-            grown = max(0, os.fstat(self.fd).st_size - self.size_before)
-            if self.held is not None:
-                self.held.settle(grown)
-            elif grown:  # someone shrank the file meanwhile: what this write regrew still counts
-                usage.adjust(self.target, grown)
+            if self.held is not None:  # grown is 0 without one
+                self.held.settle(self.grown)
         finally:
             os.close(self.fd)
             self.fd = -1
