@@ -13,18 +13,23 @@ are cut (core/release.py): the handler uses the response alone from then on (`ru
 `handle`). And the client's disconnect, which the server reports once the response is sent, ends
 `listen_for_disconnect` without raising RequestAborted: `handle` ignores that exception, but the
 task kept it, and its traceback through `handle`'s frame made a cycle holding all of the request's
-objects (Django ticket #36700), in every request served by uvicorn.
+objects (Django ticket #36700), in every request served by uvicorn. And a Content-Type that
+Django's header parser refuses is answered 400 (`create_request`) rather than the 500 Django
+lets it become, on any path.
 
-`get_response_async` and `load_middleware` are methods of Django's BaseHandler, not documented
-extension points: PINNED records the source of each in the pinned Django, and
+`get_response_async`, `load_middleware` and `create_request` are methods of Django's handlers,
+not documented extension points: PINNED records the source of each in the pinned Django, and
 tests/test_library_seams.py fails when an upgrade changes one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import IO, Any
+
 from asgiref.sync import sync_to_async
-from django.core.handlers.asgi import ASGIHandler
-from django.http import HttpRequest, HttpResponseBase
+from django.core.handlers.asgi import ASGIHandler, ASGIRequest
+from django.http import HttpRequest, HttpResponseBadRequest, HttpResponseBase
 
 from .asgi_types import Receive
 from .release import release
@@ -41,6 +46,8 @@ PINNED = {
     "django.core.handlers.asgi:ASGIHandler.handle": "98faeb5bef800331",
     # overridden below; `handle` treats its return and its RequestAborted alike
     "django.core.handlers.asgi:ASGIHandler.listen_for_disconnect": "c729aa315c734f98",
+    # overridden below; `handle` sends the response it returns in place of a request
+    "django.core.handlers.asgi:ASGIHandler.create_request": "5eae59c6696013ff",
 }
 
 
@@ -59,6 +66,15 @@ class SyncChainASGIHandler(ASGIHandler):
         response = self.get_response(request)
         release(request, response)  # its objects are freed once it is sent (core/release.py)
         return response
+
+    def create_request(self, scope: Mapping[str, Any], body_file: IO[bytes]
+                       ) -> tuple[ASGIRequest, None] | tuple[None, HttpResponseBase]:
+        """Django's, answering 400 where it cannot parse the Content-Type (an RFC 2231 parameter
+        in an encoding Python does not know: `boundary*=bogus''x`), which it lets out as a 500."""
+        try:
+            return super().create_request(scope, body_file)
+        except ValueError:
+            return None, HttpResponseBadRequest("the Content-Type header cannot be parsed")
 
     async def listen_for_disconnect(self, receive: Receive) -> None:
         """Django's, returning on the client's disconnect instead of raising RequestAborted."""
