@@ -14,10 +14,10 @@ Taken here: a token POST with a Content-Length and a `multipart/form-data` bound
 starts with one part `chunk` carrying a filename and no headers but Content-Disposition and
 Content-Type (what Go's multipart writer makes), and whose length leaves no more data than its
 chunksize. Anything else goes on to the Django view with the bytes already read, so it gets the
-view's answer. The data ends where the boundary appears again: a closing one (`--boundary--`)
-completes the chunk; another part after it, or a body that ends without one, is refused, and
-what came before it stays written, as with a chunk cut off mid-way (the client compares md5s
-and sends it again).
+view's answer (or, where Django cannot parse its Content-Type, Django's handler's 400). The data
+ends where the boundary appears again: a closing one (`--boundary--`) completes the chunk;
+another part after it, or a body that ends without one, is refused, and what came before it
+stays written, as with a chunk cut off mid-way (the client compares md5s and sends it again).
 """
 
 from __future__ import annotations
@@ -59,15 +59,20 @@ class LegacyChunks:
             if root and path.startswith(root):
                 path = path[len(root):]
             auth = header(scope, b"authorization")
-            boundary = _boundary(header(scope, b"content-type"))
-            if CHUNK_PATH.match(path) and auth is not None and is_token(auth) and boundary \
-                    and (header(scope, b"content-length") or "").isdigit():
-                await _chunk(self.app, scope, receive, send, auth, boundary)
-                return
+            if CHUNK_PATH.match(path) and auth is not None and is_token(auth):
+                try:
+                    boundary = _boundary(header(scope, b"content-type"))
+                except ValueError:  # `boundary*=bogus''x`: Django's handler answers it 400 (core/asgi_django.py)
+                    boundary = None
+                if boundary and (header(scope, b"content-length") or "").isdigit():
+                    await _chunk(self.app, scope, receive, send, auth, boundary)
+                    return
         await self.app(scope, receive, send)
 
 
 def _boundary(content_type: str | None) -> bytes | None:
+    """The multipart boundary of a chunk upload's Content-Type, None for another type; ValueError
+    where Django's parser refuses the header."""
     if not content_type:
         return None
     kind, params = parse_header_parameters(content_type)
@@ -93,7 +98,7 @@ def _part_head(buf: bytes, boundary: bytes) -> tuple[str, int] | None:
         if name == b"content-disposition":
             try:
                 kind, params = parse_header_parameters(value.decode())
-            except UnicodeDecodeError:
+            except ValueError:  # not UTF-8 (UnicodeDecodeError), or an RFC 2231 encoding Python does not know
                 return None
             if kind != "form-data" or params.get("name") != "chunk" or "filename" not in params:
                 return None

@@ -5,6 +5,7 @@ fields, finds the user's own objects by the names the old client sends, and buil
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -12,8 +13,12 @@ from urllib.parse import parse_qs
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import ProhibitNullCharactersValidator
+from rest_framework.exceptions import ValidationError as APIValidationError
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from accounts import services as accounts
+from accounts.api.serializers import RegistrySerializer
 from accounts.models import Datacenter, Registry
 from jobs import services as jobs
 from jobs.models import ACTIVE_STATES, REPLICA_DONE, Job, Replica
@@ -48,6 +53,45 @@ def error_text(exc: Exception) -> tuple[int, str]:
             lines = list(exc.messages)
         return 400, "\n".join(lines)
     raise exc
+
+
+# --- request bodies --------------------------------------------------------------------------
+
+# What /api/v2's text fields refuse (DRF's CharField runs both): PostgreSQL cannot store a NUL,
+# and a lone surrogate cannot be encoded for a database or a file name.
+_TEXT_CHECKS = (ProhibitNullCharactersValidator(), ProhibitSurrogateCharactersValidator())
+
+
+def check_body(body: Mapping[str, Any]) -> None:
+    """Refuse a v1 JSON body that holds, anywhere in a field's value, text no service can take
+    (a NUL, a lone surrogate) or a number beyond a float's range (JSON's 1e400 reads as
+    infinity): ValidationError with each such field's errors, as the services report theirs."""
+    errors = {str(field): found for field, value in body.items() if (found := _unusable(value))}
+    if errors:
+        raise ValidationError(errors)
+
+
+def _unusable(value: object) -> list[str]:
+    """What is wrong with the strings and numbers in `value` (nested lists and objects included)."""
+    found: list[str] = []
+    pending = [value]
+    while pending:  # the JSON parser bounds the nesting
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending += [*item.keys(), *item.values()]
+        elif isinstance(item, list):
+            pending += item
+        elif isinstance(item, float) and not math.isfinite(item):
+            found.append("numbers must be finite")
+        elif isinstance(item, str):
+            for check in _TEXT_CHECKS:
+                try:
+                    check(item)
+                except ValidationError as e:
+                    found += e.messages
+                except APIValidationError as e:  # DRF's validators raise DRF's
+                    found += [str(m) for m in e.detail] if isinstance(e.detail, list) else [str(e.detail)]
+    return list(dict.fromkeys(found))
 
 
 # --- auth ------------------------------------------------------------------------------------
@@ -98,7 +142,7 @@ def _positive(value: Any) -> bool:
     # Any: `value` is whatever the client's JSON holds; int() is the check
     try:
         return int(value) > 0
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return True  # let validation say what is wrong with it
 
 
@@ -156,6 +200,15 @@ def running_pods(user: User, datacenter: Datacenter) -> int:
 
 
 # --- registries ------------------------------------------------------------------------------
+
+def registry_fields(body: Mapping[str, Any]) -> dict[str, Any]:
+    """`registry add`'s fields for accounts.services.create_registry, checked by the serializer
+    /api/v2's registry creation uses (same types, lengths and characters refused)."""
+    data = RegistrySerializer(data=body)
+    if not data.is_valid():
+        raise ValidationError({field: [str(m) for m in messages] for field, messages in data.errors.items()})
+    return dict(data.validated_data)
+
 
 def own_registry(user: User, name: object) -> Registry:
     registry = Registry.objects.filter(user=user, name=str(name or "")).first() if "\x00" not in str(name) else None
@@ -238,5 +291,5 @@ def as_int(value: Any, field: str) -> int:
     # Any: `value` is a query parameter or whatever the client's JSON holds; int() is the check
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a float infinity
         raise PathError(f"{field} must be a whole number") from None

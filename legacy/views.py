@@ -61,6 +61,7 @@ def _json(request: HttpRequest, limit: int | None = None) -> dict[str, Any]:
         raise ValidationError(f"the request body is not valid JSON: {e.detail}") from None
     if not isinstance(body, dict):
         raise ValidationError("the request body must be a JSON object")
+    services.check_body(body)
     return body
 
 
@@ -113,8 +114,9 @@ def token_auth(request: HttpRequest) -> HttpResponse:
         user = throttle.token_login(request, username, password)
     except throttle.LoginThrottled as e:
         return throttle.refusal(request, e)  # {"code": 429, "msg"} as the rest of /api/v1
-    except ValidationError as e:
-        return JsonResponse({"non_field_errors": e.messages}, status=400)
+    except ValidationError as e:  # as /api/v2's login: a field's errors under its name
+        return JsonResponse(e.message_dict if hasattr(e, "error_dict") else {"non_field_errors": e.messages},
+                            status=400)
     return JsonResponse({"token": services.legacy_token(user)})
 
 
@@ -176,8 +178,7 @@ def registry(request: HttpRequest, user: User) -> HttpResponseBase:
         return _msg(200, shapes.registry_list(list(user.registries.all())))
     body = _json(request)
     if request.method == "POST":
-        accounts.create_registry(user, **{k: str(body.get(k) or "") for k in ("name", "server", "username",
-                                                                             "password")})
+        accounts.create_registry(user, **services.registry_fields(body))
     else:
         accounts.delete_registry(services.own_registry(user, body.get("name")))
     return _msg(200, "")
