@@ -124,10 +124,10 @@ def test_only_the_push_container_holds_the_push_credentials_and_only_while_the_b
     secret_of = {name: (v.get("secret") or {}).get("secretName") for name, v in volumes.items()}
     kaniko_secrets = {secret_of[m["name"]] for m in kaniko["volumeMounts"]} - {None}
     push_secrets = {secret_of[m["name"]] for m in push["volumeMounts"]} - {None}
-    # kaniko (which runs pip, i.e. user code) can pull the base image, and nothing more.
+    # kaniko (which runs pip, i.e. user code) can pull the base image with alice's own registry,
+    # and nothing more: not with the datacenter's pull secret, which reads every user's runtime images.
     assert kaniko_secrets == {"fit-build-pull"} and push_secrets == {"fit-push"}
     assert auths_of(cluster, ns, "fit-build-pull") == {
-        "registry.example.com": PULL["registry.example.com"],
         "hub.alice.example": {"username": "a", "password": "pw", "auth": base64.b64encode(b"a:pw").decode()}}
     assert auths_of(cluster, ns, "fit-push") == PUSH
     assert {"name": "DOCKER_CONFIG", "value": PUSH_AUTH} in push["env"] and "env" not in kaniko
@@ -147,6 +147,21 @@ def test_only_the_push_container_holds_the_push_credentials_and_only_while_the_b
     assert left == {"fit-pull"}, "the build's secrets are deleted when it ends"
     # Pods pull the runtime image with the read-only credentials.
     assert auths_of(cluster, ns, "fit-pull")["registry.example.com"] == PULL["registry.example.com"]
+
+
+def test_a_build_never_holds_the_pull_secret_that_reads_other_users_runtime_images(alice, bob, build_dc, cluster):
+    """The datacenter's read-only pull secret reads every user's runtime image, each built FROM its
+    user's base image (a private one too): bob's build, whose setup scripts can read whatever
+    kaniko holds, gets none of it."""
+    shared_secret(cluster, "registry-pull", PULL)
+    build_dc.config = {**build_dc.config, "build": {**build_dc.config["build"], "pull_secret": "registry-pull"}}
+    build_dc.save()
+    job = submit_with_requirements(bob, "snoop")
+    ns = ns_of(job)
+    launch(job)
+    [kaniko] = build_pod_spec_of(cluster, ns, "snoop-build")["initContainers"]
+    assert [m["mountPath"] for m in kaniko["volumeMounts"]] == ["/context", "/image"]
+    assert ("secrets", "snoop-build-pull") not in cluster.objects_in(ns)
 
 
 def test_without_a_pull_secret_the_push_credentials_never_outlive_the_build(alice, build_dc, cluster, watch):

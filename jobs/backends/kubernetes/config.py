@@ -24,7 +24,8 @@ datacenter is saved rather than when a user's job starts. Every key is optional:
                         runtime images from requirements.txt (runtime.py says how the push
                         credentials are kept from the build's user code); pull_secret: read-only
                         credentials pods pull runtime images with (none: they pull without any;
-                        the push credentials never reach a job's pods); a registry that is not on
+                        the push credentials never reach a job's pods; builds never get it: it
+                        reads every user's runtime images); a registry that is not on
                         the internet is reached by builds through registry_cidrs (a private
                         network) or registry_namespace (+ registry_pod_labels: one in the cluster)
     run_as_user 10001, run_as_group 10001   uid/gid of every training pod (runAsNonRoot); set

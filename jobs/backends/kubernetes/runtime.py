@@ -10,7 +10,9 @@ A ConfigMap in the user's namespace records a successful build, so the next job 
 The build runs user code (pip runs setup scripts), and kaniko runs RUN steps in its own
 filesystem, where they can read its /kaniko/.docker; so kaniko never gets the push credentials.
 It builds into a tarball (--no-push) in an init container that holds only credentials to pull
-the base image (the user's own registry's and the datacenter's read-only pull_secret). Then a
+the base image: the user's own registry's. Not the datacenter's read-only pull_secret, which
+reads every user's runtime images (each built FROM that user's base image, perhaps a private
+one): a build's setup script would read it there. Then a
 second container, which runs no user code and shares only the tarball's emptyDir with it, pushes
 the tarball to the one destination the server chose (crane). The push credentials are copied
 for this build only into a Secret `<job>-push` mounted into that container alone, deleted as
@@ -154,11 +156,10 @@ def pod_options(ctx: ClusterContext, job: Job) -> PodOptions:
 
 
 def _build_secrets(ctx: ClusterContext, job: Job, ns: str, owner: Obj) -> tuple[str | None, str | None]:
-    """This build's own Secrets: pull (base image) for kaniko, push for the push container."""
+    """This build's own Secrets: pull (the base image, with the user's own registry) for kaniko,
+    push for the push container."""
     api, st = ctx.api, ctx.settings
     pull: dict[str, Obj] = {}
-    if st.build.pull_secret and st.secrets_namespace:
-        pull.update(shared_auths(ctx, st.build.pull_secret))
     if (reg := job.registry) is not None:  # no query when the job names no registry
         pull[reg.server] = manifests.docker_auth(reg.username, reg.password)
     push = shared_auths(ctx, st.build.push_secret) if st.build.push_secret and st.secrets_namespace else {}
