@@ -46,6 +46,10 @@ def submit(api, pkg, **fields):
     ("env", {"A\n": "x"}, "not a valid environment variable name"),  # '$' alone would match before a newline
     ("env", {"PADDLE_PFS_HOME": "/"}, "cannot be overridden"),
     ("env", {"PADDLE_CHECKPOINT_DIR": "/tmp"}, "cannot be overridden"),
+    # what the Kubernetes backend sets and reads back (the pod's index, its name, a built runtime)
+    ("env", {"PADDLECLOUD_INDEX": "0"}, "cannot be overridden"),
+    ("env", {"PADDLECLOUD_POD_NAME": "x"}, "cannot be overridden"),
+    ("env", {"PADDLECLOUD_RUNTIME_READY": "1"}, "cannot be overridden"),
 ])
 def test_out_of_range_job_fields_get_a_field_error(alice_api, pkg, field, value, message):
     res = submit(alice_api, pkg, **{field: value})
