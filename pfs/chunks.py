@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypedDict
 from . import usage
 from .paths import PathError, PfsPath, resolve
 from .services import _refuse_root, lstat_or_none, mkdir, put_in_place
-from .storage import discard_temp, locked, sparse_temp
+from .storage import discard_temp, holding, locked, open_lock, sparse_temp
 from .transfer import FileSpan, open_file
 
 if TYPE_CHECKING:
@@ -125,10 +125,14 @@ class RangeWriter:
         self.target = resolve(user, path, write=True)
         self.fd, st = open_file(self.target, write=True)
         grow = max(0, offset + length - st.st_size)
+        self.lock_fd = -1
         try:
+            self.lock_fd = open_lock(self.target)  # once: every batch is written under it
             self.held = usage.reserve(self.target, grow) if grow else None
         except BaseException:
             os.close(self.fd)
+            if self.lock_fd >= 0:
+                os.close(self.lock_fd)
             raise
         self.start, self.pos, self.length = offset, offset, length
         self.grown = 0  # what this chunk's writes added to the file's size
@@ -139,7 +143,7 @@ class RangeWriter:
         end = self.pos + sum(len(view) for view in views)
         if end > self.start + self.length:
             raise PathError(f"the chunk has more than its {self.length} bytes")
-        with locked(self.target):
+        with holding(self.lock_fd):
             before = os.fstat(self.fd).st_size
             if end > before:
                 self._hold(self.grown + end - before)
@@ -171,6 +175,7 @@ class RangeWriter:
                 self.held.settle(self.grown)
         finally:
             os.close(self.fd)
+            os.close(self.lock_fd)
             self.fd = -1
         return self.written
 

@@ -297,15 +297,31 @@ def scratch_fd(p: PfsPath) -> Iterator[int]:
         os.close(fd)
 
 
+def open_lock(p: PfsPath) -> int:
+    """A descriptor of the lock file of `p`'s home (or public), for `holding`; the caller
+    closes it. One opened once serves many short holds (a chunk's batches)."""
+    with scratch_fd(p) as scratch:
+        return os.open(".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=scratch)
+
+
+@contextmanager
+def holding(lock_fd: int) -> Iterator[None]:
+    """Hold the lock `open_lock` gave, exclusively, for the block."""
+    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(lock_fd, fcntl.LOCK_UN)
+
+
 @contextmanager
 def locked(p: PfsPath) -> Iterator[None]:
     """Serialize replacements within one home (or public) across processes on this host, so
     the size a replaced file had and the usage change stay consistent."""
-    with scratch_fd(p) as scratch:
-        fd = os.open(".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=scratch)
+    fd = open_lock(p)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        with holding(fd):
+            yield
     finally:
         os.close(fd)
 
