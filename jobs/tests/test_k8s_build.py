@@ -126,8 +126,8 @@ def test_only_the_push_container_holds_the_push_credentials_and_only_while_the_b
     push_secrets = {secret_of[m["name"]] for m in push["volumeMounts"]} - {None}
     # kaniko (which runs pip, i.e. user code) can pull the base image with alice's own registry,
     # and nothing more: not with the datacenter's pull secret, which reads every user's runtime images.
-    assert kaniko_secrets == {"fit-build-pull"} and push_secrets == {"fit-push"}
-    assert auths_of(cluster, ns, "fit-build-pull") == {
+    assert kaniko_secrets == {"fit-pull-build"} and push_secrets == {"fit-push"}
+    assert auths_of(cluster, ns, "fit-pull-build") == {
         "hub.alice.example": {"username": "a", "password": "pw", "auth": base64.b64encode(b"a:pw").decode()}}
     assert auths_of(cluster, ns, "fit-push") == PUSH
     assert {"name": "DOCKER_CONFIG", "value": PUSH_AUTH} in push["env"] and "env" not in kaniko
@@ -161,7 +161,29 @@ def test_a_build_never_holds_the_pull_secret_that_reads_other_users_runtime_imag
     launch(job)
     [kaniko] = build_pod_spec_of(cluster, ns, "snoop-build")["initContainers"]
     assert [m["mountPath"] for m in kaniko["volumeMounts"]] == ["/context", "/image"]
-    assert ("secrets", "snoop-build-pull") not in cluster.objects_in(ns)
+    assert ("secrets", "snoop-pull-build") not in cluster.objects_in(ns)
+
+
+def test_a_build_leaves_the_pull_secret_of_the_job_named_like_it_alone(alice, build_dc, cluster, watch):
+    """Job `fit`'s build makes and deletes its own Secrets: never those of alice's job `fit-build`."""
+    from jobs.services import submit_job
+    from tests.support import make_package
+
+    theirs = Registry.objects.create(user=alice, name="other", server="hub.other.example", username="o", password="x")
+    package = make_package(alice, "fit-build", {"train.py": "print(1)\n"}, datacenter="k8s")
+    other = submit_job(alice, {"name": "fit-build", "datacenter": "k8s", "package": package, "entry": "python train.py",
+                               "mode": "collective", "pservers": 0, "trainers": 1, "registry": theirs.name})
+    launch(other)
+    ns = ns_of(other)
+    before = auths_of(cluster, ns, "fit-build-pull")
+    mine = Registry.objects.create(user=alice, name="mine", server="hub.alice.example", username="a", password="pw")
+    job = submit_with_requirements(alice, "fit", image="hub.alice.example/base:1", registry=mine.name)
+    launch(job)
+    build_pod_spec(cluster, ns)
+    assert auths_of(cluster, ns, "fit-build-pull") == before
+    cluster.job_condition(ns, "fit-build", "Complete", "Completed", "")
+    built(watch, job)
+    assert auths_of(cluster, ns, "fit-build-pull") == before, "job fit-build still pulls its image"
 
 
 def test_without_a_pull_secret_the_push_credentials_never_outlive_the_build(alice, build_dc, cluster, watch):

@@ -77,7 +77,7 @@ def every_manifest(job, settings, ns="paddle-alice-1234abcd"):
             yield obj
     yield manifests.network_policy(job, ns, owner)
     yield from k8s_hardening.namespace_policies(settings, ns)
-    for auth in (None, "fit-build-pull"):
+    for auth in (None, "fit-pull-build"):
         yield k8s_runtime.build_job(job, settings, ns, owner, destination="registry.example.com/pc/rt:abc",
                                   pull_auth=auth, push_auth=auth and "fit-push")
 

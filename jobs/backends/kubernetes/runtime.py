@@ -58,7 +58,9 @@ POLL_SECONDS = 2.0  # how often the watcher looks at the builds under way (their
 LOG_TAIL_LINES = 25
 IMAGE_TAR = "/image/image.tar"
 PUSH_AUTH = "/push-auth"
-BUILD_SECRETS = ("build-pull", "push")  # `<job>-<suffix>`: made for one build, deleted when it ends
+# `<job>-<suffix>`: made for one build, deleted when it ends. No suffix ends another object's
+# ("-pull-build", not "-build-pull", which is the pull Secret of a job named `<job>-build`).
+BUILD_SECRETS = ("pull-build", "push")
 PUSH_USER = 65532  # the push container's uid: it needs no root and no capability
 Obj = dict[str, Any]
 
