@@ -141,7 +141,9 @@ def delete(request: AuthenticatedHttpRequest) -> HttpResponse:
 @require_POST
 def share(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = ShareForm(request.POST)
-    days = form.cleaned_data.get("expires_days") if form.is_valid() else None
+    if not form.is_valid():  # never a link that outlives what its owner asked for
+        return _listing(request, request.POST.get("dir", ""), error=str(form.errors["expires_days"][0]))
+    days = form.cleaned_data["expires_days"]
     expires = timezone.now() + timedelta(days=days) if days else None
 
     def make() -> str:

@@ -58,6 +58,17 @@ def test_actions(browser, home_dir):
     assert "Deleted models" in r.content.decode() and not (home_dir / "models").exists()
 
 
+@pytest.mark.parametrize("days", ["0", "-3", "5000", "1.5", "soon"])
+def test_an_expiry_the_form_refuses_makes_no_link_at_all(browser, home_dir, days):
+    """Not one that never expires: the owner asked for one that does."""
+    from pfs.models import ShareLink
+
+    write(home_dir / "secret.bin", b"weights")
+    r = browser.post("/files/-/share/", {"dir": A, "path": f"{A}/secret.bin", "expires_days": days},
+                     HTTP_HX_REQUEST="true")
+    assert "flash error" in r.content.decode() and not ShareLink.objects.exists()
+
+
 def test_public_page_is_read_only(browser, public_dir):
     html = browser.get("/files/local/public/").content.decode()
     assert "dataset.txt" in html and 'id="dropzone"' not in html and "Delete" not in html
