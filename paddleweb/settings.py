@@ -352,6 +352,8 @@ WATCH_INTERVAL = env.float("WATCH_INTERVAL", 0.5)
 # with every restart up to RESTART_BACKOFF_MAX_SECONDS (jobs/lifecycle/restarts.py).
 RESTART_BACKOFF_SECONDS = env.float("RESTART_BACKOFF_SECONDS", 10.0)
 RESTART_BACKOFF_MAX_SECONDS = env.float("RESTART_BACKOFF_MAX_SECONDS", 300.0)
+# A live job socket checks its credentials again this often while pushes flow (jobs/live/consumers.py).
+LIVE_RECHECK_SECONDS = env.float("LIVE_RECHECK_SECONDS", 10.0)
 # Push new log lines as they are written (inotify on LOGS_ROOT); off where other hosts write the
 # log files (a network filesystem), so only the watcher's passes push them.
 LOG_INOTIFY = env.bool("LOG_INOTIFY", True)

@@ -1,13 +1,20 @@
 """Live job updates over a websocket: state changes and new log output, pushed by the watcher.
 
 The client sends nothing; on connect it gets the current state, then pushes. Access is checked
-on every subscribe: only the job's owner may join its group."""
+on every subscribe: only the job's owner may join its group. The credentials that opened the
+socket are checked again while pushes flow, at most every LIVE_RECHECK_SECONDS: a revoked token,
+a logged-out session or a deactivated user closes it (code 4401)."""
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+
+from accounts.asgi import credentials_valid
+from core.headers import header
 
 from ..models import Job
 from . import notify
@@ -22,6 +29,9 @@ class JobConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]  # channels
             await self.close(code=4403)
             return
         self.job_id = job.pk
+        session = self.scope.get("session")
+        self.credentials = (header(self.scope, b"authorization"), session.session_key if session else None)
+        self.checked, self.withdrawn = time.monotonic(), False
         self.group = notify.group(job.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -46,7 +56,18 @@ class JobConsumer(AsyncJsonWebsocketConsumer):  # type: ignore[misc]  # channels
         if state:
             await self.send_json({"type": "job", **state})
 
+    async def _withdrawn(self) -> bool:
+        """Whether the socket's credentials no longer admit its user (then it is closed)."""
+        if not self.withdrawn and time.monotonic() - self.checked >= settings.LIVE_RECHECK_SECONDS:
+            self.withdrawn = not await database_sync_to_async(credentials_valid)(*self.credentials)
+            self.checked = time.monotonic()
+            if self.withdrawn:
+                await self.close(code=4401)
+        return self.withdrawn
+
     async def dispatch(self, message: dict[str, Any]) -> None:
+        if not message["type"].startswith("websocket.") and await self._withdrawn():
+            return  # a push to a socket whose credentials were withdrawn
         # Log output, the bulk of the pushes, needs no database: channels' dispatch would first
         # close stale database connections in a thread, a thread hop per message and viewer.
         if message["type"] == "log.data":

@@ -140,3 +140,57 @@ async def test_many_viewers_leaving_at_once_all_leave_cleanly(client, job):
              if connected]
     assert len(comms) == 150
     await asyncio.gather(*(comm.disconnect(timeout=DEADLINE) for comm in comms))  # raises what a consumer raised
+
+
+async def streams(comm, job, line) -> bool:
+    """Whether a log line pushed now reaches the socket (False: it was closed instead)."""
+    await sync_to_async(notify.log_data)(job.pk, "trainer-0", 0, line, len(line))
+    out = await comm.receive_output(timeout=DEADLINE)
+    if out["type"] == "websocket.close":
+        assert out["code"] == 4401
+        return False
+    return json.loads(out["text"])["text"] == line
+
+
+async def test_a_revoked_token_ends_the_stream_it_opened(job, alice, settings):
+    """The tokens page promises "Whatever uses it stops working": a leaked token's stream too."""
+    from accounts.models import ApiToken
+    from accounts.services import create_token, revoke_token
+
+    settings.LIVE_RECHECK_SECONDS = 0
+    info, secret = await sync_to_async(create_token)(alice, name="laptop")
+    comm = WebsocketCommunicator(application, "/ws/jobs/fit/",
+                                 headers=[(b"authorization", f"Token {secret}".encode()), (b"host", b"testserver")])
+    assert (await comm.connect(timeout=DEADLINE))[0]
+    assert (await comm.receive_json_from(timeout=DEADLINE))["state"] == "Queued"
+    assert await streams(comm, job, "before\n")
+    token = await sync_to_async(ApiToken.objects.select_related("auth_token").get)(pk=info.pk)
+    await sync_to_async(revoke_token)(token)
+    assert not await streams(comm, job, "after\n")
+
+
+@pytest.mark.parametrize("withdraw", ["logout", "deactivate"])
+async def test_a_session_logged_out_or_deactivated_ends_its_streams(client, job, alice, settings, withdraw):
+    settings.LIVE_RECHECK_SECONDS = 0
+    await sync_to_async(client.force_login)(alice)
+    comm, connected, _ = await connect(client)
+    assert connected and (await comm.receive_json_from(timeout=DEADLINE))["state"] == "Queued"
+    assert await streams(comm, job, "before\n")
+    if withdraw == "logout":
+        assert (await sync_to_async(client.post)("/logout/")).status_code == 302
+    else:
+        alice.is_active = False
+        await sync_to_async(alice.save)()
+    assert not await streams(comm, job, "after\n")
+
+
+async def test_credentials_are_checked_again_only_after_the_interval(client, job, alice, settings):
+    """Pushes cost no query in between: a logout shows after LIVE_RECHECK_SECONDS, not before."""
+    settings.LIVE_RECHECK_SECONDS = 3600
+    await sync_to_async(client.force_login)(alice)
+    comm, connected, _ = await connect(client)
+    assert connected and (await comm.receive_json_from(timeout=DEADLINE))["state"] == "Queued"
+    alice.is_active = False
+    await sync_to_async(alice.save)()
+    assert await streams(comm, job, "within the interval\n")
+    await comm.disconnect(timeout=DEADLINE)
