@@ -86,8 +86,9 @@ def create(user: User, path: str, size: int, *, sha256: str = "", sha256_later: 
            crc32c: str = "", crc32c_later: bool = False, overwrite: bool = True) -> UploadSession:
     """Start an upload of `size` bytes to `path`, its whole file checked by at most one of
     sha256 or crc32c (a hex digest now, or `*_later`). Its room in the quota is reserved now
-    (for a replaced file, the difference), so an upload that would not fit is refused at once,
-    and one admitted keeps its room however many others race it."""
+    (for a replaced file, the difference, for one unfinished upload to the path at a time), so
+    an upload that would not fit is refused at once, and one admitted keeps its room however
+    many others race it."""
     if not isinstance(size, int) or not 0 <= size <= MAX_FILE_SIZE:
         raise PathError(f"size must be a whole number of bytes from 0 to {MAX_FILE_SIZE}")
     checks = {"sha256": ((sha256 or "").lower(), sha256_later), "crc32c": ((crc32c or "").lower(), crc32c_later)}
@@ -108,10 +109,12 @@ def create(user: User, path: str, size: int, *, sha256: str = "", sha256_later: 
     dc = Datacenter.objects.only("id", "name").get(name=p.datacenter)
     with scratch_fd(p) as scratch:  # refused (nothing created) when `.uploads` is not a real directory
         with transaction.atomic():
+            usage.lock_row(user, dc)  # one create at a time: the replaced file's room is given once
+            replaced = 0 if _unfinished_to(user, dc, p.virtual) else counted_size(st)
             session = UploadSession.objects.create(user=user, datacenter=dc, path=p.virtual, size=size,
                                                    digest_algorithm=algorithm, digest=digest,
                                                    digest_later=later, overwrite=overwrite)
-            usage.reserve(p, size - counted_size(st), upload=session)
+            usage.reserve(p, size - replaced, upload=session)
         try:
             os.close(os.open(part_name(session), NEW_FILE, 0o600, dir_fd=scratch))
         except BaseException:
@@ -120,6 +123,11 @@ def create(user: User, path: str, size: int, *, sha256: str = "", sha256_later: 
     if size == 0:
         _complete(session)
     return session
+
+
+def _unfinished_to(user: User, dc: Datacenter, path: str) -> bool:
+    """Whether an unfinished upload to `path` exists: it holds the room of the file both replace."""
+    return UploadSession.objects.filter(user=user, datacenter=dc, path=path, completed__isnull=True).exists()
 
 
 def get(user: User, upload_id: str) -> UploadSession:
@@ -159,12 +167,16 @@ class ChunkWriter:
         try:
             fd = _open_part(session, dest)
         except FileNotFoundError:
+            if _completed(session):  # by a request that raced this one
+                raise OffsetConflict(session.size, offset) from None
             raise PathError("the upload's data is gone (expired?): start a new upload", 410) from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise PathError("another request is writing to this upload right now", 409) from None
+            if _completed(session):  # by the lock's last holder, after `session` was read
+                raise OffsetConflict(session.size, offset)
             current = os.fstat(fd).st_size
             if offset != current:
                 raise OffsetConflict(current, offset)
@@ -248,11 +260,13 @@ class ChunkWriter:
             raise
         if self.running is not None:
             upload_digest.keep(self.session.pk, self.pos, self.running)
-        os.close(self.fd)
-        self.fd = -1
         UploadSession.objects.filter(pk=self.session.pk).update(updated=timezone.now())
-        if self.pos == self.session.size:
-            _complete(self.session)
+        try:
+            if self.pos == self.session.size:
+                _complete(self.session)  # still locked: a request racing this one is refused, not let in
+        finally:
+            os.close(self.fd)
+            self.fd = -1
         return self.pos
 
     def abort(self) -> None:
@@ -327,6 +341,10 @@ def _note_digest(session: UploadSession, digest: tuple[str, str] | None) -> None
         raise PathError(f"the upload's {algorithm} was given as {session.digest}, not {value}", 422)
     session.digest = value
     UploadSession.objects.filter(pk=session.pk).update(digest=value)
+
+
+def _completed(session: UploadSession) -> bool:
+    return UploadSession.objects.filter(pk=session.pk, completed__isnull=False).exists()
 
 
 def _complete(session: UploadSession) -> None:

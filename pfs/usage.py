@@ -92,6 +92,12 @@ def _row(user: User, datacenter: Datacenter, *, lock: bool = False) -> StorageUs
     return rows.get(user=user, datacenter=datacenter)
 
 
+def lock_row(user: User, datacenter: Datacenter) -> None:
+    """Hold the user's usage row until the surrounding transaction ends, so that what is decided
+    under it (how much a reservation needs) cannot race another such decision for the home."""
+    _row(user, datacenter, lock=True)
+
+
 def _reserved(user: User, datacenter: Datacenter, *, exclude: int | None = None) -> int:
     rows = StorageReservation.objects.filter(user=user, datacenter=datacenter)
     if exclude is not None:

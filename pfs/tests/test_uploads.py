@@ -150,6 +150,51 @@ def test_quota_refuses_before_writing(alice_api, alice, datacenter, home_dir):
     assert create(alice_api, f"{A}/r.bin", 400).status_code == 201
 
 
+def test_a_replaced_files_room_goes_to_one_unfinished_upload_at_a_time(alice_api, alice, datacenter, home_dir):
+    """Else each of any number of uploads replacing one file would hold up to its size on disk,
+    reserving nothing, for as long as its chunks keep coming."""
+    from quotas.models import Quota
+
+    Quota.objects.create(datacenter=datacenter, user=alice, storage_bytes=1000)
+    write(home_dir / "r.bin", b"x" * 900)
+    services.usage.recompute(alice, datacenter)
+    first = create(alice_api, f"{A}/r.bin", 900)
+    assert first.status_code == 201
+    r = create(alice_api, f"{A}/r.bin", 900)
+    assert r.status_code == 413 and r.json()["detail"].startswith("quota exceeded: used 900 B of 1000 B")
+    assert patch(alice_api, first.json()["id"], 0, b"y" * 900).json()["complete"] is True
+    assert create(alice_api, f"{A}/r.bin", 900).status_code == 201, "the first one is done: its room is free again"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_parallel_uploads_replacing_one_file_cannot_all_take_its_room(alice, datacenter, home_dir):
+    from django.db import connection
+
+    from quotas.models import Quota
+
+    Quota.objects.create(datacenter=datacenter, user=alice, storage_bytes=1000)
+    write(home_dir / "r.bin", b"x" * 900)
+    services.usage.recompute(alice, datacenter)
+    start, outcomes = threading.Barrier(4), []
+
+    def start_upload():
+        try:
+            start.wait(30)
+            uploads.create(alice, f"{A}/r.bin", 900)
+            outcomes.append("admitted")
+        except QuotaExceeded:
+            outcomes.append("refused")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=start_upload) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(outcomes) == ["admitted", "refused", "refused", "refused"]
+
+
 def test_quota_refuses_while_writing_unknown_length(alice, datacenter, home_dir):
     from quotas.models import Quota
 
@@ -249,6 +294,29 @@ def test_concurrent_uploads_to_one_path_leave_one_complete_file(http, alice, hom
     assert final in contents.values()
     assert not list((home_dir / ".uploads").glob("*.part"))
     assert http.get(f"{http.base}/api/v2/storage/usage/").json()["used_bytes"] == size
+
+
+def test_a_request_racing_the_one_that_completes_the_upload_is_refused(alice_api, home_dir, monkeypatch):
+    """The last chunk's request holds the part file's lock until the file is in place: a retry
+    arriving meanwhile is told so (409), and neither request fails."""
+    upload_id = create(alice_api, f"{A}/f.bin", 4).json()["id"]
+    real, raced = uploads.put_in_place, []
+
+    def put_in_place_raced(*args, **kwargs):
+        if not raced:
+            try:
+                uploads.write_chunk(UploadSession.objects.get(pk=upload_id), 4, lambda n: b"", 0)
+                raced.append("let in")
+            except uploads.PathError as e:
+                raced.append(e.status)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(uploads, "put_in_place", put_in_place_raced)
+    r = patch(alice_api, upload_id, 0, b"data")
+    assert r.status_code == 200 and r.json()["complete"] is True and raced == [409]
+    assert (home_dir / "f.bin").read_bytes() == b"data"
+    retry = patch(alice_api, upload_id, 0, b"data")  # once it is complete: a conflict, not a 500 or 410
+    assert retry.status_code == 409 and retry["Upload-Offset"] == "4"
 
 
 # --- ChunkWriter (shared by the Django view and the streaming route) ---------------------------
