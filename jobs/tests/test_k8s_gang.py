@@ -126,10 +126,13 @@ def test_the_podgroup_schema_check_rejects_what_volcano_would(alice):
 @pytest.mark.django_db
 def test_attempt_names_stay_within_label_limits(alice):
     job = make_job(alice, name="a" * 40)
-    for attempt in (1, 35, 36, 1295):
+    attempts = (1, 35, 36, 1295, 1296, 36**3, 10**9)
+    for attempt in attempts:
         # A StatefulSet's pods get "<name>-<revision hash of 10>" as a label value (63 at most).
         assert len(manifests.pserver_name(job, attempt)) + 11 <= 63
         assert len(f"{manifests.trainer_name(job, attempt)}-999") <= 63  # a trainer's host name
+    assert len({manifests.pserver_name(job, attempt) for attempt in attempts}) == len(attempts)
+    assert manifests.pserver_name(job, 1295) == f"{'a' * 40}-pserver-azz"
     assert manifests.attempt_suffix(0) == "" and manifests.attempt_suffix(36) == "-a10"
 
 

@@ -32,6 +32,7 @@ escaped so `$(...)` in a user's entry point or env reaches the program unchanged
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 from dataclasses import dataclass
@@ -78,8 +79,20 @@ def attempt_suffix(attempt: int) -> str:
     return f"-a{digits}" if attempt else ""
 
 
+# A StatefulSet's pods carry the label controller-revision-hash "<its name>-<hash of up to 10>".
+STATEFULSET_NAME_MAX = 63 - 11
+
+
+def within(name: str, limit: int) -> str:
+    """`name`, or where it is longer than `limit`, its start and a hash of the whole (still its own)."""
+    if len(name) <= limit:
+        return name
+    return f"{name[:limit - 9].rstrip('-')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
 def pserver_name(job: Job, attempt: int = 0) -> str:
-    return f"{job.k8s_name}-pserver{attempt_suffix(attempt)}"
+    """The pservers' StatefulSet; from attempt 1296 of the longest job names, cut and hashed to fit."""
+    return within(f"{job.k8s_name}-pserver{attempt_suffix(attempt)}", STATEFULSET_NAME_MAX)
 
 
 def trainer_name(job: Job, attempt: int = 0) -> str:
