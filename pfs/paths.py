@@ -201,6 +201,8 @@ def open_at(dirfd: int, parts: tuple[str, ...], flags: int, mode: int = 0o600, *
         if e.errno == errno.EXDEV:
             raise PathError(f"{virtual or 'the path'}: a symbolic link on the way leads outside your storage "
                             "(links are followed only when relative and staying inside)", 403) from None
+        if e.errno == errno.ENAMETOOLONG:  # longer than PATH_MAX, though it passed `_components`
+            raise PathError(f"path too long: more than {MAX_PATH_LENGTH} bytes", 400) from None
         if e.errno != errno.ENOSYS:
             raise
     return _open_stepwise(dirfd, parts, flags, mode, virtual or "the path")
@@ -244,8 +246,9 @@ def _components(path: str) -> list[str]:
     spelt `user` as seed 004 does reads as `home`)."""
     if not isinstance(path, str) or not path:
         raise PathError("a path is required")
-    if len(path) > MAX_PATH_LENGTH:
-        raise PathError(f"path longer than {MAX_PATH_LENGTH} characters")
+    # Bytes, as the kernel's PATH_MAX counts: 4096 CJK characters are some 12,000 bytes.
+    if len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_LENGTH:
+        raise PathError(f"path longer than {MAX_PATH_LENGTH} bytes")
     if "\x00" in path:
         raise PathError("NUL bytes are not allowed in a path")
     pure = PurePosixPath(path)
@@ -259,3 +262,38 @@ def _components(path: str) -> list[str]:
     if len(parts) < 3 or parts[0] != "pfs" or parts[2] not in ("home", "public"):
         raise PathError("path must start with /pfs/<datacenter>/home/<user>/ or /pfs/<datacenter>/public/")
     return parts
+
+
+def nearest_dir(p: PfsPath) -> int:
+    """An O_PATH descriptor of `p`, or of its nearest existing ancestor, opened race-free below
+    its area root: where `make_dirs(p)` would create the rest."""
+    parts = p.parts
+    while True:
+        try:
+            return open_beneath(p.root, parts, os.O_PATH | os.O_DIRECTORY, virtual=p.virtual)
+        except (FileNotFoundError, NotADirectoryError):
+            if not parts:
+                raise
+            parts = parts[:-1]
+
+
+def lies_inside(fd: int, top: os.stat_result, root: Path) -> bool:
+    """Whether the open directory `fd` is the directory `top` or lies below it. Goes up by `..`
+    from the descriptor (a directory's one real parent, whatever links led to it), up to `root`
+    or the filesystem's root."""
+    stop = os.stat(root)
+    cur = os.dup(fd)
+    try:
+        while True:
+            st = os.fstat(cur)
+            if (st.st_dev, st.st_ino) == (top.st_dev, top.st_ino):
+                return True
+            if (st.st_dev, st.st_ino) == (stop.st_dev, stop.st_ino):
+                return False
+            up = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=cur)
+            os.close(cur)
+            cur = up
+            if os.path.samestat(os.fstat(cur), st):  # `/`: its own parent
+                return False
+    finally:
+        os.close(cur)

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from . import usage
-from .paths import RESERVED_NAME, PathError, PfsPath, home, open_beneath, resolve
+from .paths import RESERVED_NAME, PathError, PfsPath, home, lies_inside, nearest_dir, open_beneath, resolve
 from .storage import (
     DIRECTORY,
     HARD_LINKED,
@@ -199,14 +199,26 @@ def remove(user: User, path: str, *, recursive: bool = False) -> int:
     return freed
 
 
-def _dest(user: User, src: PfsPath, dst: str, overwrite: bool) -> PfsPath:
+def _dest(user: User, src: PfsPath, src_st: os.stat_result, dst: str, overwrite: bool) -> PfsPath:
+    """The checked destination for moving or copying `src`, whose metadata (as the operation
+    sees it: a copy follows a link at its end, a move does not) is `src_st`."""
     d = _resolve(user, dst, write=True)
     _refuse_root(d, "replaced")
     if _kind(d) == "dir":
         d = d.child(src.name)  # like mv/cp: into an existing directory
         d.ensure_contained()
+    inside = PathError(f"cannot put {src.virtual} inside itself", 409)
     if src.disk == d.disk or str(d.disk).startswith(str(src.disk) + os.sep):
-        raise PathError(f"cannot put {src.virtual} inside itself", 409)
+        raise inside
+    # The destination is opened following links that stay inside the home (`lnk -> a`, then
+    # `a -> lnk/b`), so the names prove nothing: check the directories it really lies in.
+    if statmod.S_ISDIR(src_st.st_mode):
+        fd = nearest_dir(d.parent)
+        try:
+            if lies_inside(fd, src_st, d.root):
+                raise inside
+        finally:
+            os.close(fd)
     kind = _kind(d)
     if kind is not None:
         if not overwrite:
@@ -247,22 +259,32 @@ def move(user: User, src: str, dst: str, *, overwrite: bool = False) -> Entry:
     """Rename or move within PFS (both ends writable by the user)."""
     s = _resolve(user, src, write=True)
     _refuse_root(s, "moved")
-    _lstat(s)
-    d = _dest(user, s, dst, overwrite)
+    d = _dest(user, s, _lstat(s), dst, overwrite)
     same_home = (s.area, s.owner, s.datacenter) == (d.area, d.owner, d.datacenter)
     d.parent.ensure_contained()
     with locked(d), _parent(s) as src_dir, _parent(d) as dst_dir:
         replaced = size_at(d.name, dst_dir, only_unlinked=True)
         if same_home:
-            os.replace(s.name, d.name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+            _rename(s, d, src_dir, dst_dir)
             usage.adjust(d, -replaced)
         else:
             size = size_at(s.name, src_dir)
             with usage.reserve(d, size - replaced) as held:
-                os.replace(s.name, d.name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+                _rename(s, d, src_dir, dst_dir)
                 held.settle(size - replaced)
             usage.adjust(s, -size)
     return stat(user, d.virtual)
+
+
+def _rename(s: PfsPath, d: PfsPath, src_dir: int, dst_dir: int) -> None:
+    """`os.replace` by name in the two open parents. EINVAL: a job moved directories since
+    `_dest` checked, and `d` now lies inside `s`; the kernel refuses that rename."""
+    try:
+        os.replace(s.name, d.name, src_dir_fd=src_dir, dst_dir_fd=dst_dir)
+    except OSError as e:
+        if e.errno == errno.EINVAL:
+            raise PathError(f"cannot put {s.virtual} inside itself", 409) from None
+        raise
 
 
 def copy(user: User, src: str, dst: str, *, overwrite: bool = False) -> Entry:
@@ -270,10 +292,10 @@ def copy(user: User, src: str, dst: str, *, overwrite: bool = False) -> Entry:
     byte is reserved against the quota before it is written: a copy stops at the quota."""
     s = _resolve(user, src)
     _lstat(s)
-    d = _dest(user, s, dst, overwrite)
     src_fd = _open(s, os.O_RDONLY | os.O_NONBLOCK)
     try:
         st = os.fstat(src_fd)
+        d = _dest(user, s, st, dst, overwrite)
         with usage.reserve(d, 0) as held:
             # What the source holds now is refused at once if it does not fit; the copy then
             # charges what it really writes (a tree may grow meanwhile).

@@ -106,9 +106,12 @@ def save_stream(dest: PfsPath, chunks: Iterable[bytes], charge: Callable[[int], 
 def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None]) -> int:
     """Copy the tree in directory `src_fd` into the empty directory `dst_fd`, all by
     descriptor: links are skipped, and neither side can be led elsewhere meanwhile. Each
-    file's size is charged before it is copied; returns the bytes copied."""
+    file's size is charged before it is copied; returns the bytes copied. Should `dst_fd` lie
+    inside the source (a job moving directories after the caller checked), the directories it
+    makes are left out, so the copy never runs into itself."""
     total = 0
     stack: list[tuple[_ScandirIterator[str], int, int]] = []
+    made = {_ident(os.fstat(dst_fd))}
     try:
         s, d = os.dup(src_fd), os.dup(dst_fd)
         stack.append((os.scandir(s), s, d))
@@ -121,13 +124,18 @@ def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None]) -> int:
                 os.close(d)
                 stack.pop()
             elif entry.is_dir(follow_symlinks=False):
-                os.mkdir(entry.name, stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode) | 0o700, dir_fd=d)
                 child_s = os.open(entry.name, DIRECTORY, dir_fd=s)
                 try:
+                    st = os.fstat(child_s)
+                    if _ident(st) in made:
+                        os.close(child_s)
+                        continue
+                    os.mkdir(entry.name, stat.S_IMODE(st.st_mode) | 0o700, dir_fd=d)
                     child_d = os.open(entry.name, DIRECTORY, dir_fd=d)
                 except BaseException:
                     os.close(child_s)
                     raise
+                made.add(_ident(os.fstat(child_d)))
                 stack.append((os.scandir(child_s), child_s, child_d))
             elif entry.is_file(follow_symlinks=False):
                 total += _copy_file_at(entry.name, s, d, charge)
@@ -137,6 +145,10 @@ def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None]) -> int:
             os.close(s)
             os.close(d)
     return total
+
+
+def _ident(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
 
 
 def _copy_file_at(name: str, src_dir: int, dst_dir: int, charge: Callable[[int], None]) -> int:
