@@ -1,6 +1,10 @@
 """The runs table and overlay: parameters and final/best metrics per run, sorted by a metric;
 up to ten runs on one chart; each point's wall time for the chart's time axes."""
 
+import json
+import tracemalloc
+from collections.abc import Callable
+
 import pytest
 
 from jobs import runs, services
@@ -87,3 +91,72 @@ def test_the_metrics_json_gives_the_chart_every_key_and_the_wall_times(client, a
     client.force_login(alice)
     series = client.get("/jobs/fit/metrics/").json()["replicas"]["trainer-0"]
     assert series["step"] == [1.0, 2.0] and series["loss"] == [3.0, 2.0] and series["wall"] == [None, None]
+
+
+MiB = 1 << 20
+
+
+def peak_bytes(fn: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_line_without_newline_is_skipped_a_chunk_at_a_time_not_held_whole(alice):
+    """A job can ftruncate its stdout (the log) to gigabytes of NULs: one line, no newline."""
+    job = run(alice, "sparse", [])
+    replica = job.replicas.get()
+    first = b'PADDLECLOUD_METRIC {"step": 1, "loss": 0.5}\n'
+    logstore.append(replica, first)
+    with open(logstore.path(replica), "r+b") as f:
+        f.truncate(32 * MiB)
+    second = b'\nPADDLECLOUD_METRIC {"step": 2, "loss": 0.25}\n'
+    logstore.append(replica, second)
+    for offset, seen in ((len(first), 1000.0), (32 * MiB, 1500.0), (32 * MiB + len(second), 2000.0)):
+        logstore.mark_time(replica, offset, seen)
+    out = []
+    assert peak_bytes(lambda: out.append(metrics.replica_series(replica))) < 8 * MiB
+    # the skipped line's bytes still count: the second line's wall time is the mark past its offset
+    assert out[0] == {"step": [1.0, 2.0], "loss": [0.5, 0.25], "wall": [1000.0, 2000.0]}
+
+
+def test_a_replica_has_at_most_max_series_series_the_first_ones_seen(alice):
+    job = run(alice, "many", [])
+    replica = job.replicas.get()
+    lines = 2000  # a new key on each: N series of N cells, were every key kept
+    logstore.append(replica, b"".join(b'PADDLECLOUD_METRIC {"step": %d, "m%d": 1}\n' % (i, i) for i in range(lines)))
+    series = metrics.replica_series(replica)
+    assert sum(len(v) for v in series.values()) <= 100 * lines, f"{len(series)} series of {lines} cells"
+    assert set(series) == {"step", "wall", *(f"m{i}" for i in range(metrics.MAX_SERIES))}
+    assert series["m0"][:2] == [1.0, None] and len(series["step"]) == lines
+
+
+def test_a_long_series_is_thinned_evenly_keeping_its_first_and_last_line(alice, monkeypatch):
+    monkeypatch.setattr(metrics, "MAX_POINTS", 4)
+    job = run(alice, "long", [float(i) for i in range(1, 101)])
+    series = metrics.replica_series(job.replicas.get())
+    # every 16th line once thinned four times (at 8 lines kept), then the last
+    assert series["step"] == [1.0, 17.0, 33.0, 49.0, 65.0, 81.0, 97.0, 100.0] == series["loss"]
+    assert len(series["wall"]) == 8
+
+
+def test_a_number_that_is_not_a_finite_float_is_dropped_from_a_metric_line(client, staff, alice):
+    """JSON allows integers of any length (float() of one raises OverflowError) and Python's json
+    reads NaN and Infinity, which JsonResponse would write out as invalid JSON."""
+    huge = b"1" + b"0" * 400
+    line = b'PADDLECLOUD_METRIC {"step": 1, "loss": %s, "a": NaN, "b": Infinity, "c": -Infinity, "d": 2}' % huge
+    assert metrics.parse_line(line) == {"step": 1.0, "d": 2.0}
+    assert metrics.parse_line(b'PADDLECLOUD_METRIC {"step": %s, "loss": 1}' % huge) is None  # step is required
+    job = run(alice, "huge", [], passes=10)
+    Job.objects.filter(pk=job.pk).update(state="Running")
+    logstore.append(job.replicas.get(), line + b"\n")
+    client.force_login(staff)
+    assert client.get("/jobs/?owner=all").status_code == 200  # progress() reads every running job's last line
+    client.force_login(alice)
+    assert client.get("/jobs/huge/").status_code == 200
+    body = client.get("/jobs/huge/metrics/").content
+    assert json.loads(body, parse_constant=lambda c: pytest.fail(f"{c} in the JSON")) == {
+        "replicas": {"trainer-0": {"step": [1.0], "d": [2.0], "wall": [None]}}}
