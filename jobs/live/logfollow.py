@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 
 # One message per read, capped: the channel layer copies each message to every viewer's channel.
 MAX_PUSH = 256 * 1024
+# At most this much of one log per pass: every job shares the loop, and a job can grow its log by
+# gigabytes at once (ftruncate of its stdout). A log further behind skips to a recent line; the
+# viewers' panels see the gap in the offsets and fetch the history from the log API.
+MAX_PASS = 4 * MAX_PUSH
 # Coalesces a fast writer's lines into few messages; well under the half second viewers may wait.
 BATCH_WINDOW = 0.05
 # How often a wait looks at `stopping`, so the loop ends promptly.
@@ -206,6 +210,10 @@ class LogFollower:
             # Up to the end seen now, not on while the replica writes: chasing a fast writer would
             # send a message per few lines, and starve the other replicas.
             end = logstore.size(replica)
+            if end < start:  # the log shrank (its writer truncated it): offsets past its end mean nothing
+                start = self.offsets[key] = 0
+            if end - start > MAX_PASS:
+                start = self.offsets[key] = logstore.recent_line_start(replica, MAX_PASS)
             while start < end:
                 chunk = logstore.read(replica, start, MAX_PUSH)
                 if not chunk.text:

@@ -27,6 +27,12 @@ MAX_READ = 1 << 20
 # Bounds of what a reader may ask for: a byte offset any file can have, and a tail length.
 MAX_LOG_OFFSET = (1 << 62) - 1
 MAX_LOG_LINES = 100_000
+# How far back tail reads at most: a log can be one line of gigabytes (a sparse file, no newline).
+# A few lines (the watcher's failure messages) read at most the first; a long tail, 256 bytes a
+# line, up to the second.
+MAX_TAIL_BYTES, MAX_LONG_TAIL_BYTES = 4 * MAX_READ, 64 * MAX_READ
+# The most of one line search holds and searches; the rest of a longer line is read past, not held.
+MAX_SEARCH_LINE = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -145,18 +151,29 @@ def tail(replica: LogSource, lines: int) -> LogChunk:
         return LogChunk("", 0, 0)
     with f:
         end = f.seek(0, os.SEEK_END)
-        start, data = end, b""
-        while start > 0 and data.count(b"\n") <= lines:
+        # Blocks are kept apart and joined once, and only each new block's newlines are counted:
+        # re-joining and re-counting all read so far per block is quadratic in what is read.
+        start, newlines = end, 0
+        blocks: list[bytes] = []  # last block first
+        most = min(MAX_LONG_TAIL_BYTES, max(MAX_TAIL_BYTES, 256 * lines))
+        while start > 0 and newlines <= lines and end - start < most:
             step = min(65536, start)
             start -= step
             f.seek(start)
-            data = f.read(step) + data
-            if len(data) > 64 * MAX_READ:
-                break
-    body = data[:-1] if data.endswith(b"\n") else data
-    kept = body.split(b"\n")[-lines:] if lines > 0 else []
-    raw = b"\n".join(kept) + (b"\n" if kept and data.endswith(b"\n") else b"")
-    return LogChunk(raw.decode("utf-8", "replace"), end - len(raw), end)
+            block = f.read(step)
+            blocks.append(block)
+            newlines += block.count(b"\n")
+        data = b"".join(reversed(blocks))
+    del blocks
+    # The last lines start after the `lines`-th newline back (a final newline starts no line),
+    # found in place rather than by splitting and joining copies of what was read.
+    first = len(data) - 1 if data.endswith(b"\n") else len(data)
+    for _ in range(lines):
+        first = data.rfind(b"\n", 0, first)
+        if first < 0:
+            break
+    first = min(first + 1, len(data))
+    return LogChunk(str(memoryview(data)[first:], "utf-8", "replace"), end - (len(data) - first), end)
 
 
 def _notice_path(replica: LogSource) -> Path:
@@ -260,12 +277,19 @@ def search(source: LogSource, query: str, limit: int = 1000) -> tuple[list[Match
     except FileNotFoundError:
         return [], False
     with f:
-        offset = 0
-        for number, raw in enumerate(f, 1):
+        offset, number = 0, 0
+        # Lines are read with a length limit: one without newline may be the whole (sparse) log.
+        while raw := f.readline(MAX_SEARCH_LINE):
+            number += 1
+            start, offset = offset, offset + len(raw)
+            if not raw.endswith(b"\n"):  # an over-long line (or the last): read past its rest
+                while rest := f.readline(MAX_READ):
+                    offset += len(rest)
+                    if rest.endswith(b"\n"):
+                        break
             text = raw.decode("utf-8", "replace")
             if needle in text.casefold():
                 if len(found) == limit:
                     return found, True
-                found.append(Match(number, offset, text.rstrip("\r\n")))
-            offset += len(raw)
+                found.append(Match(number, start, text.rstrip("\r\n")))
     return found, False

@@ -3,6 +3,7 @@ channel layer and websocket viewers, with a writer appending to a replica's log 
 
 import itertools
 import json
+import os
 import threading
 import time
 from contextlib import ExitStack, contextmanager
@@ -14,7 +15,7 @@ from accounts.services import issue_token
 from core import metrics_store
 from jobs import services
 from jobs.backends.base import Watcher
-from jobs.live import logstore
+from jobs.live import logfollow, logstore
 from jobs.models import Job, JobState
 from jobs.watch import WatchLoop
 from tests.support import LiveASGI, make_package, wait_for
@@ -221,3 +222,41 @@ def test_the_follower_records_when_it_saw_each_logs_bytes(alice, running, loop):
     assert offsets == [16] and before - 1 <= seconds[0] <= time.time()
     [(text, at)] = logstore.timed_lines(replica, logstore.read(replica))
     assert text == "step 1 loss 0.5" and at == seconds[0]
+
+
+@contextmanager
+def following(job, monkeypatch):
+    """A follower outside the loop, and the pushes it makes: (offset, text, next_offset) each."""
+    sent: list[tuple[int, str, int]] = []
+    monkeypatch.setattr(logfollow.notify, "log_data",
+                        lambda job_id, name, offset, text, next_offset: sent.append((offset, text, next_offset)))
+    follower = logfollow.LogFollower()
+    try:
+        follower.follow(job)  # first sight: from the log's end
+        yield follower, sent
+    finally:
+        follower.close()
+
+
+def test_a_pass_pushes_a_bounded_part_of_a_log_that_grew_by_much_from_a_recent_line(running, monkeypatch):
+    # The loop is every job's: a job's log grown by gigabytes at once (its stdout ftruncated to
+    # a sparse file, no newline) must not hold a pass while all of it goes out.
+    replica = running.replicas.get()
+    logstore.append(replica, b"step 1\n")
+    with following(running, monkeypatch) as (follower, sent):
+        os.truncate(logstore.path(replica), 16 << 20)
+        end = logstore.append(replica, b"\nstep 2\n")
+        follower.follow(running)
+    assert sum(len(text) for _, text, _ in sent) <= 8 * logfollow.MAX_PUSH  # a few pushes, not 16 MiB
+    assert sent == [(end - 7, "step 2\n", end)]  # what is skipped, viewers fetch from the log API
+    assert follower.offsets[(running.pk, replica.name)] == end
+
+
+def test_a_log_that_shrank_is_pushed_again_from_its_start(running, monkeypatch):
+    replica = running.replicas.get()
+    logstore.append(replica, b"step 1\nstep 2\n")
+    with following(running, monkeypatch) as (follower, sent):
+        os.truncate(logstore.path(replica), 0)  # the job truncated its stdout
+        logstore.append(replica, b"again\n")
+        follower.follow(running)
+    assert sent == [(0, "again\n", 6)]

@@ -287,6 +287,39 @@ def test_a_pip_failure_fails_the_job_with_pips_error(alice):
     assert job.replicas.get().state == "Terminated"
 
 
+def test_a_failed_builds_message_reads_a_bounded_end_of_its_log(tmp_path, monkeypatch):
+    # A package's setup script can make pip's log a sparse file of gigabytes with no newline.
+    import subprocess
+    import tracemalloc
+
+    from jobs.backends.local import runtime
+
+    class SparseFailingPip:
+        returncode = 1
+
+        def __init__(self, cmd, stdout, **kwargs):
+            os.ftruncate(stdout.fileno(), 32 << 20)
+            os.write(stdout.fileno(), b"\nERROR: No matching distribution found for numpy\n")
+
+        def poll(self):
+            return self.returncode
+
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kwargs: os.makedirs(cmd[-1]))  # an empty "venv"
+    monkeypatch.setattr(subprocess, "Popen", SparseFailingPip)
+    log = tmp_path / "build.log"
+    log.write_bytes(b"paddlecloud: building runtime\n")
+    tracemalloc.start()
+    try:
+        with pytest.raises(runtime.RuntimeEnvError) as failed:
+            runtime._build(tmp_path / "env", "numpy\n", lambda: None, False, log)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20
+    assert failed.value.log_tail.endswith("\nERROR: No matching distribution found for numpy")
+    assert "paddlecloud" not in failed.value.log_tail
+
+
 def test_delete_removes_processes_files_and_logs(alice):
     from jobs.tasks import delete_job_task
 

@@ -1,6 +1,9 @@
 """Logs beyond the panel's last lines: the whole log searched on the server with line numbers, all
 logs merged in the order they were written, and a failure's traceback kept over the shutdown noise."""
 
+import os
+import tracemalloc
+
 import pytest
 
 from jobs import logs, services
@@ -10,6 +13,8 @@ from jobs.models import Job
 from tests.support import make_package, token_client
 
 pytestmark = pytest.mark.django_db
+
+MiB = 1 << 20
 
 
 @pytest.fixture
@@ -110,3 +115,58 @@ def test_a_long_traceback_keeps_its_header_and_its_innermost_frames():
     lines = shown.split("\n")
     assert len(lines) == 10 and lines[0].startswith("Traceback") and "left out" in lines[1]
     assert lines[-1] == "RecursionError: too deep" and lines[-2] == "    f30()"
+
+
+def peak_bytes(fn):
+    """The most memory `fn` held at once (what Python allocated), and what it returned."""
+    tracemalloc.start()
+    try:
+        result = fn()
+        return tracemalloc.get_traced_memory()[1], result
+    finally:
+        tracemalloc.stop()
+
+
+def sparse_line(replica, size: int) -> None:
+    """What a job's `os.ftruncate(1, size)` makes of its log: one line of NULs, no disk used."""
+    logstore.append(replica, b"")
+    os.truncate(logstore.path(replica), size)
+
+
+def test_a_failure_reads_a_bounded_end_of_a_log_without_newlines(job):
+    # restarts.failure_message runs in the watch loop every job shares.
+    trainer = job.replicas.get(role="trainer")
+    sparse_line(trainer, 24 * MiB)
+    logstore.append(trainer, b"\n" + TRACEBACK.encode())
+    peak, message = peak_bytes(lambda: restarts.failure_message(trainer))
+    assert peak < 16 * MiB and "InvalidArgumentError" in message
+    peak, chunk = peak_bytes(lambda: logstore.tail(trainer, 100))
+    assert peak < 12 * MiB  # what is read (a few MiB), and the text made of it
+    assert chunk.text.startswith("\0") and chunk.next_offset - chunk.offset <= 4 * MiB
+
+
+def test_the_tail_of_a_log_spans_the_blocks_it_reads(job):
+    trainer = job.replicas.get(role="trainer")
+    end = logstore.append(trainer, b"".join(b"line %05d\n" % i for i in range(20_000)))  # 4 blocks
+    chunk = logstore.tail(trainer, 10_000)
+    assert chunk.text == "".join(f"line {i:05d}\n" for i in range(10_000, 20_000))
+    assert (chunk.offset, chunk.next_offset) == (end - 11 * 10_000, end)
+
+
+def test_the_search_holds_a_bounded_part_of_a_line_without_newline(job):
+    trainer = job.replicas.get(role="trainer")
+    sparse_line(trainer, 32 * MiB)
+    logstore.append(trainer, b"\nError: the end\n")
+    peak, (matches, more) = peak_bytes(lambda: logstore.search(trainer, "error"))
+    assert peak < 8 * MiB
+    assert [(m.line, m.offset, m.text) for m in matches] == [(2, 32 * MiB + 1, "Error: the end")] and not more
+
+
+def test_the_search_finds_lines_after_an_over_long_one_at_their_offsets(job):
+    trainer = job.replicas.get(role="trainer")
+    long = b"x" * (2 << 20) + b" error far in\n"  # past what is searched of it, read past in pieces
+    logstore.append(trainer, b"error 1\n" + long + b"error 2\n" + b"y" * (1 << 16) + b"\nerror 3")
+    matches, _ = logstore.search(trainer, "ERROR")
+    assert [(m.line, m.text) for m in matches] == [(1, "error 1"), (3, "error 2"), (5, "error 3")]
+    for m in matches:
+        assert logstore.read(trainer, m.offset).text.startswith(m.text)

@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -31,6 +32,8 @@ from . import keepers
 from .launcher_client import LauncherError, ask
 
 READY = ".ready"
+# How much of a failed build's log is read for its last lines.
+MAX_TAIL_BYTES = 1 << 20
 
 
 class RuntimeEnvError(Exception):
@@ -131,9 +134,17 @@ def _build(target: Path, requirements: str, heartbeat: Callable[[], None], sandb
                     time.sleep(1)
             code = proc.returncode
         if code != 0:
-            with open(log_path, "rb") as f:
-                f.seek(start)  # pip's own lines, not what came before them
-                tail = f.read().decode(errors="replace").strip().splitlines()[-25:]
+            tail = build_log_tail(log_path, start)
             shutil.rmtree(target, ignore_errors=True)
-            raise RuntimeEnvError(f"pip install -r requirements.txt failed with code {code}", "\n".join(tail))
+            raise RuntimeEnvError(f"pip install -r requirements.txt failed with code {code}", tail)
     (target / READY).touch()
+
+
+def build_log_tail(log_path: Path, start: int, lines: int = 25) -> str:
+    """The last `lines` lines of the build log from `start` (pip's own, not what came before), read
+    from at most its last MAX_TAIL_BYTES: a package's setup script can write gigabytes there."""
+    with open(log_path, "rb") as f:
+        end = f.seek(0, os.SEEK_END)
+        f.seek(max(start, end - MAX_TAIL_BYTES))
+        data = f.read(MAX_TAIL_BYTES)
+    return "\n".join(data.decode(errors="replace").strip().splitlines()[-lines:])
