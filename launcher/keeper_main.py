@@ -169,28 +169,26 @@ def disk_usage(dir_fds: list[int]) -> int:
         seen.add((st.st_dev, st.st_ino))
         return max(st.st_blocks * 512, INODE_BYTES)
 
+    from . import fdtree  # here, not above: see the imports (os.fwalk: it recurses per level)
+
     for top in dir_fds:
         total += count(os.fstat(top))  # a directory of many entries grows itself
-        for _dirpath, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
-            for name in dirnames + filenames:
-                try:
-                    total += count(os.stat(name, dir_fd=dirfd, follow_symlinks=False))
-                except OSError:
-                    continue  # removed meanwhile
+        try:
+            for _path, dirfd, dirnames, filenames in fdtree.walk(top):
+                for name in dirnames + filenames:
+                    try:
+                        total += count(os.stat(name, dir_fd=dirfd, follow_symlinks=False))
+                    except OSError:
+                        continue  # removed meanwhile
+        except OSError:
+            continue  # fdtree.Moved: the job moves its directories about; what was counted counts
     return total
 
 
 def _empty(dir_fd: int) -> None:
-    for name in os.listdir(dir_fd):
-        try:
-            if os.path.isdir(f"/proc/self/fd/{dir_fd}/{name}") and not os.path.islink(f"/proc/self/fd/{dir_fd}/{name}"):
-                import shutil  # here, not above: see the imports
+    from . import fdtree  # here, not above: see the imports (shutil.rmtree: it recurses per level)
 
-                shutil.rmtree(name, dir_fd=dir_fd)
-            else:
-                os.unlink(name, dir_fd=dir_fd)
-        except OSError:
-            pass
+    fdtree.clear(dir_fd)
 
 
 def _start(opts: Options, argv: list[str]) -> int:

@@ -12,10 +12,10 @@ until the next `share` (each launch and each job's end) puts them back.
 writable by the build uid only while it builds, the service's again after.
 
 Both walk below a directory opened race-free, by name inside directories opened without
-following links, so a job swapping a directory for a link mid-walk changes nothing outside it;
-symbolic links are left alone. Files with more than one hard link are left alone unless the job
-uid owns them: another name of theirs may be outside (a service file linked into a home), and
-changing it would hand that file over.
+following links (fdtree: in a loop, so no depth a job makes stops it), so a job swapping a
+directory for a link mid-walk changes nothing outside it; symbolic links are left alone. Files
+with more than one hard link are left alone unless the job uid owns them: another name of theirs
+may be outside (a service file linked into a home), and changing it would hand that file over.
 
 The ACL goes in as the kernel's `system.posix_acl_*` extended attributes (the layout of
 linux/posix_acl_xattr.h), set through the directory's descriptor: libacl's Python binding
@@ -29,6 +29,8 @@ import os
 import stat
 import struct
 from collections.abc import Iterator
+
+from . import fdtree
 
 ACCESS, DEFAULT = "system.posix_acl_access", "system.posix_acl_default"
 USER_OBJ, USER, GROUP_OBJ, MASK, OTHER = 0x01, 0x02, 0x04, 0x10, 0x20
@@ -46,7 +48,7 @@ def acl(perm: int, users: list[int], other: int) -> bytes:
 def _entries(top_fd: int) -> Iterator[tuple[int, str | None, os.stat_result]]:
     """(directory fd, name, stat) below `top_fd`, the top itself first as (top_fd, None, stat)."""
     yield top_fd, None, os.fstat(top_fd)
-    for _dirpath, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=top_fd, follow_symlinks=False):
+    for _path, dirfd, dirnames, filenames in fdtree.walk(top_fd):  # not os.fwalk: it recurses per level
         for name in dirnames + filenames:
             with contextlib.suppress(FileNotFoundError):  # removed by a running job meanwhile
                 yield dirfd, name, os.stat(name, dir_fd=dirfd, follow_symlinks=False)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import stat
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import IO, TYPE_CHECKING
+
+from launcher import fdtree
 
 from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath
 
@@ -218,7 +219,7 @@ def staging_dir(home: PfsPath) -> PfsPath:
 def remove_at(name: str, dir_fd: int) -> None:
     """Remove `name` in `dir_fd`, a whole tree if it is a directory (links are not followed)."""
     if is_dir_at(name, dir_fd):
-        shutil.rmtree(name, dir_fd=dir_fd, ignore_errors=True)
+        fdtree.remove(name, dir_fd)  # not shutil.rmtree: it recurses per level, and a job nests deeper
     else:
         _unlink_at(name, dir_fd)
 
@@ -238,21 +239,21 @@ def remove(p: PfsPath, *, measure: bool = True) -> int:
 
 def tree_size_fd(fd: int, *, only_unlinked: bool = False, skip_top: tuple[str, ...] = ()) -> int:
     """Bytes of the regular files in the open file or directory `fd`, each inode once; links
-    are not followed (os.fwalk opens every directory by descriptor and skips one swapped for a
-    link). With `only_unlinked`, files with other hard links are left out: removing them
-    frees nothing certain."""
+    are not followed (launcher.fdtree walks by descriptor, in a loop however deep the tree is,
+    and skips a directory swapped for a link). With `only_unlinked`, files with other hard links
+    are left out: removing them frees nothing certain."""
     st = os.fstat(fd)
     if not stat.S_ISDIR(st.st_mode):
         return st.st_size if stat.S_ISREG(st.st_mode) and not (only_unlinked and st.st_nlink > 1) else 0
     seen: set[tuple[int, int]] = set()
     total = 0
-    for root, dirs, files, root_fd in os.fwalk(".", dir_fd=fd):
-        if root == "." and skip_top:
+    for path, dir_fd, dirs, files in fdtree.walk(fd):
+        if not path and skip_top:
             dirs[:] = [d for d in dirs if d not in skip_top]
             files = [f for f in files if f not in skip_top]
         for name in files:
             try:
-                fst = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
+                fst = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
             except FileNotFoundError:
                 continue
             if not stat.S_ISREG(fst.st_mode) or (only_unlinked and fst.st_nlink > 1):

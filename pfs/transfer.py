@@ -20,8 +20,10 @@ from django.http import HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.utils.http import content_disposition_header, http_date
 from zipstream import ZIP_STORED, ZipStream
 
+from launcher import fdtree
+
 from .paths import PathError, PfsPath, open_at, resolve
-from .storage import HARD_LINKED, is_dir_at
+from .storage import HARD_LINKED
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -180,23 +182,22 @@ def _file_response(p: PfsPath, fd: int, st: os.stat_result, range_header: str | 
 
 def zip_stream(p: PfsPath, top: int) -> ZipStream:
     """A sized, uncompressed zip of the open directory `top` (`p`, which the zip owns); links and
-    hard-linked files are left out, never followed. The tree is walked by descriptor (os.fwalk
-    skips a directory swapped for a link) and each file is opened again below `top` when the
-    zip reaches it, race-free, so a directory swapped for a link meanwhile leads nowhere. A file
-    that cannot be read then, or has shrunk, is sent padded with zeros to its listed size: the
-    zip stays whole and as long as announced."""
+    hard-linked files are left out, never followed. The tree is walked by descriptor
+    (launcher.fdtree, however deep it is; it skips a directory swapped for a link) and each file
+    is opened again below `top` when the zip reaches it, race-free, so a directory swapped for a
+    link meanwhile leads nowhere. A file that cannot be read then, or has shrunk, is sent padded
+    with zeros to its listed size: the zip stays whole and as long as announced."""
     zs = ZipStream(compress_type=ZIP_STORED, sized=True)
-    walk_top = os.dup(top)
     try:
-        for root, dirs, files, root_fd in os.fwalk(".", dir_fd=walk_top):
-            dirs[:] = sorted(d for d in dirs if is_dir_at(d, root_fd))
-            rel = tuple(part for part in root.split("/") if part != ".")
+        for path, dir_fd, dirs, files in fdtree.walk(top):
+            dirs.sort()
+            rel = tuple(path) if files or not dirs else ()  # not for every level of a deep chain
             prefix = "".join(f"{part}/" for part in rel)
             if prefix and not files and not dirs:
                 zs.mkdir(prefix)
             for name in sorted(files):
                 try:
-                    st = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
+                    st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
                 except FileNotFoundError:
                     continue
                 if statmod.S_ISREG(st.st_mode) and (p.area != "home" or st.st_nlink == 1):
@@ -204,8 +205,6 @@ def zip_stream(p: PfsPath, top: int) -> ZipStream:
     except BaseException:
         os.close(top)
         raise
-    finally:
-        os.close(walk_top)
     return zs
 
 

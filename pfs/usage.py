@@ -13,6 +13,7 @@ streams), and stops at the quota. When it ends the reservation is settled into `
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -33,6 +34,8 @@ from .storage import tree_size_fd
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+
+log = logging.getLogger(__name__)
 
 # A reservation grows by at least this much at a time (fewer row locks per streamed write).
 STEP = 4 << 20
@@ -227,7 +230,8 @@ def drop_stale_reservations() -> int:
 
 
 def recompute_all() -> int:
-    """Recompute every home that exists on disk or has a usage row; returns how many."""
+    """Recompute every home that exists on disk or has a usage row; returns how many were. One that
+    fails is logged and skipped (it keeps its last count until a later pass succeeds)."""
     user_model = get_user_model()
     count = 0
     for dc in Datacenter.objects.only("id", "name"):
@@ -235,6 +239,10 @@ def recompute_all() -> int:
         names = {p.name for p in homes.iterdir() if p.is_dir()} if homes.is_dir() else set()
         names |= set(StorageUsage.objects.filter(datacenter=dc).values_list("user__username", flat=True))
         for user in user_model.objects.filter(username__in=names):
-            recompute(user, dc)
+            try:
+                recompute(user, dc)
+            except Exception:  # one home (a job shapes it freely) must not stop everyone else's recount
+                log.exception("recounting %s's home in %s failed", user.get_username(), dc.name)
+                continue
             count += 1
     return count

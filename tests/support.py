@@ -1,6 +1,6 @@
 """Helpers every test module may import (fixtures live in conftest.py): waiting on a condition,
 packages in a user's storage, API clients with real tokens, a running worker and watcher, a live
-uvicorn server, a logged-in Chromium, and the processes of a local job."""
+uvicorn server, a logged-in Chromium, the processes of a local job, and a very deep directory."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import hmac
 import os
 import shutil
 import socket
+import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,8 @@ import psutil
 import pytest
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from jobs.models import Job
 
 
@@ -400,3 +403,57 @@ def request_garbage() -> Counter[str]:
 THREAD_DATABASE = ("django.db.backends.", "django.db.utils.")  # a connection's wrapper and its parts
 REQUEST_MODULES = {"django", "rest_framework", "accounts", "core", "jobs", "pfs", "quotas", "legacy",
                    "notifications", "paddleweb"}
+
+
+# Deeper than os.fwalk and shutil.rmtree can go (they recurse per level): what `mkdir d; cd d` in a
+# loop makes in a job in well under a second (no PATH_MAX applies).
+DEEP = sys.getrecursionlimit() + 500
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+
+
+@contextmanager
+def deep_chain(top: Path, depth: int = DEEP, leaf: bytes = b"") -> Iterator[Path]:
+    """top/d/d/.../d, `depth` levels made by descriptor as a job would, `leaf` written to a file in
+    the deepest; whatever is left of it is removed on the way out, by the test itself (neither
+    pytest's temporary directories nor shutil.rmtree can)."""
+    top.mkdir(parents=True)
+    try:
+        fd = os.open(top, _DIR)
+        try:
+            for _ in range(depth):
+                os.mkdir("d", dir_fd=fd)
+                child = os.open("d", _DIR, dir_fd=fd)
+                os.close(fd)
+                fd = child
+            if leaf:
+                out = os.open("leaf", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+                os.write(out, leaf)
+                os.close(out)
+        finally:
+            os.close(fd)
+        yield top
+    finally:
+        _remove_chain(top)
+
+
+def _remove_chain(top: Path) -> None:
+    if not top.is_dir():
+        return
+    fds = [os.open(top, _DIR)]
+    try:
+        while True:
+            try:
+                fds.append(os.open("d", _DIR, dir_fd=fds[-1]))
+            except (FileNotFoundError, NotADirectoryError):
+                break
+        while len(fds) > 1:
+            child = fds.pop()
+            for name in os.listdir(child):
+                if name != "d":
+                    os.unlink(name, dir_fd=child)
+            os.close(child)
+            os.rmdir("d", dir_fd=fds[-1])
+    finally:
+        for fd in fds:
+            os.close(fd)
+    shutil.rmtree(top)

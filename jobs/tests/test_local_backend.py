@@ -13,7 +13,16 @@ from jobs.live import logstore
 from jobs.models import Job, ReplicaState
 from jobs.tasks import launch_job, reconcile
 from pfs.paths import home
-from tests.support import REACH_PSERVERS, job_processes, make_package, programs, run_until_done, wait_for
+from tests.support import (
+    DEEP,
+    REACH_PSERVERS,
+    deep_chain,
+    job_processes,
+    make_package,
+    programs,
+    run_until_done,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_job_left_behind")]
 
@@ -375,3 +384,52 @@ def test_checkpoints_in_the_package_directory_are_not_copied_into_the_working_co
     assert (work / "data" / "checkpoints" / "keep").exists()  # only the job's own checkpoint directory is left out
     log = logstore.path(job.replicas.get()).read_text()
     assert "['data', 'train.py', 'trainer_count', 'trainer_id'] ['pass-000001']" in log, log
+
+
+def _finished_replica(alice):
+    """A job whose one replica has ended (its keeper's exit.json written), as observe() finds it."""
+    pkg = make_package(alice, "fit", {"train.py": "print('hi')\n"})
+    job = services.submit_job(alice, {"name": "fit", "package": pkg, "entry": "python train.py",
+                                      "mode": "collective", "pservers": 0, "trainers": 1})
+    Job.objects.filter(pk=job.pk).update(state="Running")
+    replica = job.replicas.get()
+    state = LocalBackend(job.datacenter).state_dir(replica)
+    state.mkdir(parents=True)
+    (state / "keeper.pid").write_text("1")
+    (state / "exit.json").write_text('{"exit_code": 0, "signal": 0, "terminated": false, "finished": 1}')
+    return job, replica
+
+
+@pytest.mark.timeout(120)
+def test_a_finished_job_settles_though_its_home_holds_a_very_deep_tree(alice):
+    """Its end shares the home back (the launcher's ownership.share): all of it, however deep."""
+    job, replica = _finished_replica(alice)
+    with deep_chain(home(alice, "local").disk / "deep", leaf=b"x") as top:
+        statuses = LocalBackend(job.datacenter).observe(job)
+        assert statuses[(replica.role, replica.index)].state == ReplicaState.SUCCEEDED
+        if os.geteuid() == 0:  # a root launcher shares (a rootless one has no other uid to share with)
+            fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+            for _ in range(DEEP):
+                child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd = child
+            try:
+                assert os.getxattr(f"/proc/self/fd/{fd}/leaf", "system.posix_acl_access")
+            finally:
+                os.close(fd)
+
+
+def test_a_home_that_cannot_be_shared_back_keeps_no_job_from_settling(alice, monkeypatch):
+    from jobs.backends.local import backend
+
+    job, replica = _finished_replica(alice)
+    real_ask = backend.ask
+
+    def share_fails(op, **args):
+        if op == "share":
+            raise backend.LauncherError("refused")
+        return real_ask(op, **args)
+
+    monkeypatch.setattr(backend, "ask", share_fails)
+    statuses = LocalBackend(job.datacenter).observe(job)
+    assert statuses[(replica.role, replica.index)].state == ReplicaState.SUCCEEDED

@@ -12,7 +12,7 @@ from jobs.lifecycle import retention
 from jobs.live import logstore
 from jobs.models import Job, JobState, ReplicaState
 from jobs.tasks import purge_finished_jobs
-from tests.support import make_package
+from tests.support import deep_chain, make_package
 
 pytestmark = pytest.mark.django_db
 
@@ -82,6 +82,22 @@ def test_a_failed_removal_is_retried_on_the_next_pass(settings, alice, pkg, monk
     assert Job.objects.get(pk=job.pk).purged is None
     monkeypatch.undo()
     assert purge_finished_jobs() == 1
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("isolation", ["sandbox", "none"])
+def test_a_working_copy_holding_a_very_deep_tree_is_removed(settings, alice, pkg, isolation):
+    """A job can nest directories deeper than shutil.rmtree can go (it recurses per level, and
+    raises even with ignore_errors): its working copy must still go, and the job be purged."""
+    settings.JOB_RETENTION_DAYS = 1
+    job = ended(alice, pkg, "old", days_ago=2)
+    job.datacenter.config = {"isolation": isolation}
+    job.datacenter.save(update_fields=["config"])
+    work = LocalBackend(job.datacenter).replica_dir(job.replicas.first()) / "work"
+    with deep_chain(work / "deep"):
+        assert purge_finished_jobs() == 1
+        assert not LocalBackend(job.datacenter).job_dir(job).exists()
+        assert not logstore.job_dir(job.pk).exists()
 
 
 class Killed(BaseException):

@@ -11,6 +11,7 @@ import pytest
 
 from pfs import services, usage
 from pfs.models import UploadSession
+from tests.support import deep_chain
 
 from .conftest import write
 
@@ -165,6 +166,38 @@ def test_a_recount_keeps_what_was_written_behind_the_walker(alice, datacenter, h
     monkeypatch.setattr(usage, "home_size", walk_then_a_write_lands)
     assert usage.recompute(alice, datacenter) == 150
     assert usage.get_usage(alice, "local").used_bytes == 150
+
+
+@pytest.mark.timeout(120)
+def test_a_very_deep_tree_in_one_home_is_counted_and_stops_no_recount(settings, alice, bob, home_dir):
+    """A job can nest directories deeper than Python's recursion limit in its home; the recount
+    (the only thing that sees what jobs write there) must count all of it and every other home."""
+    from pfs.models import StorageUsage
+    from pfs.tasks import housekeeping
+
+    write(home_dir / "out" / "model.bin", b"m" * 4990)
+    write(settings.PFS_ROOT / "local" / "home" / "bob" / "out" / "model.bin", b"b" * 700)
+    with deep_chain(home_dir / "deep", leaf=b"x" * 10):
+        assert housekeeping()["homes"] == 2
+    assert StorageUsage.objects.get(user=bob).used_bytes == 700
+    assert StorageUsage.objects.get(user=alice).used_bytes == 5000  # the bottom of the chain too
+
+
+def test_a_home_that_fails_to_recount_stops_no_other(settings, alice, bob, home_dir, monkeypatch, caplog):
+    from pfs.models import StorageUsage
+
+    write(settings.PFS_ROOT / "local" / "home" / "bob" / "model.bin", b"b" * 700)
+    real_size = usage.home_size
+
+    def alice_unreadable(h):
+        if h.owner == "alice":
+            raise OSError("cannot read it")
+        return real_size(h)
+
+    monkeypatch.setattr(usage, "home_size", alice_unreadable)
+    assert usage.recompute_all() == 1
+    assert StorageUsage.objects.get(user=bob).used_bytes == 700
+    assert "alice's home" in caplog.text
 
 
 def test_file_and_tree_copies_go_through_one_kernel_copier(alice, home_dir, monkeypatch):

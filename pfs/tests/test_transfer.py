@@ -12,6 +12,7 @@ import requests
 from django.utils import timezone
 
 from pfs.models import ShareLink
+from tests.support import DEEP, deep_chain
 
 from .conftest import sha256_file, sha256_stream, write
 
@@ -83,6 +84,16 @@ def test_directory_downloads_as_zip(alice_api, home_dir):
     assert z.testzip() is None
     assert z.read("output/model.bin") == b"m" * 5000 and z.read("log.txt") == b"done\n"
     assert "empty/" in z.namelist()
+
+
+@pytest.mark.timeout(120)
+def test_a_directory_holding_a_very_deep_tree_downloads_as_zip(alice_api, home_dir):
+    write(home_dir / "job" / "log.txt", b"done\n")
+    with deep_chain(home_dir / "job" / "deep", leaf=b"x"):
+        r = get(alice_api, f"{A}/job")
+        assert r.status_code == 200
+        z = zipfile.ZipFile(io.BytesIO(body(r)))
+    assert z.read("log.txt") == b"done\n" and z.read("deep/" + "d/" * DEEP + "leaf") == b"x"
 
 
 def test_share_links(client, alice_api, home_dir, blob):

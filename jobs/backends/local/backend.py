@@ -16,8 +16,8 @@ trainer_id/trainer_count) and `tmp/` (its /tmp).
 
 from __future__ import annotations
 
+import logging
 import os
-import shutil
 import socket
 import subprocess
 import time
@@ -30,6 +30,7 @@ import psutil
 from django.conf import settings
 from django.db import transaction
 
+from launcher import fdtree
 from pfs.paths import PfsPath, resolve
 from quotas.services import Capacity
 
@@ -41,6 +42,8 @@ from ..base import Backend, LaunchError, ReplicaStatus, ensure_checkpoint_dir, s
 from . import config, keepers, replicas, runtime, sandbox, usage
 from .launcher_client import LauncherError, ask
 from .watcher import LocalWatcher
+
+log = logging.getLogger(__name__)
 
 DONE = (ReplicaState.SUCCEEDED, ReplicaState.FAILED, ReplicaState.TERMINATED)
 
@@ -218,7 +221,7 @@ class LocalBackend(Backend):
             time.sleep(0.1)
         self._release(job, all_replicas)
         self._reclaim(job, all_replicas)
-        shutil.rmtree(self.job_dir(job), ignore_errors=True)
+        fdtree.rmtree(self.job_dir(job))  # not shutil.rmtree: it recurses per level, and a job nests deeper
 
     def _sandboxed(self) -> bool:
         try:
@@ -229,16 +232,21 @@ class LocalBackend(Backend):
     def _release(self, job: Job, all_replicas: Iterable[Replica]) -> None:
         """Drop what the job's replicas held on the host (its network namespace and route out, any
         cgroup a keeper that died left behind), and share its home again, so that what the job
-        wrote there in any way is its user's to read through the service (idempotent)."""
+        wrote there in any way is its user's to read through the service (idempotent). Sharing
+        the home is the job's own user's concern (that user's next launch shares it again), so its
+        failure is logged, not raised: the job must still be seen to end."""
         if not self._sandboxed():
             return
         try:
             ask("release_job", job=job.pk, replicas=[r.name for r in all_replicas])
+        except (LauncherError, sandbox.Unavailable) as e:
+            raise LaunchError("ReleaseFailed", str(e)) from e
+        try:
             home = self._home(job)
             if home.disk.is_dir():
                 ask("share", root="pfs", path=str(home.disk), uid=sandbox.job_uid(job.user))
         except (LauncherError, sandbox.Unavailable) as e:
-            raise LaunchError("ReleaseFailed", str(e)) from e
+            log.warning("job %s: its home was not shared back: %s", job.pk, e)
 
     def _reclaim(self, job: Job, all_replicas: Iterable[Replica]) -> None:
         """The working copies back within the service's reach (a job may have hidden what it wrote)."""

@@ -19,7 +19,6 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
+
+from launcher import fdtree
 
 from . import keepers
 from .launcher_client import LauncherError, ask
@@ -77,7 +78,7 @@ def ensure_env(requirements: str, heartbeat: Callable[[], None] = lambda: None, 
         if (target / READY).exists():
             say(f"runtime {target.name} is ready")
         else:
-            shutil.rmtree(target, ignore_errors=True)
+            fdtree.rmtree(target)
             say(f"building runtime {target.name}: pip install -r requirements.txt")
             _build(target, requirements, heartbeat, sandboxed, log or Path(f"{target}.log"))
             say(f"runtime {target.name} is ready")
@@ -87,7 +88,7 @@ def ensure_env(requirements: str, heartbeat: Callable[[], None] = lambda: None, 
 def _sandboxed_pip(target: Path, log_path: Path, heartbeat: Callable[[], None]) -> int:
     """pip install in the launcher's build sandbox; its exit code."""
     state = Path(f"{target}.state")
-    shutil.rmtree(state, ignore_errors=True)
+    fdtree.rmtree(state)
     state.mkdir()
     try:
         log_root = "venvs" if log_path.is_relative_to(settings.VENVS_ROOT) else "logs"
@@ -109,7 +110,7 @@ def _sandboxed_pip(target: Path, log_path: Path, heartbeat: Callable[[], None]) 
         # Not started, or the launcher is gone: nothing of the build is left to release
         with contextlib.suppress(LauncherError):
             ask("release_build", venv=str(target))
-        shutil.rmtree(state, ignore_errors=True)
+        fdtree.rmtree(state)
 
 
 def _build(target: Path, requirements: str, heartbeat: Callable[[], None], sandboxed: bool, log_path: Path) -> None:
@@ -135,7 +136,7 @@ def _build(target: Path, requirements: str, heartbeat: Callable[[], None], sandb
             code = proc.returncode
         if code != 0:
             tail = build_log_tail(log_path, start)
-            shutil.rmtree(target, ignore_errors=True)
+            fdtree.rmtree(target)
             raise RuntimeEnvError(f"pip install -r requirements.txt failed with code {code}", tail)
     (target / READY).touch()
 
