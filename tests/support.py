@@ -437,23 +437,27 @@ def deep_chain(top: Path, depth: int = DEEP, leaf: bytes = b"") -> Iterator[Path
 
 
 def _remove_chain(top: Path) -> None:
+    """Removed level by level from the bottom, one descriptor open at a time (a test may run
+    with 1,024 of them: fewer than the chain's levels), climbing back through '..'."""
     if not top.is_dir():
         return
-    fds = [os.open(top, _DIR)]
+    fd, depth = os.open(top, _DIR), 0
     try:
         while True:
             try:
-                fds.append(os.open("d", _DIR, dir_fd=fds[-1]))
+                child = os.open("d", _DIR, dir_fd=fd)
             except (FileNotFoundError, NotADirectoryError):
                 break
-        while len(fds) > 1:
-            child = fds.pop()
-            for name in os.listdir(child):
-                if name != "d":
-                    os.unlink(name, dir_fd=child)
-            os.close(child)
-            os.rmdir("d", dir_fd=fds[-1])
-    finally:
-        for fd in fds:
             os.close(fd)
+            fd, depth = child, depth + 1
+        for _ in range(depth):
+            for name in os.listdir(fd):
+                if name != "d":
+                    os.unlink(name, dir_fd=fd)
+            parent = os.open("..", _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            os.rmdir("d", dir_fd=fd)
+    finally:
+        os.close(fd)
     shutil.rmtree(top)
