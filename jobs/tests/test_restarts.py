@@ -17,12 +17,14 @@ from tests.support import REACH_PSERVERS, make_package, wait_for
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_job_left_behind")]
 
 # Every start appends its time to starts.json in its working copy (kept across attempts), so a
-# test reads when each attempt began; FAILS_<role>_<index> attempts fail with EXIT_CODE.
+# test reads when each attempt began; FAILS_<role>_<index> attempts fail with EXIT_CODE. It is
+# replaced whole, so a test reading it while an attempt starts never sees it half written.
 WORKLOAD = """
 import json, os, socket, sys, time
 starts = json.load(open("starts.json")) if os.path.exists("starts.json") else []
 starts.append(time.time())
-json.dump(starts, open("starts.json", "w"))
+json.dump(starts, open("starts.json.new", "w"))
+os.replace("starts.json.new", "starts.json")
 role = os.environ.get("TRAINING_ROLE", "TRAINER").lower()
 index = os.environ["PADDLE_TRAINER_ID"] if role == "trainer" else "0"
 attempt = len(starts) - 1
