@@ -27,9 +27,13 @@ class Moved(OSError):
     """A directory the walk left to go deeper is no longer the parent of where it came back from."""
 
 
-def _ident(fd: int) -> tuple[int, int]:
-    st = os.fstat(fd)
+def ident(st: os.stat_result) -> tuple[int, int]:
+    """What tells one file from another, to keep in a set (os.path.samestat compares two)."""
     return st.st_dev, st.st_ino
+
+
+def _ident(fd: int) -> tuple[int, int]:
+    return ident(os.fstat(fd))
 
 
 def _listing(fd: int) -> tuple[list[str], list[str]]:

@@ -163,13 +163,13 @@ def disk_usage(dir_fds: list[int]) -> int:
     seen: set[tuple[int, int]] = set()
     total = 0
 
-    def count(st: os.stat_result) -> int:
-        if (st.st_dev, st.st_ino) in seen:
-            return 0
-        seen.add((st.st_dev, st.st_ino))
-        return max(st.st_blocks * 512, INODE_BYTES)
-
     from . import fdtree  # here, not above: see the imports (os.fwalk: it recurses per level)
+
+    def count(st: os.stat_result) -> int:
+        if fdtree.ident(st) in seen:
+            return 0
+        seen.add(fdtree.ident(st))
+        return max(st.st_blocks * 512, INODE_BYTES)
 
     for top in dir_fds:
         total += count(os.fstat(top))  # a directory of many entries grows itself

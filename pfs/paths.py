@@ -286,9 +286,9 @@ def lies_inside(fd: int, top: os.stat_result, root: Path) -> bool:
     try:
         while True:
             st = os.fstat(cur)
-            if (st.st_dev, st.st_ino) == (top.st_dev, top.st_ino):
+            if os.path.samestat(st, top):
                 return True
-            if (st.st_dev, st.st_ino) == (stop.st_dev, stop.st_ino):
+            if os.path.samestat(st, stop):
                 return False
             up = os.open("..", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=cur)
             os.close(cur)

@@ -112,7 +112,7 @@ def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None]) -> int:
     makes are left out, so the copy never runs into itself."""
     total = 0
     stack: list[tuple[_ScandirIterator[str], int, int]] = []
-    made = {_ident(os.fstat(dst_fd))}
+    made = {fdtree.ident(os.fstat(dst_fd))}
     try:
         s, d = os.dup(src_fd), os.dup(dst_fd)
         stack.append((os.scandir(s), s, d))
@@ -128,7 +128,7 @@ def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None]) -> int:
                 child_s = os.open(entry.name, DIRECTORY, dir_fd=s)
                 try:
                     st = os.fstat(child_s)
-                    if _ident(st) in made:
+                    if fdtree.ident(st) in made:
                         os.close(child_s)
                         continue
                     os.mkdir(entry.name, stat.S_IMODE(st.st_mode) | 0o700, dir_fd=d)
@@ -136,7 +136,7 @@ def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None]) -> int:
                 except BaseException:
                     os.close(child_s)
                     raise
-                made.add(_ident(os.fstat(child_d)))
+                made.add(fdtree.ident(os.fstat(child_d)))
                 stack.append((os.scandir(child_s), child_s, child_d))
             elif entry.is_file(follow_symlinks=False):
                 total += _copy_file_at(entry.name, s, d, charge)
@@ -146,10 +146,6 @@ def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None]) -> int:
             os.close(s)
             os.close(d)
     return total
-
-
-def _ident(st: os.stat_result) -> tuple[int, int]:
-    return st.st_dev, st.st_ino
 
 
 def _copy_file_at(name: str, src_dir: int, dst_dir: int, charge: Callable[[int], None]) -> int:
@@ -259,7 +255,7 @@ def tree_size_fd(fd: int, *, only_unlinked: bool = False, skip_top: tuple[str, .
             if not stat.S_ISREG(fst.st_mode) or (only_unlinked and fst.st_nlink > 1):
                 continue
             if fst.st_nlink > 1:
-                key = (fst.st_dev, fst.st_ino)
+                key = fdtree.ident(fst)
                 if key in seen:
                     continue
                 seen.add(key)
