@@ -8,6 +8,7 @@ race-free below the home (`PfsPath.parent_fd`), never through a path string."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import stat
@@ -104,15 +105,17 @@ def save_stream(dest: PfsPath, chunks: Iterable[bytes], charge: Callable[[int], 
     return size
 
 
-def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None]) -> int:
+def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None],
+              leave_out: Iterable[tuple[int, int]] = ()) -> int:
     """Copy the tree in directory `src_fd` into the empty directory `dst_fd`, all by
     descriptor: links are skipped, and neither side can be led elsewhere meanwhile. Each
     file's size is charged before it is copied; returns the bytes copied. Should `dst_fd` lie
     inside the source (a job moving directories after the caller checked), the directories it
-    makes are left out, so the copy never runs into itself."""
+    makes are left out, so the copy never runs into itself; so are the directories `leave_out`
+    names (fdtree.ident), wherever they are met."""
     total = 0
     stack: list[tuple[_ScandirIterator[str], int, int]] = []
-    made = {fdtree.ident(os.fstat(dst_fd))}
+    made = {fdtree.ident(os.fstat(dst_fd)), *leave_out}
     try:
         s, d = os.dup(src_fd), os.dup(dst_fd)
         stack.append((os.scandir(s), s, d))
@@ -125,7 +128,14 @@ def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None]) -> int:
                 os.close(d)
                 stack.pop()
             elif entry.is_dir(follow_symlinks=False):
-                child_s = os.open(entry.name, DIRECTORY, dir_fd=s)
+                try:
+                    child_s = os.open(entry.name, DIRECTORY, dir_fd=s)
+                except (FileNotFoundError, NotADirectoryError):
+                    continue  # gone or replaced by a file since it was listed
+                except OSError as e:
+                    if e.errno != errno.ELOOP:
+                        raise
+                    continue  # replaced by a link since it was listed: not followed
                 try:
                     st = os.fstat(child_s)
                     if fdtree.ident(st) in made:

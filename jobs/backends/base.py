@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from launcher import fdtree
 from quotas.services import Capacity
 
 from ..live.usage import Usage
@@ -203,37 +204,62 @@ class Backend(ABC):
         return {}
 
 
-def copy_tree_atomic(src: Path, dest: Path, skip: Path | None = None) -> None:
-    """Copy a tree so that `dest` either does not exist or is complete; without `skip`, a
-    directory below `src`."""
+def copy_tree_atomic(src: Path, dest: Path) -> None:
+    """Copy a tree of the service's own (no job can change it meanwhile) so that `dest` either
+    does not exist or is complete."""
     if dest.exists():
         return
     tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        return {skip.name} if skip is not None and Path(directory) == skip.parent and skip.name in names else set()
-
-    shutil.copytree(src, tmp, symlinks=True, ignore=ignore)
+    fdtree.rmtree(tmp)
+    shutil.copytree(src, tmp, symlinks=True)
     os.rename(tmp, dest)
 
 
 def snapshot_package(job: Job, dest: Path) -> None:
-    """The job's own copy of its PFS package, taken once: later edits in PFS do not reach it."""
+    """The job's own copy of its PFS package, taken once: later edits in PFS do not reach it.
+    Its user's running jobs change the home meanwhile, so it is copied by descriptor from the
+    package opened beneath the home (pfs.storage.copy_tree): a directory swapped for a link is
+    never entered, and links, hard-linked files and special files are left out."""
+    from pfs import storage
     from pfs.paths import PathError, resolve
 
     if dest.exists():
         return
     try:
-        src = resolve(job.user, job.package).ensure_contained()
+        src = resolve(job.user, job.package).open(storage.DIRECTORY)
     except PathError as e:
         raise LaunchError("PackageUnavailable", f"{job.package}: {e.message}") from e
-    if not src.is_dir():
-        raise LaunchError("PackageUnavailable", f"{job.package} is not a directory any more")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    # A package at jobs/<name>/ (where uploads go) holds the job's checkpoints of earlier runs:
-    # the job reads them from PADDLE_CHECKPOINT_DIR, its working copies need no copy of them.
-    copy_tree_atomic(src, dest, skip=Path(os.path.realpath(checkpoint_path(job).disk)))
+    except OSError as e:
+        raise LaunchError("PackageUnavailable", f"{job.package} is not a directory any more ({e.strerror})") from e
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".tmp")
+        fdtree.rmtree(tmp)
+        tmp.mkdir(mode=0o700)
+        dst = os.open(tmp, storage.DIRECTORY)
+        try:
+            # A package at jobs/<name>/ (where uploads go) holds the job's checkpoints of earlier
+            # runs: the job reads them from PADDLE_CHECKPOINT_DIR, its copies need none of them.
+            storage.copy_tree(src, dst, lambda size: None, leave_out=_checkpoints(job))
+        finally:
+            os.close(dst)
+        os.rename(tmp, dest)
+    finally:
+        os.close(src)
+
+
+def _checkpoints(job: Job) -> list[tuple[int, int]]:
+    from pfs import storage
+    from pfs.paths import PathError
+
+    try:
+        fd = checkpoint_path(job).open(storage.DIRECTORY)
+    except (PathError, OSError):
+        return []  # none yet (or a link: the copy skips links anyway)
+    try:
+        return [fdtree.ident(os.fstat(fd))]
+    finally:
+        os.close(fd)
 
 
 def checkpoint_path(job: Job) -> PfsPath:

@@ -1,0 +1,84 @@
+"""A job's package is copied once, when the job starts (snapshot_package), from its user's home,
+which a running job of the same user changes at will meanwhile."""
+
+import os
+import threading
+
+import pytest
+
+from accounts.models import Datacenter
+from jobs.backends.base import LaunchError, checkpoint_path, snapshot_package
+from jobs.models import Job
+from pfs.paths import home
+from tests.support import make_package
+
+pytestmark = pytest.mark.django_db
+
+
+def unsaved_job(user, name: str, package: str) -> Job:
+    return Job(user=user, name=name, package=package, datacenter=Datacenter.objects.get(name="local"))
+
+
+def test_a_directory_swapped_for_a_link_while_the_package_is_copied_never_copies_what_it_points_to(
+        alice, bob, tmp_path):
+    secret = home(bob, "local").disk / "secret"
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_text("bob's")
+    files = {"train.py": "", **{f"d/f{i}": "" for i in range(20)}}
+    job = unsaved_job(alice, "snap", make_package(alice, "snap", files))
+    package = home(alice, "local").child("jobs", "snap").disk
+    stop = threading.Event()
+
+    def swap() -> None:  # what alice's running job does in her home, as fast as it can
+        d, aside, link = package / "d", package / "d.aside", package / "d.link"
+        os.symlink(secret.parent, link)
+        while not stop.is_set():
+            os.rename(d, aside)
+            os.rename(link, d)  # d: a link to bob's home
+            os.rename(d, link)
+            os.rename(aside, d)  # d: alice's directory again
+
+    threading.Thread(target=swap, daemon=True).start()
+    whole = 0
+    try:
+        for attempt in range(300):
+            dest = tmp_path / str(attempt)
+            try:
+                snapshot_package(job, dest)
+            except LaunchError:
+                continue  # the package itself was away at that moment: the job says so
+            assert not list(dest.rglob("secret")), attempt
+            whole += (dest / "train.py").exists()
+    finally:
+        stop.set()
+    assert whole
+
+
+def test_links_hard_links_special_files_and_checkpoints_are_left_out_of_the_copy(alice, tmp_path):
+    job = unsaved_job(alice, "odd", make_package(alice, "odd", {"train.py": "print(1)", "data/a.txt": "a"}))
+    package = home(alice, "local").child("jobs", "odd").disk
+    os.symlink("/etc/passwd", package / "passwd")
+    os.symlink("data", package / "data.link")
+    os.link(package / "data" / "a.txt", package / "hard.txt")
+    os.mkfifo(package / "fifo")
+    checkpoints = checkpoint_path(job).disk
+    checkpoints.mkdir(parents=True)
+    (checkpoints / "step-1").write_text("weights")
+
+    snapshot_package(job, tmp_path / "package")
+
+    copied = sorted(str(p.relative_to(tmp_path / "package")) for p in (tmp_path / "package").rglob("*"))
+    assert copied == ["data", "train.py"]  # a.txt has two names now (hard.txt): neither is copied
+    assert (tmp_path / "package" / "train.py").read_text() == "print(1)"
+
+
+def test_a_package_that_is_a_file_or_leads_outside_the_home_does_not_start(alice, bob, tmp_path):
+    make_package(bob, "theirs", {"train.py": ""})
+    make_package(alice, "file", {"x": ""})
+    os.symlink(home(bob, "local").child("jobs", "theirs").disk, home(alice, "local").disk / "jobs" / "theirs")
+    for package, says in [("/pfs/local/home/alice/jobs/theirs", "outside your storage"),
+                          ("/pfs/local/home/alice/jobs/file/x", "not a directory")]:
+        with pytest.raises(LaunchError) as e:
+            snapshot_package(unsaved_job(alice, "p", package), tmp_path / "package")
+        assert e.value.reason == "PackageUnavailable" and says in e.value.message
+        assert not (tmp_path / "package").exists()
