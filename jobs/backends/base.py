@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -238,6 +239,7 @@ def snapshot_package(job: Job, dest: Path) -> None:
         tmp.mkdir(mode=0o700)
         dst = os.open(tmp, storage.DIRECTORY)
         try:
+            os.fchmod(dst, stat.S_IMODE(os.fstat(src).st_mode) | 0o700)  # as copy_tree makes the levels below
             # A package at jobs/<name>/ (where uploads go) holds the job's checkpoints of earlier
             # runs: the job reads them from PADDLE_CHECKPOINT_DIR, its copies need none of them.
             storage.copy_tree(src, dst, lambda size: None, leave_out=_checkpoints(job))

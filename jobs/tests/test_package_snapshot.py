@@ -72,6 +72,18 @@ def test_links_hard_links_special_files_and_checkpoints_are_left_out_of_the_copy
     assert (tmp_path / "package" / "train.py").read_text() == "print(1)"
 
 
+def test_the_copy_keeps_the_modes_of_the_package_and_its_files(alice, tmp_path):
+    job = unsaved_job(alice, "modes", make_package(alice, "modes", {"run.sh": "", "lib/x.py": ""}))
+    package = home(alice, "local").child("jobs", "modes").disk
+    for path, mode in [(package, 0o751), (package / "lib", 0o750), (package / "run.sh", 0o755)]:
+        os.chmod(path, mode)
+
+    snapshot_package(job, tmp_path / "package")
+
+    copy = tmp_path / "package"
+    assert [oct(p.stat().st_mode & 0o777) for p in (copy, copy / "lib", copy / "run.sh")] == ["0o751", "0o750", "0o755"]
+
+
 def test_a_package_that_is_a_file_or_leads_outside_the_home_does_not_start(alice, bob, tmp_path):
     make_package(bob, "theirs", {"train.py": ""})
     make_package(alice, "file", {"x": ""})
