@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import bisect
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from django.conf import settings
+
+from launcher import fdtree
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -201,7 +202,7 @@ def set_notice(replica: LogSource, text: str) -> None:
 
 
 def delete_job(job_id: int) -> None:
-    shutil.rmtree(job_dir(job_id), ignore_errors=True)
+    fdtree.rmtree(job_dir(job_id))
 
 
 # --- when lines were written ----------------------------------------------------------------
