@@ -7,8 +7,11 @@ import threading
 import pytest
 
 from accounts.models import Datacenter
+from jobs import services
 from jobs.backends.base import LaunchError, checkpoint_path, snapshot_package
+from jobs.live import logstore
 from jobs.models import Job
+from jobs.tests.test_local_backend import run_until_done
 from pfs.paths import home
 from tests.support import make_package
 
@@ -94,3 +97,23 @@ def test_a_package_that_is_a_file_or_leads_outside_the_home_does_not_start(alice
             snapshot_package(unsaved_job(alice, "p", package), tmp_path / "package")
         assert e.value.reason == "PackageUnavailable" and says in e.value.message
         assert not (tmp_path / "package").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("no_job_left_behind")
+def test_a_requirements_file_linked_to_another_users_file_is_never_read_for_the_job(alice, bob):
+    """The service reads requirements.txt from the copy to build the job's runtime: were a link
+    copied, it would read whatever the link names, as the service, and show it in the build log."""
+    secret = home(bob, "local").disk / "secret.txt"
+    secret.parent.mkdir(parents=True, exist_ok=True)
+    secret.write_text("bobs-private-line\n")
+    pkg = make_package(alice, "reqlink", {"train.py": "print('ran')"})
+    os.symlink(secret, home(alice, "local").child("jobs", "reqlink").disk / "requirements.txt")
+
+    job = run_until_done(services.submit_job(alice, {"name": "reqlink", "package": pkg, "entry": "python train.py",
+                                                     "mode": "collective", "trainers": 1}))
+
+    assert job.state == "Succeeded", job.message
+    shown = [job.message, *job.events.values_list("message", flat=True), logstore.read(logstore.build_log(job)).text,
+             logstore.read(job.replicas.get()).text]
+    assert not [text for text in shown if "bobs-private" in text]
