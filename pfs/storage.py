@@ -31,6 +31,9 @@ NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC  
 HARD_LINKED = ("the file has other hard links, so the server does not serve, copy or change it "
                "(make a copy of your own inside your job first)")
 DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# A tree copy holds three descriptors a level; a job nests directories without end, and the
+# descriptors of a web process are every request's.
+MAX_COPY_DEPTH = fdtree.HELD
 
 
 def _write_temp_at(dir_fd: int, prefix: str, chunks: Iterable[bytes]) -> tuple[str, int]:
@@ -112,7 +115,8 @@ def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None],
     file's size is charged before it is copied; returns the bytes copied. Should `dst_fd` lie
     inside the source (a job moving directories after the caller checked), the directories it
     makes are left out, so the copy never runs into itself; so are the directories `leave_out`
-    names (fdtree.ident), wherever they are met."""
+    names (fdtree.ident), wherever they are met. It holds three descriptors per level, so a
+    tree deeper than MAX_COPY_DEPTH is refused (400) when the copy reaches that far."""
     total = 0
     stack: list[tuple[_ScandirIterator[str], int, int]] = []
     made = {fdtree.ident(os.fstat(dst_fd)), *leave_out}
@@ -148,6 +152,9 @@ def copy_tree(src_fd: int, dst_fd: int, charge: Callable[[int], None],
                     raise
                 made.add(fdtree.ident(os.fstat(child_d)))
                 stack.append((os.scandir(child_s), child_s, child_d))
+                if len(stack) > MAX_COPY_DEPTH + 1:  # the top and that many levels below it
+                    raise PathError(f"the tree is more than {MAX_COPY_DEPTH} levels deep: the server copies "
+                                    "trees up to that depth (copy it in parts, or inside a job)", 400)
             elif entry.is_file(follow_symlinks=False):
                 total += _copy_file_at(entry.name, s, d, charge)
     finally:

@@ -243,6 +243,8 @@ def snapshot_package(job: Job, dest: Path) -> None:
             # A package at jobs/<name>/ (where uploads go) holds the job's checkpoints of earlier
             # runs: the job reads them from PADDLE_CHECKPOINT_DIR, its copies need none of them.
             storage.copy_tree(src, dst, lambda size: None, leave_out=_checkpoints(job))
+        except PathError as e:
+            raise LaunchError("PackageUnavailable", f"{job.package}: {e.message}") from e
         finally:
             os.close(dst)
         os.rename(tmp, dest)

@@ -12,8 +12,9 @@ from jobs.backends.base import LaunchError, checkpoint_path, snapshot_package
 from jobs.live import logstore
 from jobs.models import Job
 from jobs.tests.test_local_backend import run_until_done
+from pfs import storage
 from pfs.paths import home
-from tests.support import make_package
+from tests.support import deep_chain, make_package
 
 pytestmark = pytest.mark.django_db
 
@@ -97,6 +98,15 @@ def test_a_package_that_is_a_file_or_leads_outside_the_home_does_not_start(alice
             snapshot_package(unsaved_job(alice, "p", package), tmp_path / "package")
         assert e.value.reason == "PackageUnavailable" and says in e.value.message
         assert not (tmp_path / "package").exists()
+
+
+def test_a_package_deeper_than_a_copy_goes_does_not_start(alice, tmp_path):
+    pkg = make_package(alice, "deep", {"train.py": ""})
+    chain = home(alice, "local").child("jobs", "deep", "d").disk
+    with deep_chain(chain, depth=storage.MAX_COPY_DEPTH), pytest.raises(LaunchError) as e:
+        snapshot_package(unsaved_job(alice, "deep", pkg), tmp_path / "package")
+    assert e.value.reason == "PackageUnavailable" and "levels deep" in e.value.message
+    assert not (tmp_path / "package").exists()
 
 
 @pytest.mark.django_db(transaction=True)

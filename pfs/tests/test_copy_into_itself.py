@@ -7,6 +7,7 @@ import resource
 import pytest
 
 from pfs import services, storage
+from tests.support import deep_chain
 
 from .conftest import write
 
@@ -86,3 +87,20 @@ def test_a_tree_copy_never_copies_into_its_own_destination(linked_to_a, few_desc
         os.close(dst)
     copied = linked_to_a / "a" / "sub" / ".copying-x"
     assert sorted(os.listdir(copied)) == ["f", "sub"] and os.listdir(copied / "sub") == []
+
+
+def test_copying_a_tree_deeper_than_the_copy_goes_is_refused_and_leaves_nothing(alice_api, home_dir,
+                                                                                few_descriptors):
+    """A copy holds descriptors per level and a job nests directories without end: past
+    MAX_COPY_DEPTH levels the copy stops with a 400, rather than take the descriptors every other
+    request in the process needs."""
+    assert storage.MAX_COPY_DEPTH == 64  # as docs/operating/storage.md says
+    alice_api.raise_request_exception = False
+    with deep_chain(home_dir / "deep", depth=storage.MAX_COPY_DEPTH + 1):
+        r = alice_api.post("/api/v2/files/copy/", {"src": f"{A}/deep", "dst": f"{A}/copy"}, format="json")
+        assert r.status_code == 400 and "levels deep" in r.json()["detail"], (r.status_code, r.content[:200])
+        assert [name for name in os.listdir(home_dir) if not name.startswith(".")] == ["deep"]
+    with deep_chain(home_dir / "deep", depth=storage.MAX_COPY_DEPTH, leaf=b"x"):
+        r = alice_api.post("/api/v2/files/copy/", {"src": f"{A}/deep", "dst": f"{A}/copy"}, format="json")
+        assert r.status_code == 201, r.content[:200]
+        assert (home_dir / "copy" / "/".join(["d"] * storage.MAX_COPY_DEPTH) / "leaf").read_bytes() == b"x"
