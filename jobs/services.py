@@ -16,7 +16,7 @@ from django.utils import timezone
 from core import health
 from pfs import packages
 from pfs.paths import PathError, home
-from quotas.services import lock_admissions
+from quotas.services import effective_quota, lock_admissions, queue_full
 
 from . import checkpoints, logs, spec
 from .live import logstore
@@ -28,6 +28,8 @@ from .submission.validation import validate_submission
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
     from django.core.files.uploadedfile import UploadedFile
+
+    from accounts.models import Datacenter
 
 
 def visible_jobs(user: User) -> QuerySet[Job]:
@@ -84,6 +86,8 @@ def _create(user: User, cleaned: dict[str, Any]) -> Job:
     try:
         with transaction.atomic():
             lock_admissions(user)
+            if not cleaned.get("fail_fast"):  # a fail-fast job starts or is refused: it never waits
+                _ensure_queue_room(user, cleaned["datacenter"])
             job = Job.objects.create(user=user, queued_at=timezone.now(), **cleaned)
             Replica.objects.bulk_create(
                 [Replica(job=job, role=Replica.Role.PSERVER, index=i) for i in range(job.pservers)]
@@ -106,6 +110,15 @@ def _create(user: User, cleaned: dict[str, Any]) -> Job:
         # Two submissions with one name raced past validation; the constraint decided.
         raise ValidationError({"name": [f"you already have a job named '{cleaned['name']}'"]}) from None
     return job
+
+
+def _ensure_queue_room(user: User, datacenter: Datacenter) -> None:
+    """Refuse one job more waiting to start than the user's quota allows (call under
+    lock_admissions, so parallel submissions cannot all pass the count)."""
+    queued = Job.objects.filter(user=user, datacenter=datacenter, state=JobState.QUEUED).count()
+    why = queue_full(effective_quota(user, datacenter), queued)
+    if why:
+        raise ValidationError({field: [message] for field, message in why.items()})
 
 
 def enqueue(job: Job) -> None:
@@ -208,8 +221,10 @@ def resume_job(job: Job) -> None:
     replicas have all stopped."""
     not_suspended = ValidationError({"state": [f"only a suspended job can be resumed (it is {job.state})"]})
     with transaction.atomic():
+        lock_admissions(job.user)
         if not Job.objects.filter(pk=job.pk, state=JobState.SUSPENDED).exists():
             raise not_suspended
+        _ensure_queue_room(job.user, job.datacenter)
         if job.replicas.exclude(state__in=REPLICA_DONE).exists():
             raise ValidationError({"state": ["the job's replicas are still stopping; resume it in a moment"]})
         # A suspended job holds no quota: the queue admits it again like a submission.

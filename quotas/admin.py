@@ -27,7 +27,8 @@ class QuotaForm(forms.ModelForm[Quota]):
 
     class Meta:
         model = Quota
-        fields = ["datacenter", "user", "cpu", "memory", "gpus", "max_running_jobs", "storage", "max_priority"]
+        fields = ["datacenter", "user", "cpu", "memory", "gpus", "max_running_jobs", "max_queued_jobs", "storage",
+                  "max_priority"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

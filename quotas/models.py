@@ -15,6 +15,9 @@ class Quota(models.Model):
     memory_bytes = models.PositiveBigIntegerField(default=32 * 2**30, help_text="Total memory of running jobs.")
     gpus = models.PositiveIntegerField(default=0, help_text="Total GPUs of running jobs.")
     max_running_jobs = models.PositiveIntegerField(default=5)
+    max_queued_jobs = models.PositiveIntegerField(
+        default=1000, help_text="Jobs waiting to start at once; further submissions are refused. Every pass of "
+                                "the queue goes through all the datacenter's waiting jobs.")
     storage_bytes = models.PositiveBigIntegerField(default=100 * 2**30, help_text="Bytes in the user's PFS home.")
     max_priority = models.PositiveIntegerField(default=10,
                                                help_text="The highest priority the user's jobs may ask for.")

@@ -141,6 +141,14 @@ def never_fits(quota: Quota, cap: Capacity, request: Resources, priority: int, d
     return errors
 
 
+def queue_full(quota: Quota, queued: int) -> dict[str, str]:
+    """Field errors for a job that would make one too many of its user's jobs waiting to start."""
+    if queued < quota.max_queued_jobs:
+        return {}
+    return {"__all__": f"{queued} of {quota.max_queued_jobs} queued jobs used (quota): wait until some start, "
+                       "or kill some"}
+
+
 def quota_errors(quota: Quota, used: Resources, running: int, request: Resources) -> dict[str, str]:
     """Field errors for a job that would take the user over quota now (empty when it fits)."""
     errors: dict[str, str] = {}

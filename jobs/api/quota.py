@@ -14,6 +14,7 @@ from accounts.models import Datacenter
 from quotas.services import effective_quota
 
 from ..lifecycle.queue import held
+from ..models import Job, JobState
 
 
 class ResourcesSerializer(serializers.Serializer[dict[str, Any]]):
@@ -21,6 +22,7 @@ class ResourcesSerializer(serializers.Serializer[dict[str, Any]]):
     memory_bytes = serializers.IntegerField()
     gpus = serializers.IntegerField()
     running_jobs = serializers.IntegerField()
+    queued_jobs = serializers.IntegerField(help_text="Jobs waiting to start.")
 
 
 class QuotaSerializer(serializers.Serializer[dict[str, Any]]):
@@ -48,11 +50,12 @@ def quota(request: Request) -> Response:
     user = signed_in(request)
     q = effective_quota(user, dc)
     used, running = held(user, dc)
+    queued = Job.objects.filter(user=user, datacenter=dc, state=JobState.QUEUED).count()
     return Response(QuotaSerializer({
         "datacenter": dc.name,
         "limits": {"cpu_millicores": q.cpu_millicores, "memory_bytes": q.memory_bytes, "gpus": q.gpus,
-                   "running_jobs": q.max_running_jobs},
+                   "running_jobs": q.max_running_jobs, "queued_jobs": q.max_queued_jobs},
         "used": {"cpu_millicores": used.cpu_millicores, "memory_bytes": used.memory_bytes, "gpus": used.gpus,
-                 "running_jobs": running},
+                 "running_jobs": running, "queued_jobs": queued},
         "storage_bytes": q.storage_bytes,
     }).data)

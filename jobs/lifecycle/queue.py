@@ -21,7 +21,7 @@ finds nothing more to do.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -87,7 +87,7 @@ def admit(datacenter: Datacenter) -> Pass:
         queued = (Job.objects.filter(datacenter=dc, state=JobState.QUEUED, deleting=False)
                   .only("user_id", "name", "priority", "queued_at", "created", "state", "reason", "message",
                         "queue_position", "datacenter_id", *RESOURCE_FIELDS))
-        lines: defaultdict[int, list[Job]] = defaultdict(list)
+        lines: defaultdict[int, deque[Job]] = defaultdict(deque)
         for job in sorted(queued, key=within_user):
             lines[job.user_id].append(job)
         quotas = _quotas(dc, set(lines))
@@ -101,7 +101,7 @@ def admit(datacenter: Datacenter) -> Pass:
 
         while lines:
             user_id = min(lines, key=next_user)
-            job = lines[user_id].pop(0)
+            job = lines[user_id].popleft()
             if not lines[user_id]:
                 del lines[user_id]
             request = resources_of(job)

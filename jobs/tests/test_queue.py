@@ -186,3 +186,28 @@ def test_a_killed_queued_job_leaves_the_queue_and_those_behind_it_move_up(alice,
     admit(datacenter)  # what the kill's transition queues
     assert Job.objects.get(pk=killed.pk).queue_position is None
     assert Job.objects.get(pk=behind.pk).queue_position == 1
+
+
+def test_a_job_past_max_queued_jobs_is_refused_as_is_resuming_one(alice, datacenter):
+    """Every admission pass goes through all of a datacenter's waiting jobs, so how many one user
+    may have waiting is a quota (max_queued_jobs); fail-fast jobs never wait, so they do not count."""
+    assert Quota().max_queued_jobs == 1000  # as docs/operating/jobs.md says
+    Quota.objects.create(datacenter=datacenter, user=alice, max_queued_jobs=2)  # no pass runs here: all wait
+    suspended = submit(alice, "a")
+    services.suspend_job(suspended)
+    waiting = [submit(alice, "b"), submit(alice, "c")]
+
+    with pytest.raises(ValidationError) as e:
+        submit(alice, "d")
+    assert e.value.message_dict == {"__all__": ["2 of 2 queued jobs used (quota): wait until some start, "
+                                                "or kill some"]}
+    assert not Job.objects.filter(name="d").exists()
+    with pytest.raises(ValidationError) as e:
+        services.resume_job(suspended)
+    assert "2 of 2 queued jobs used (quota)" in e.value.message_dict["__all__"][0]
+    assert states(suspended) == ["Suspended"]
+    assert states(submit(alice, "e", fail_fast=True)) == ["Building"]  # admitted at once
+
+    services.kill_job(waiting[0])
+    services.resume_job(suspended)
+    assert states(suspended) == ["Queued"]

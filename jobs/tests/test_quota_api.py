@@ -17,8 +17,10 @@ def test_quota_shows_limits_and_what_admitted_jobs_use(alice, alice_api, datacen
     services.submit_job(alice, {"name": "queued", **job})  # queued (no pass has run): holds nothing
     body = alice_api.get("/api/v2/quota/").json()
     assert body["datacenter"] == "local"
-    assert body["limits"] == {"cpu_millicores": 4000, "memory_bytes": 8 * 2**30, "gpus": 0, "running_jobs": 3}
-    assert body["used"] == {"cpu_millicores": 2000, "memory_bytes": 4 * 2**30, "gpus": 0, "running_jobs": 1}
+    assert body["limits"] == {"cpu_millicores": 4000, "memory_bytes": 8 * 2**30, "gpus": 0, "running_jobs": 3,
+                              "queued_jobs": 1000}
+    assert body["used"] == {"cpu_millicores": 2000, "memory_bytes": 4 * 2**30, "gpus": 0, "running_jobs": 1,
+                            "queued_jobs": 1}
 
 
 def test_the_datacenter_default_applies_without_a_quota_of_ones_own(bob_api, datacenter):

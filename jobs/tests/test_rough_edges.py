@@ -99,14 +99,15 @@ def test_the_admin_quota_form_takes_what_its_list_shows(admin_client, datacenter
     assert 'value="32Gi"' in form and 'value="100Gi"' in form and 'name="cpu" value="8"' in form
     res = admin_client.post(f"/admin/quotas/quota/{quota.pk}/change/", {
         "datacenter": datacenter.pk, "user": "", "cpu": "16", "memory": "64Gi", "gpus": 0, "max_running_jobs": 5,
-        "storage": "1Ti", "max_priority": 10})
+        "max_queued_jobs": 200, "storage": "1Ti", "max_priority": 10})
     assert res.status_code == 302, res.content.decode()[-2000:]
     quota.refresh_from_db()
     assert (quota.cpu_millicores, quota.memory_bytes, quota.storage_bytes) == (16_000, 64 * 2**30, 2**40)
+    assert quota.max_queued_jobs == 200
     assert "64.0 GiB" in admin_client.get("/admin/quotas/quota/").content.decode()
     bad = admin_client.post(f"/admin/quotas/quota/{quota.pk}/change/", {
         "datacenter": datacenter.pk, "user": "", "cpu": "lots", "memory": "64", "gpus": 0, "max_running_jobs": 5,
-        "storage": "1Ti", "max_priority": 10})
+        "max_queued_jobs": 200, "storage": "1Ti", "max_priority": 10})
     assert "is not a CPU amount" in bad.content.decode()
 
 

@@ -105,6 +105,22 @@ def test_parallel_fail_fast_submissions_never_exceed_the_datacenters_capacity(al
     assert Job.objects.filter(state__in=ADMITTED_STATES).count() == 3
 
 
+def test_parallel_submissions_never_queue_more_than_max_queued_jobs(alice, bob, datacenter):
+    Quota.objects.create(datacenter=datacenter, user=alice, max_queued_jobs=3)
+    pkg_a, pkg_b = make_package(alice, "fit", {"train.py": ""}), make_package(bob, "fit", {"train.py": ""})
+    token_a, token_b = issue_token(alice), issue_token(bob)
+
+    answers = submit_all([(token_a, b) for b in bodies(pkg_a, PARALLEL // 2)]
+                         + [(token_b, b) for b in bodies(pkg_b, PARALLEL // 2)])
+
+    alices = [r for r in answers[:PARALLEL // 2] if r.status_code != 201]
+    assert len(alices) == PARALLEL // 2 - 3 and {r.status_code for r in alices} == {400}
+    assert all(r.json()["non_field_errors"] == ["3 of 3 queued jobs used (quota): wait until some start, or kill "
+                                                "some"] for r in alices), alices[0].text
+    assert Job.objects.filter(user=alice).count() == 3
+    assert Job.objects.filter(user=bob).count() == PARALLEL // 2  # bob's own quota: the default 1000
+
+
 def test_one_users_admissions_do_not_use_another_users_quota(alice, bob, datacenter):
     Quota.objects.create(datacenter=datacenter, user=alice, max_running_jobs=1)
     Quota.objects.create(datacenter=datacenter, user=bob, max_running_jobs=1)
