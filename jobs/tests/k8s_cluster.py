@@ -52,6 +52,15 @@ class Cluster(EmulatedCluster):
                           {"hostname": f"{name}-{i}", "subdomain": sset["spec"]["serviceName"]})
                 for i in range(sset["spec"]["replicas"])]
 
+    def statefulset_replaces(self, ns: str, pod: str) -> str:
+        """The StatefulSet controller with a Failed pod: deletes it and makes it again, same name."""
+        obj = self.store.get("pods", ns, pod)
+        owner = obj["metadata"]["ownerReferences"][0]["name"]
+        self.store.delete("pods", ns, pod)
+        sset, index = self.store.get("statefulsets", ns, owner), pod.rsplit("-", 1)[1]
+        return self._pod(sset, pod, {"apps.kubernetes.io/pod-index": index}, {},
+                         {"hostname": pod, "subdomain": sset["spec"]["serviceName"]})
+
     def run_job(self, ns: str, name: str, indexes: list[int] | None = None) -> list[str]:
         job = self.store.get("jobs", ns, name)
         out = []
@@ -134,6 +143,28 @@ class Cluster(EmulatedCluster):
             {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s restarting failed container"}},
             restarts=restarts, last={"terminated": {"exitCode": exit_code, "reason": "Error", "finishedAt": now()}})]})
 
+    def pod_evicted(self, ns: str, pod: str, *, node_pressure: bool = False) -> None:
+        """What the kubelet's eviction manager leaves (pkg/kubelet/eviction/eviction_manager.go,
+        evictPod): phase Failed, reason Evicted, its message, the containers killed. Over the pod's
+        own ephemeral-storage limit (localStorageEviction, only for a pod that has one): the
+        limit in the message and no condition. For node pressure (DiskPressure): the condition
+        DisruptionTarget (reason TerminationByKubelet) as well."""
+        spec = self.store.get("pods", ns, pod)["spec"]
+        conditions: list[Obj] = [{"type": t, "status": "False", "reason": "PodFailed"} for t in ("Ready",
+                                                                                                 "ContainersReady")]
+        if node_pressure:
+            message = ("The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 9Gi. "
+                       f"Container {CONTAINER} was using 4Gi, request is 10Gi, has larger consumption of "
+                       "ephemeral-storage. ")
+            conditions.append({"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
+                               "message": message, "lastTransitionTime": now()})
+        else:
+            limit = _pod_disk_limit(spec)
+            message = f"Pod ephemeral local storage usage exceeds the total limit of containers {limit}. "
+        self._status(ns, pod, {"phase": "Failed", "reason": "Evicted", "message": message, "conditions": conditions,
+                               "containerStatuses": [_container({"terminated": {
+                                   "exitCode": 137, "reason": "Error", "finishedAt": now()}})]})
+
     def warning(self, ns: str, kind: str, name: str, reason: str, message: str) -> None:
         self.store.create("events", ns, {
             "metadata": {"name": f"{name}.{uuid.uuid4().hex[:8]}", "namespace": ns}, "type": "Warning",
@@ -160,22 +191,31 @@ class Cluster(EmulatedCluster):
 
     # --- the Job controller's per-index retries (backoffLimitPerIndex, podFailurePolicy) --------
     def trainer_failed(self, ns: str, pod: str, exit_code: int = 1, reason: str = "Error") -> str | None:
-        """The pod fails; then what the Job controller does by the Job's spec: FailIndex on a
-        listed exit code, a new pod for the index while its failures are within
+        """The pod fails; then what the Job controller does by the Job's spec: the first rule of its
+        podFailurePolicy the pod matches (Ignore: a new pod, the failure not counted; FailIndex: the
+        index fails for good), else a new pod for the index while its failures are within
         backoffLimitPerIndex (annotated with the count), else the index fails for good and, past
         maxFailedIndexes, the Job. Returns the new pod's name, if one was made."""
         self.pod_failed(ns, pod, exit_code=exit_code, reason=reason)
+        return self._job_controller(ns, pod)
+
+    def trainer_evicted(self, ns: str, pod: str, *, node_pressure: bool = False) -> str | None:
+        """The kubelet evicts the pod (pod_evicted); then the Job controller, as for trainer_failed."""
+        self.pod_evicted(ns, pod, node_pressure=node_pressure)
+        return self._job_controller(ns, pod)
+
+    def _job_controller(self, ns: str, pod: str) -> str | None:
         obj = self.store.get("pods", ns, pod)
         job_name, index = obj["metadata"]["labels"]["job-name"], int(obj["metadata"]["annotations"][COMPLETION_INDEX])
         job = self.store.get("jobs", ns, job_name)
         spec = job["spec"]
-        fail_index = any(
-            r["action"] == "FailIndex" and exit_code in (r.get("onExitCodes") or {}).get("values", [])
-            for r in (spec.get("podFailurePolicy") or {}).get("rules", []))
+        action = _policy_action(spec, obj)
+        if action == "Ignore":  # not counted: a new pod for the index
+            return self.run_job(ns, job_name, [index])[0]
         failures = sum(1 for p in self.store.find("pods", ns, f"job-name={job_name}")
                        if p["metadata"]["annotations"].get(COMPLETION_INDEX) == str(index)
-                       and p["status"]["phase"] == "Failed")
-        if not fail_index and failures <= (spec.get("backoffLimitPerIndex") or 0):
+                       and p["status"]["phase"] == "Failed" and _policy_action(spec, p) != "Ignore")
+        if action != "FailIndex" and failures <= (spec.get("backoffLimitPerIndex") or 0):
             new = self.run_job(ns, job_name, [index])[0]
             self.store.patch("pods", ns, new, {"metadata": {"annotations": {INDEX_FAILURES: str(failures)}}})
             return new
@@ -221,6 +261,40 @@ class Cluster(EmulatedCluster):
                 "status": {"conditions": conditions}})
         if admitted:
             self.store.patch(plural, ns, job_name, {"spec": {"suspend": False}})
+
+
+def _policy_action(job_spec: Obj, pod: Obj) -> str | None:
+    """The action of the first podFailurePolicy rule a failed pod matches (None: none, counted)."""
+    st = pod.get("status") or {}
+    codes = {cs["name"]: cs["state"]["terminated"]["exitCode"] for cs in st.get("containerStatuses") or []
+             if "terminated" in (cs.get("state") or {})}
+    conditions = {(c["type"], c["status"]) for c in st.get("conditions") or []}
+    for rule in (job_spec.get("podFailurePolicy") or {}).get("rules", []):
+        on_codes = rule.get("onExitCodes")
+        if on_codes:
+            found = [c for n, c in codes.items() if on_codes.get("containerName") in (None, n)]
+            if any((c in on_codes["values"]) == (on_codes["operator"] == "In") for c in found):
+                return str(rule["action"])
+        elif any((p["type"], p.get("status", "True")) in conditions for p in rule.get("onPodConditions") or []):
+            return str(rule["action"])
+    return None
+
+
+def _pod_disk_limit(spec: Obj) -> str:
+    """The pod's ephemeral-storage limit as the kubelet prints it: its containers' together, or an
+    init container's if larger (PodLimits); the kubelet evicts no pod without one."""
+    from quotas.units import quantity
+
+    def limit(c: Obj) -> int:
+        value = ((c.get("resources") or {}).get("limits") or {}).get("ephemeral-storage")
+        assert value, f"container {c['name']} has no ephemeral-storage limit: the kubelet would not evict it for one"
+        return int(quantity(value))
+
+    total = max([sum(limit(c) for c in spec["containers"])] + [limit(c) for c in spec.get("initContainers") or []])
+    for suffix, shift in (("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)):
+        if total % (1 << shift) == 0:
+            return f"{total >> shift}{suffix}"
+    return str(total)
 
 
 def _podsets(obj: Obj) -> list[Obj]:

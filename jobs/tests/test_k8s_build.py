@@ -225,6 +225,27 @@ def test_a_failed_build_fails_the_job_with_the_build_log(alice, build_dc, cluste
     wait_for(lambda: cluster.objects_in(ns) == [], 10, f"the build removed with the job: {cluster.objects_in(ns)}")
 
 
+def test_a_build_evicted_for_its_disk_limit_fails_the_job_saying_so(alice, build_dc, cluster, watch):
+    """kaniko unpacks the base image on the node's disk: the build pod has build.disk_limit
+    (requested = limited); one that writes more is evicted by its kubelet, which the job's
+    reason says, with the key to raise."""
+    build_dc.config = {**build_dc.config, "disk_limit": "5Gi", "build": {**build_dc.config["build"],
+                                                                         "disk_limit": "30Gi"}}
+    build_dc.save()
+    job = submit_with_requirements(alice, "fit")
+    ns = ns_of(job)
+    launch(job)
+    spec = build_pod_spec(cluster, ns)
+    for c in spec["initContainers"] + spec["containers"]:
+        res = c["resources"]
+        assert res["requests"]["ephemeral-storage"] == res["limits"]["ephemeral-storage"] == "30Gi", c["name"]
+    pod = cluster.run_job(ns, "fit-build")[0]
+    cluster.pod_evicted(ns, pod)
+    watch.until(lambda: watch.job(job).state != JobState.BUILDING, 20, "the job to end with its build")
+    assert (job.state, job.reason) == (JobState.FAILED, "RuntimeImageBuildFailed")
+    assert "build.disk_limit" in job.message and "exceeds the total limit of containers 30Gi" in job.message
+
+
 def test_a_burst_of_builds_is_launched_by_one_worker_without_waiting_for_them(alice, build_dc, cluster, watch):
     """Six jobs needing an image build, launched by one worker: every build is started before any
     ends (the launch task does not wait for its build), and each job goes on when its own does."""

@@ -18,7 +18,7 @@ from jobs.backends.kubernetes import manifests
 from jobs.backends.kubernetes import runtime as k8s_runtime
 from jobs.backends.kubernetes.config import SettingsError, parse, sanitize, user_namespace
 from jobs.backends.kubernetes.layouts import Plain, layout_for
-from jobs.backends.kubernetes.workloads import PodOptions
+from jobs.backends.kubernetes.workloads import PodOptions, pod_templates
 from jobs.models import Job
 from jobs.spec import MAX_TRAINERS
 
@@ -36,12 +36,13 @@ STORAGES = [
 VARIANTS = [
     {},
     {"node_selector": {"pool": "train"}, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
-     "gpu_node_selector": {"accelerator": "nvidia"}, "priority_class_name": "batch", "cluster_domain": "cluster.local"},
+     "gpu_node_selector": {"accelerator": "nvidia"}, "priority_class_name": "batch", "cluster_domain": "cluster.local",
+     "disk_limit": "20Gi"},
     {"gang_scheduler": "volcano", "volcano_queue": "research"},
     {"gang_scheduler": "kueue", "kueue_queue": "team-a"},
     {"build": {"enabled": True, "registry": "registry.example.com/pc", "push_secret": "push",
                "registry_cidrs": ["10.20.0.0/24", "fd00:20::/64"], "registry_namespace": "registry",
-               "registry_pod_labels": {"app": "registry"}},
+               "registry_pod_labels": {"app": "registry"}, "disk_limit": "50Gi"},
      "secrets_namespace": "paddlecloud", "network": {"cluster_egress": True}},
     {"run_as_user": 0, "network": {"internet": "none", "internet_except": [], "dns_pod_labels": {"app": "dns"}}},
 ]
@@ -93,6 +94,34 @@ def test_every_manifest_validates(alice, storage, variant, shape):
                                                            username="u", password="p"), **shape)
     for obj in every_manifest(job, settings):
         validate(obj)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("variant, job_disk, build_disk", [
+    ({}, "10Gi", "10Gi"),  # the local backend's default disk_limit
+    ({"disk_limit": "20Gi", "gang_scheduler": "kueue", "kueue_queue": "q"}, "20Gi", "20Gi"),
+    ({"disk_limit": 2 << 30, "gang_scheduler": "volcano", "build": {"disk_limit": "50Gi"}}, "2147483648", "50Gi"),
+], ids=["default", "kueue", "volcano-build"])
+def test_every_container_requests_and_is_limited_to_the_disk_limit(alice, variant, job_disk, build_disk):
+    """Requests = limits for ephemeral-storage on every container of every pod (the init
+    containers too, so a pod's limit is the key's, not twice it): a pod writing more to its node's
+    disk is evicted by its kubelet instead of filling the node other users' pods run on."""
+    settings = parse("k8s", variant)
+    assert settings.disk_limit == job_disk
+    for shape in (dict(mode="ps"), dict(mode="collective", pservers=0, gpu=1)):
+        job = make_job(alice, name=f"fit-{len(shape)}", **shape)
+        objs = layout_for(settings).manifests(job, "ns", None, 0, PodOptions("img"))
+        objs.append(k8s_runtime.build_job(job, settings, "ns", None, destination="r.example.com/rt:1",
+                                          pull_auth=None, push_auth="push"))
+        templates = [(o["kind"], t) for o in objs for t in pod_templates(o)]
+        assert {k for k, _ in templates} >= {"Job", *(["StatefulSet"] if job.pservers and not settings.kueue_queue
+                                                     else []), *(["JobSet"] if settings.kueue_queue else [])}
+        for kind, t in templates:
+            build = t["metadata"]["labels"][manifests.LABEL_ROLE] == "build"
+            for c in t["spec"]["containers"] + t["spec"].get("initContainers", []):
+                res = c["resources"]
+                assert res["requests"] == res["limits"], (kind, c["name"])
+                assert res["limits"]["ephemeral-storage"] == (build_disk if build else job_disk), (kind, c["name"])
 
 
 @pytest.mark.django_db
@@ -184,7 +213,7 @@ def test_pods_mount_the_home_public_and_the_package_snapshot(alice):
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["pfs"]["cephfs"] == {"monitors": ["m:6789"], "path": "/paddle", "user": "admin",
                                         "secretRef": {"name": "ceph"}}
-    assert c["resources"]["limits"] == {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}
+    assert c["resources"]["limits"] == {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1", "ephemeral-storage": "10Gi"}
     assert c["image"] == settings.gpu_image and spec["automountServiceAccountToken"] is False
 
 
@@ -206,6 +235,9 @@ def test_namespaces_are_dns_safe_and_collision_proof():
     ({"network": {"firewall": True}}, "network: unknown keys"), ({"run_as_user": -1}, "run_as_user"),
     ({"build": {"registry_cidrs": ["10.20.0.5"]}}, "build.registry_cidrs"),
     ({"build": {"registry_pod_labels": {"app": "registry"}}}, "build.registry_pod_labels: only with"),
+    ({"disk_limit": "lots"}, "disk_limit: a quantity"), ({"disk_limit": "512Ki"}, "disk_limit: a quantity"),
+    ({"disk_limit": 10}, "disk_limit: a quantity"), ({"disk_limit": True}, "disk_limit: a quantity"),
+    ({"build": {"disk_limit": "2Pi"}}, "build.disk_limit"),
 ])
 def test_bad_settings_name_the_key(config, key):
     with pytest.raises(SettingsError, match=re.escape(key)):

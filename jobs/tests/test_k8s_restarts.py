@@ -6,6 +6,7 @@ objects for the new attempt, and suspend / resume with spec.suspend."""
 import pytest
 
 from jobs.backends.kubernetes import manifests
+from jobs.backends.kubernetes.observe import INDEX_FAILURES
 from jobs.backends.registry import get_backend
 from jobs.models import Job, JobState, Replica, ReplicaState
 from jobs.state import attempts
@@ -182,3 +183,44 @@ def test_a_crash_looping_pserver_restarts_every_replica_by_itself_and_the_next_a
         cluster.pod_succeeded(ns, pod)
     part.until(lambda: part.job(job).state == JobState.SUCCEEDED, what="Succeeded")
     assert {r.attempt for r in job.replicas.all()} == {1}
+
+
+def test_a_trainer_evicted_for_its_disk_limit_fails_the_job_with_disk_limit_not_a_retry(alice, cluster, part):
+    """The kubelet evicts a pod over its ephemeral-storage limit without a DisruptionTarget
+    condition, so the trainer Job counts it and makes the index's next pod; that pod would only
+    fill the disk again: the job fails with DiskLimit (no restart, as locally) and is stopped."""
+    job, ns, pods = running(cluster, part, alice, mode="collective", pservers=0, trainers=2, max_restarts=2)
+    assert cluster.trainer_evicted(ns, pods[1]) is not None, "counted, within backoffLimitPerIndex: a new pod"
+    part.until(lambda: part.job(job).state == JobState.FAILED, what="Failed")
+    assert job.reason == "DiskLimit", (job.reason, job.message)
+    assert "exceeds the total limit of containers 10Gi" in job.message and "not restarted" in job.message
+    r = replica(job, "trainer-1")
+    assert (r.state, r.reason, r.exit_code) == (ReplicaState.FAILED, "DiskLimit", 137), r.message
+    assert "disk_limit" in r.message
+    assert not job.events.filter(reason="Restarting").exists()
+    part.until(lambda: ("jobs", "fit-trainer") not in cluster.objects_in(ns), what="the trainers stopped")
+
+
+def test_a_pserver_evicted_for_its_disk_limit_fails_the_job_though_its_statefulset_made_it_again(
+        alice, cluster, part):
+    job, ns, _ = running(cluster, part, alice, mode="ps", pservers=2, trainers=1)
+    cluster.pod_evicted(ns, "fit-pserver-1")
+    again = cluster.statefulset_replaces(ns, "fit-pserver-1")  # before the watcher saw the eviction
+    assert cluster.store.phase(ns, again) == "Pending"
+    part.until(lambda: part.job(job).state == JobState.FAILED, what="Failed")
+    r = replica(job, "pserver-1")
+    assert (job.reason, r.state, r.reason) == ("DiskLimit", ReplicaState.FAILED, "DiskLimit"), job.message
+    assert job.restarts == 0
+
+
+def test_a_node_pressure_eviction_is_a_disruption_the_trainer_job_replaces_uncounted(alice, cluster, part):
+    """Evicted because the node ran low, not for its own limit: DisruptionTarget, ignored by the
+    podFailurePolicy (not counted against max_restarts), so even with no restarts the job goes on."""
+    job, ns, pods = running(cluster, part, alice, mode="collective", pservers=0, trainers=2)
+    new = cluster.trainer_evicted(ns, pods[0], node_pressure=True)
+    assert new and INDEX_FAILURES not in (cluster.store.get("pods", ns, new)["metadata"]["annotations"] or {})
+    cluster.pod_running(ns, new)
+    part.until(lambda: replica(job, "trainer-0").pod == new and replica(job, "trainer-0").reason == "Running",
+               what="the new pod running")
+    r = replica(job, "trainer-0")
+    assert (part.job(job).state, r.state, r.restarts) == (JobState.RUNNING, ReplicaState.RUNNING, 0), job.message

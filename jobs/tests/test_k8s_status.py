@@ -139,3 +139,36 @@ def test_a_pending_pod_says_whether_it_is_blocked_or_queued_and_since_when(obj, 
 def test_a_crash_looping_container_reports_how_often_it_was_restarted():
     assert pod_status(CASES[15][0], "trainer").crash_restarts == 4
     assert pod_status(CASES[14][0], "pserver").crash_restarts == 1
+
+
+# What the kubelet's eviction manager writes (pkg/kubelet/eviction/eviction_manager.go, helpers.go):
+# over the pod's own ephemeral-storage limit (localStorageEviction) no condition; on node pressure
+# the DisruptionTarget condition TerminationByKubelet, which the trainer Job's podFailurePolicy ignores.
+OWN_LIMIT = "Pod ephemeral local storage usage exceeds the total limit of containers 10Gi. "
+CONTAINER_LIMIT = 'Container paddle exceeded its local ephemeral storage limit "10Gi". '
+NODE_LOW = ("The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 9Gi. "
+            "Container paddle was using 4Gi, request is 10Gi, has larger consumption of ephemeral-storage. ")
+
+
+@pytest.mark.parametrize("obj, role, want", [
+    (pod("Failed", main={"state": term(137)}, reason="Evicted", message=OWN_LIMIT), "trainer",
+     ("Failed", "DiskLimit", 137)),
+    (pod("Failed", main={"state": term(137)}, reason="Evicted", message=CONTAINER_LIMIT), "pserver",
+     ("Failed", "DiskLimit", 137)),
+    # Its StatefulSet (or the end of the job) deletes it: still its own failure.
+    (pod("Failed", main={"state": term(137)}, reason="Evicted", message=OWN_LIMIT, deleting=True), "pserver",
+     ("Failed", "DiskLimit", 137)),
+    # Killed but not yet Failed (the kubelet sets the phase once the containers stopped).
+    (pod("Running", main={"state": {"running": {}}}, reason="Evicted", message=OWN_LIMIT), "trainer",
+     ("Failed", "DiskLimit", None)),
+    (pod("Failed", main={"state": term(137)}, reason="Evicted", message=NODE_LOW, conditions=[
+        {"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet", "message": NODE_LOW}]),
+     "trainer", ("Running", "Disrupted", None)),
+    (pod("Failed", main={"state": term(137)}, reason="Evicted", message=NODE_LOW), "pserver",
+     ("Failed", "Error", 137)),
+], ids=["pod-limit", "container-limit", "deleted", "not-yet-failed", "node-pressure", "node-pressure-pserver"])
+def test_an_eviction_for_the_pods_own_disk_limit_is_disk_limit_not_a_disruption(obj, role, want):
+    s = pod_status(obj, role)
+    assert (s.state, s.reason, s.exit_code) == want
+    if s.reason == "DiskLimit":
+        assert "disk_limit" in s.message and obj["status"]["message"].strip() in s.message

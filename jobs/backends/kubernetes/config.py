@@ -17,11 +17,15 @@ datacenter is saved rather than when a user's job starts. Every key is optional:
                                         build.pull_secret are read from here (never copied whole)
     node_selector, tolerations, gpu_node_selector, gpu_tolerations, priority_class_name
     pending_timeout    600              seconds a replica may stay Pending before the job fails
+    disk_limit         "10Gi"           node disk (ephemeral-storage) each pod may use: its working copy,
+                                        $HOME, /tmp and logs (not PFS); requested and limited on every
+                                        container: a pod over it is evicted and fails its job (DiskLimit)
     pserver_port 7164, trainer_port 8500, cluster_domain "" (e.g. "cluster.local" for FQDNs)
     build              {"enabled": false, "registry": "", "kaniko_image": ..., "push_image": crane,
-                        "push_secret": "", "pull_secret": "", "cpu": "1", "memory": "2Gi",
+                        "push_secret": "", "pull_secret": "", "cpu": "1", "memory": "2Gi", "disk_limit": "",
                         "registry_cidrs": [], "registry_namespace": "", "registry_pod_labels": {}}
-                        runtime images from requirements.txt (runtime.py says how the push
+                        runtime images from requirements.txt (disk_limit: the build pod's, "": the
+                        datacenter's; kaniko unpacks the base image in it; runtime.py says how the push
                         credentials are kept from the build's user code); pull_secret: read-only
                         credentials pods pull runtime images with (none: they pull without any;
                         the push credentials never reach a job's pods; builds never get it: it
@@ -66,6 +70,7 @@ DEFAULT_KANIKO = "gcr.io/kaniko-project/executor:v1.23.2"
 DEFAULT_CRANE = "gcr.io/go-containerregistry/crane:v0.20.6"
 INTERNET_MODES = ("all", "build", "none")
 GANG_SCHEDULERS = ("none", "volcano", "kueue")
+DEFAULT_DISK_LIMIT = "10Gi"  # as a local datacenter's (jobs/backends/local/config.py)
 PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8")
 PRIVATE_RANGES_V6 = ("fc00::/7", "fe80::/10", "::1/128")
 STORAGE_KINDS = ("hostPath", "pvc", "cephfs", "nfs")
@@ -102,6 +107,7 @@ class Build:
     pull_secret: str = ""  # the same, read-only; none: pods pull runtime images without credentials
     cpu: str = "1"
     memory: str = "2Gi"
+    disk_limit: str = ""  # "": the datacenter's disk_limit
     # Where the registry is when it is not on the internet: builds may reach these (NetworkPolicy).
     registry_cidrs: tuple[str, ...] = ()
     registry_namespace: str = ""  # a registry in the cluster: its namespace ...
@@ -139,6 +145,7 @@ class K8sSettings:
     gpu_tolerations: list[dict[str, Any]] = field(default_factory=list)
     priority_class_name: str = ""
     pending_timeout: int = 600
+    disk_limit: str = DEFAULT_DISK_LIMIT
     pserver_port: int = 7164
     trainer_port: int = 8500
     cluster_domain: str = ""
@@ -166,6 +173,10 @@ class K8sSettings:
         """Who may reach the internet: a runtime image carries the requirements, so with builds
         only the build needs the package index; without, every pod pip installs at start."""
         return self.network.internet or ("build" if self.build.enabled else "all")
+
+    @property
+    def build_disk_limit(self) -> str:
+        return self.build.disk_limit or self.disk_limit
 
 
 def sanitize(text: str, limit: int) -> str:
@@ -212,6 +223,19 @@ def _str(value: Any, key: str) -> str:
     return text.strip()
 
 
+def _disk(value: Any, key: str) -> str:
+    """An ephemeral-storage quantity from 1Mi to 1Pi (or a number of bytes, as a local datacenter's)."""
+    from quotas.units import quantity
+
+    text = str(value).strip() if isinstance(value, str | int) and not isinstance(value, bool) else ""
+    try:
+        amount = quantity(text)
+    except ValueError:
+        amount = None
+    _check(amount is not None and 1 << 20 <= amount <= 1 << 50, f'{key}: a quantity from 1Mi to 1Pi, e.g. "20Gi"')
+    return text
+
+
 def _parse_storage(raw: Any) -> Storage:
     _check(isinstance(raw, dict), "storage: an object with a 'kind'")
     known = set(Storage.__dataclass_fields__)
@@ -245,6 +269,8 @@ def _build_value(key: str, value: Any) -> Any:
         return tuple(value)
     if key == "registry_pod_labels":
         return _dict_of_str(value, "build.registry_pod_labels")
+    if key == "disk_limit":
+        return _disk(value, "build.disk_limit") if value != "" else ""
     return _str(value, f"build.{key}")
 
 
@@ -331,6 +357,8 @@ def parse(datacenter_name: str, config: dict[str, Any] | None) -> K8sSettings:
             out[key] = _int(value, key, 1, 7 * 24 * 3600)
         elif key == "api_retries":
             out[key] = _int(value, key, 1, 20)
+        elif key == "disk_limit":
+            out[key] = _disk(value, key)
         else:
             out[key] = _str(value, key)
     settings = K8sSettings(datacenter=datacenter_name, **out)

@@ -260,10 +260,14 @@ def snapshot_dir(job: Job) -> str:
     return f".paddlecloud/jobs/{job.pk}"
 
 
-def resources(cpu: str, memory: str, gpu: int = 0) -> Obj:
+def resources(cpu: str, memory: str, gpu: int = 0, disk: str = "") -> Obj:
+    """Requests = limits. `disk` (ephemeral-storage): a pod writing more to its node's disk (its
+    containers' layers and logs, its emptyDirs) than its containers' limits together is evicted."""
     amounts = {"cpu": cpu, "memory": memory}
     if gpu:
         amounts["nvidia.com/gpu"] = str(gpu)
+    if disk:
+        amounts["ephemeral-storage"] = disk
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
@@ -324,7 +328,9 @@ def pod_spec(job: Job, settings: K8sSettings, role: str, *, image: str, env: lis
              restart_policy: str, pull_secrets: list[str], grace_seconds: int) -> Obj:
     pfs_volume, pfs_mount_list = pfs_mounts(job, settings)
     gpu = job.gpu if role == "trainer" else 0
-    res = resources(job.cpu, job.memory, gpu) if role == "trainer" else resources(job.pscpu, job.psmemory)
+    disk = settings.disk_limit  # the init container's too: the pod's limit stays disk_limit, not twice it
+    res = resources(job.cpu, job.memory, gpu, disk) if role == "trainer" else resources(job.pscpu, job.psmemory,
+                                                                                      disk=disk)
     init_script = f"set -e\ncp -R {PACKAGE_MOUNT}/. {WORKSPACE}/\n"
     mounts = [{"name": "workspace", "mountPath": WORKSPACE}, {"name": "home", "mountPath": HOME}, *pfs_mount_list]
     init_env = [e for e in env if e["name"] in ("PADDLECLOUD_INDEX", "PADDLE_TRAINERS_NUM")]

@@ -26,7 +26,9 @@ from .informer import POD, ClusterState
 from .layouts import Layout
 from .layouts.plain import WAITING_FOR_PSERVERS
 from .status import (
+    DISK_LIMIT,
     Warning,  # noqa: A004 - Kubernetes' event type, named as Kubernetes names it
+    disk_eviction,
     meta,
     parse_time,
     pod_status,
@@ -123,6 +125,7 @@ def observe_job(layout: Layout, facts: JobFacts, seen: Seen) -> Statuses:
         _end_unfinished(facts, out)
         return out
     _trainer_retries(facts, live + gone, seen.controllers.get("trainer"), out)
+    _over_disk_limits(live + gone, out)
     _unstarted(layout, facts, seen, out)
     _gang(facts, seen.gang, out)
     _behind_a_queue(out)
@@ -256,6 +259,20 @@ def _trainer_retries(facts: JobFacts, pods: list[Obj], job_obj: Obj | None, out:
                                     pod=current.pod)
         out[("trainer", index)] = replace(current, restarts=restarts, last_exit_code=last.exit_code,
                                           last_message=last.message)
+
+
+def _over_disk_limits(pods: list[Obj], out: Statuses) -> None:
+    """A replica whose pod was evicted for going over its disk limit fails with DiskLimit, whatever
+    its controller made since: the StatefulSet's or the trainer Job's next pod (the Job counts such
+    a pod as a failure, retried within backoffLimitPerIndex: no DisruptionTarget condition) would
+    only do the same again. The lifecycle fails the job with it, as for a local replica."""
+    for pod in sorted(pods, key=created):
+        key = replica_key(pod)
+        if key is None or not disk_eviction(pod.get("status") or {}):
+            continue
+        current = out.get(key[1:])
+        if current is None or current.reason != DISK_LIMIT:  # the first eviction speaks for the replica
+            out[key[1:]] = pod_status(pod, key[1])
 
 
 def _unstarted(layout: Layout, facts: JobFacts, seen: Seen, out: Statuses) -> None:

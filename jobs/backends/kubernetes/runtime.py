@@ -51,7 +51,7 @@ from .config import K8sSettings
 from .context import ClusterContext
 from .informer import JOB, ClusterState
 from .pull import pull_secret_names, shared_auths
-from .status import describe_exit, meta, parse_time, pod_status, workload_finished
+from .status import describe_exit, disk_eviction, meta, parse_time, pod_status, workload_finished
 from .workloads import PodOptions
 
 POLL_SECONDS = 2.0  # how often the watcher looks at the builds under way (their logs)
@@ -109,12 +109,14 @@ def build_job(job: Job, settings: K8sSettings, ns: str, owner: Obj | None, *, de
     kaniko = {"name": "kaniko", "image": b.kaniko_image, "imagePullPolicy": "IfNotPresent",
               "args": ["--dockerfile=/context/Dockerfile", "--context=dir:///context/package",
                        f"--destination={destination}", "--no-push", f"--tar-path={IMAGE_TAR}"],
-              "resources": manifests.resources(b.cpu, b.memory), "volumeMounts": kaniko_mounts,
+              "resources": manifests.resources(b.cpu, b.memory, disk=settings.build_disk_limit),
+              "volumeMounts": kaniko_mounts,
               "securityContext": {"runAsUser": 0, "runAsNonRoot": False,
                                   **hardening.container_security(hardening.BUILD_CAPABILITIES)}}
     push = {"name": "push", "image": b.push_image, "imagePullPolicy": "IfNotPresent",
             "args": ["push", IMAGE_TAR, destination], "env": [{"name": "DOCKER_CONFIG", "value": PUSH_AUTH}],
-            "resources": manifests.resources("500m", "256Mi"), "volumeMounts": push_mounts,
+            "resources": manifests.resources("500m", "256Mi", disk=settings.build_disk_limit),
+            "volumeMounts": push_mounts,
             "securityContext": {"runAsUser": PUSH_USER, "runAsGroup": PUSH_USER, "runAsNonRoot": True,
                                 **hardening.container_security()}}
     spec: Obj = {
@@ -371,6 +373,8 @@ def _build_pod(api: Api, ns: str, job_name: str) -> Obj | None:
 def _failed_step(pod: Obj) -> tuple[str, str]:
     """Which container failed (the build or the push) and how, for the user's message."""
     st = pod.get("status") or {}
+    if why := disk_eviction(st):
+        return "kaniko", f" (evicted: it wrote more to its node's disk than build.disk_limit, else disk_limit: {why})"
     for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
         term = (cs.get("state") or {}).get("terminated") or {}
         if term.get("exitCode"):

@@ -30,6 +30,12 @@ FATAL_REASONS = {"InvalidImageName", "ErrImageNeverPull"}
 # Warning events that explain a pod stuck in ContainerCreating.
 MOUNT_WARNINGS = {"FailedMount", "FailedAttachVolume", "FailedCreatePodSandBox", "FailedMapVolume"}
 GATED = "SchedulingGated"
+DISK_LIMIT = "DiskLimit"  # the local backend's reason for the same (jobs/backends/local/keepers.py)
+# How the kubelet's eviction manager words an eviction for a pod's own ephemeral-storage limits
+# (localStorageEviction, pkg/kubelet/eviction/eviction_manager.go; the formats in helpers.go): with
+# status.reason Evicted, and without the DisruptionTarget condition a node-pressure eviction has.
+OWN_DISK_EVICTIONS = ("Pod ephemeral local storage usage exceeds the total limit of containers",
+                      "exceeded its local ephemeral storage limit", "Usage of EmptyDir volume")
 _ORDINAL = re.compile(r"-(\d+)$")
 
 
@@ -81,6 +87,12 @@ def _main(statuses: list[Obj] | None) -> Obj:
         if cs.get("name") == CONTAINER:
             return cs
     return (statuses or [{}])[0] if statuses else {}
+
+
+def disk_eviction(status: Obj) -> str:
+    """The kubelet's message if it evicted the pod for writing more than its disk limit, else ""."""
+    message = (status.get("message") or "").strip()
+    return message if status.get("reason") == "Evicted" and any(m in message for m in OWN_DISK_EVICTIONS) else ""
 
 
 def describe_exit(term: Obj) -> str:
@@ -151,7 +163,7 @@ def pod_status(pod: Obj, role: str, *, warning: Warning | None = None) -> Replic
     """The replica state one pod shows, with its reason; a Pending one says since when it waits
     (the pod's creation) and whether it is blocked (a reason the user can act on) or queued."""
     p = _Pod.of(pod, role)
-    for step in (_succeeded, _disrupted, _failed, _deleted, _lost, _init_failed, _crashed, _running):
+    for step in (_succeeded, _over_disk_limit, _disrupted, _failed, _deleted, _lost, _init_failed, _crashed, _running):
         status = step(p)
         if status is not None:
             return status
@@ -164,6 +176,18 @@ def _succeeded(p: _Pod) -> ReplicaStatus | None:
     term = p.state.get("terminated") or {}
     return ReplicaStatus(ReplicaState.SUCCEEDED, 0, "Completed", "", finished=parse_time(term.get("finishedAt")),
                          **p.base)
+
+
+def _over_disk_limit(p: _Pod) -> ReplicaStatus | None:
+    """Evicted for its own writing, not disrupted: whatever else it says, a retry would only do the
+    same again (the lifecycle fails the job, as for a local replica over its disk_limit)."""
+    why = disk_eviction(p.status)
+    if not why:
+        return None
+    term = p.state.get("terminated") or {}
+    return _finished(term, term.get("exitCode"), DISK_LIMIT,
+                     f"evicted for writing more to its node's disk (working copy, $HOME, /tmp, logs) than the "
+                     f"datacenter's disk_limit; the kubelet said: {why}", **p.base)
 
 
 def _disrupted(p: _Pod) -> ReplicaStatus | None:

@@ -76,6 +76,8 @@ def trainer_failure_policy(job: Job) -> tuple[int, Obj]:
     is retried by the Job controller up to max_restarts times (same index, same name); in gang
     mode never (the lifecycle restarts the whole job). An exit code the user marked permanent
     fails the index at once; a node drain or preemption is not the program's failure."""
+    # DisruptionTarget: a drain, a preemption, a node-pressure eviction. An eviction for the pod's own
+    # disk_limit has none (the kubelet's localStorageEviction): it counts, and fails the job (observe.py).
     rules: list[Obj] = [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
     codes = sorted(job_spec.exit_codes(job.permanent_exit_codes or ""))
     if codes:
