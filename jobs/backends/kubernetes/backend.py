@@ -24,12 +24,13 @@ Every step is idempotent: creates that meet 409 and deletes that meet 404 count 
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Callable, Iterable
 from functools import cached_property
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
+
+from launcher import fdtree
 
 from ...live.usage import Usage
 from ...models import TERMINAL_STATES, Job, JobState, Replica
@@ -146,7 +147,7 @@ class KubernetesBackend(Backend):
 
     def delete(self, job: Job) -> None:
         root.delete(self.ctx, job, self.namespace(job))
-        shutil.rmtree(self.ctx.snapshot(job), ignore_errors=True)
+        fdtree.rmtree(self.ctx.snapshot(job))
 
     # --- observe ---------------------------------------------------------------------------
     def usage(self, job: Job) -> dict[tuple[str, int], Usage]:
