@@ -209,8 +209,8 @@ async def _chunk(app: ASGIApp, scope: Scope, receive: Receive, send: Send, auth:
                 return
             try:
                 outcome = await _pump(body, writer, delimiter)
-            except PathError:  # more data than the body's length leaves room for
-                await _answer(send, {"err": NO_END, "results": None}, close=True)
+            except PathError as e:  # more data than the body's length leaves room for, or refused meanwhile
+                await _answer(send, {"err": NO_END, "results": None} if e.status == 400 else _refused(e), close=True)
                 return
             finally:
                 await sync_to_async(writer.finish, thread_sensitive=True)()

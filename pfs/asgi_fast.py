@@ -213,13 +213,13 @@ def _finish(writer: ChunkWriter) -> tuple[int, dict[str, Any], Headers]:
     from .api.serializers import UploadSerializer
     from .paths import PathError
 
+    session = writer.session
     try:
         writer.finish()
+        session.refresh_from_db()
+        data = UploadSerializer(session).data  # its offset reads `.uploads`, which a job may have swapped
     except PathError as e:
         raise _refusal(e) from None
-    session = writer.session
-    session.refresh_from_db()
-    data = UploadSerializer(session).data
     return 200, data, [(b"upload-offset", str(data["offset"]).encode()),
                        (b"upload-length", str(session.size).encode()),
                        (b"cache-control", b"no-store")]

@@ -12,6 +12,7 @@ import errno
 import fcntl
 import os
 import stat
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -327,13 +328,31 @@ def open_lock(p: PfsPath) -> int:
     """A descriptor of the lock file of `p`'s home (or public), for `holding`; the caller
     closes it. One opened once serves many short holds (a chunk's batches)."""
     with scratch_fd(p) as scratch:
-        return os.open(".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=scratch)
+        try:  # a job may have made it a link or a directory
+            return os.open(".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600,
+                           dir_fd=scratch)
+        except OSError as e:
+            raise PathError(f"'{RESERVED_NAME}/.lock' in your home is not a file the server can use ({e.strerror}); "
+                            "remove it and try again", 403) from None
+
+
+LOCK_WAIT = 10.0  # seconds: a job can hold its home's lock file; no server thread waits longer
 
 
 @contextmanager
 def holding(lock_fd: int) -> Iterator[None]:
-    """Hold the lock `open_lock` gave, exclusively, for the block."""
-    fcntl.flock(lock_fd, fcntl.LOCK_EX)
+    """Hold the lock `open_lock` gave, exclusively, for the block; 409 after LOCK_WAIT."""
+    deadline, pause = time.monotonic() + LOCK_WAIT, 0.001
+    while True:
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise PathError(f"something else (a job?) holds '{RESERVED_NAME}/.lock' in your home: "
+                                "try again later", 409) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
     try:
         yield
     finally:

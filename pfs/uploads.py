@@ -37,6 +37,7 @@ from .paths import RESERVED_NAME, PathError, PfsPath, resolve
 from .services import _refuse_root, counted_size, lstat_or_none, mkdir, put_in_place
 from .storage import NEW_FILE, remove_at, scratch_fd
 from .upload_headers import CHECKSUM_ALGORITHMS, DIGEST_FORMS, DIGEST_HEADERS, MAX_FILE_SIZE
+from .upload_parts import area, open_part, part_name
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -52,34 +53,6 @@ class OffsetConflict(PathError):
 
 def _dest(session: UploadSession) -> PfsPath:
     return resolve(session.user, session.path, write=True)
-
-
-def _area(session: UploadSession) -> PfsPath:
-    """The home (or public) the upload goes to: its scratch directory holds the part file."""
-    parts = session.path.split("/")
-    return PfsPath(parts[2], parts[3], parts[4] if parts[3] == "home" else None, ())
-
-
-def part_name(session: UploadSession) -> str:
-    """The part file's name in the scratch directory (`.uploads`) of the upload's home."""
-    return f"{session.id}.part"
-
-
-def _open_part(session: UploadSession, dest: PfsPath) -> int:
-    """The part file of an upload to `dest`, for writing, opened in the scratch directory
-    (race-free below a home: jobs write to homes too, and could swap `.uploads` for a link)."""
-    with scratch_fd(dest) as scratch:
-        return os.open(part_name(session), os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=scratch)
-
-
-def part_size(session: UploadSession) -> int:
-    if session.completed:
-        return session.size
-    try:
-        with scratch_fd(_area(session)) as scratch:
-            return os.stat(part_name(session), dir_fd=scratch, follow_symlinks=False).st_size
-    except FileNotFoundError:
-        return 0
 
 
 def create(user: User, path: str, size: int, *, sha256: str = "", sha256_later: bool = False,
@@ -165,7 +138,7 @@ class ChunkWriter:
         if bounded and length is not None and length > settings.PFS_MAX_CHUNK:
             raise PathError(f"a chunk may be at most {settings.PFS_MAX_CHUNK} bytes; send the file in several", 413)
         try:
-            fd = _open_part(session, dest)
+            fd = open_part(session, dest)
         except FileNotFoundError:
             if _completed(session):  # by a request that raced this one
                 raise OffsetConflict(session.size, offset) from None
@@ -354,24 +327,29 @@ def _complete(session: UploadSession) -> None:
         return
     dest = _dest(session)
     name = part_name(session)
-    with scratch_fd(dest) as scratch:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=scratch)
-        try:
-            size = os.fstat(fd).st_size
-            if size != session.size:
-                raise PathError(f"the upload has {size} of {session.size} bytes", 409)
-            # hashed as the bytes arrived; read back only where this process did not see them
-            digest = (upload_digest.take(session.pk, session.digest_algorithm, fd, size).hexdigest()
-                      if session.digest else "")
-        finally:
-            os.close(fd)
+    try:
+        fd = open_part(session, dest, os.O_RDONLY)
+    except FileNotFoundError:
+        raise PathError("the upload's data is gone: start a new upload", 410) from None
+    try:
+        size = os.fstat(fd).st_size
+        if size != session.size:
+            raise PathError(f"the upload has {size} of {session.size} bytes", 409)
+        # hashed as the bytes arrived; read back only where this process did not see them
+        digest = (upload_digest.take(session.pk, session.digest_algorithm, fd, size).hexdigest()
+                  if session.digest else "")
+    finally:
+        os.close(fd)
     if digest and digest != session.digest:
         cancel(session)
         raise PathError(f"checksum mismatch: the file's {session.digest_algorithm} is {digest}, not {session.digest}; "
                         "the upload was discarded", 422)
     if lstat_or_none(dest.parent) is None:
         mkdir(session.user, dest.parent.virtual)
-    put_in_place(dest, name, size, usage.reservation_of(session, dest), overwrite=session.overwrite)
+    try:
+        put_in_place(dest, name, size, usage.reservation_of(session, dest), overwrite=session.overwrite)
+    except OSError as e:  # a job swapped the part (for a directory, say) since it was checked
+        raise PathError(f"the upload's data was replaced ({e.strerror}): start a new upload", 409) from None
     session.completed = timezone.now()
     UploadSession.objects.filter(pk=session.pk).update(completed=session.completed)
 
@@ -380,7 +358,7 @@ def cancel(session: UploadSession) -> None:
     """Remove the upload, its data and its reservation."""
     upload_digest.forget(session.pk)
     try:
-        with scratch_fd(_area(session)) as scratch:
+        with scratch_fd(area(session)) as scratch:
             remove_at(part_name(session), scratch)
     except PathError:
         pass  # `.uploads` is no longer a directory: nothing of ours is reachable through it

@@ -4,7 +4,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
-from pfs import upload_headers, uploads
+from pfs import upload_headers, upload_parts
 from pfs.models import ShareLink, UploadSession
 from pfs.services import Entry
 
@@ -63,7 +63,7 @@ class UploadSerializer(serializers.ModelSerializer[UploadSession]):
                   "overwrite", "created", "updated", "completed", "expires"]
 
     def get_offset(self, obj: UploadSession) -> int:
-        return uploads.part_size(obj)
+        return upload_parts.part_size(obj)
 
     def get_sha256(self, obj: UploadSession) -> str:
         return obj.digest if obj.digest_algorithm == "sha256" else ""

@@ -15,7 +15,7 @@ import requests
 from django.conf import settings
 from django.utils import timezone
 
-from pfs import services, uploads
+from pfs import services, upload_parts, uploads
 from pfs.models import UploadSession
 from pfs.usage import QuotaExceeded
 
@@ -27,7 +27,7 @@ OCTETS = "application/offset+octet-stream"
 
 def part(home_dir, session):
     """Where an upload's data is kept until it is complete."""
-    return home_dir / ".uploads" / uploads.part_name(session)
+    return home_dir / ".uploads" / upload_parts.part_name(session)
 
 
 def leftovers(home_dir):
