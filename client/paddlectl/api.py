@@ -9,6 +9,7 @@ of their start (bench/cli_start.py).
 
 from __future__ import annotations
 
+import re
 import ssl
 import time
 import urllib.request
@@ -26,6 +27,10 @@ IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 RETRY_STATUS = frozenset({502, 503, 504})
 BACKOFF = 0.25  # seconds before the first retry, doubled before each next one (at most MAX_BACKOFF)
 MAX_BACKOFF = 8.0
+MAX_ANSWER = 64 << 20  # the most of a JSON answer read into memory: a page of 1000 entries is ~0.3 MiB
+MAX_ERROR = 64 << 10  # of an error's body: its message is cut to 500 characters anyway
+TOKEN_FORM = re.compile(r"[!-~]+")  # what a header carries as it is: printable ASCII, no space
+DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 # What the API answers for one object. API.request returns the decoded JSON as it comes (Any);
@@ -48,6 +53,31 @@ def _retryable(method: str) -> Callable[[BaseException], bool]:
         return isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
 
     return check
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), (parts.hostname or "").lower(), parts.port or DEFAULT_PORTS.get(parts.scheme.lower())
+
+
+def read_at_most(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """The decoded body of a streamed `response`, at most `limit` bytes of it, and whether that
+    is all of it (else the rest is not read): a server cannot make the client hold more."""
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > limit:
+            response.close()
+            return bytes(body[:limit]), False
+    return bytes(body), True
+
+
+def _as_read(response: httpx.Response, body: bytes) -> httpx.Response:
+    """`response` with `body` (already decoded) as its content."""
+    headers = [(k, v) for k, v in response.headers.multi_items()
+               if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+    return httpx.Response(response.status_code, headers=headers, content=body, request=response.request,
+                          extensions=response.extensions)
 
 
 def error_from(response: httpx.Response) -> APIError:
@@ -150,6 +180,10 @@ class API:
                 self._token = self.obtain_token(self.username, self._password)
                 if self._cache:
                     self._cache.put(self._cache_key, self._token)
+        if self._token and not TOKEN_FORM.fullmatch(self._token):
+            # said without the token: an error message must not show it (httpx's would)
+            raise ConfigError("the API token has characters an HTTP header cannot carry (a space or a newline "
+                              "pasted with it?): set it again")
         return {"Authorization": f"Token {self._token}"} if self._token else {}
 
     def websocket(self, path: str) -> tuple[str, dict[str, str]]:
@@ -182,13 +216,18 @@ class API:
               headers: dict[str, str] | None = None, **kwargs: Any) -> httpx.Response:
         method = method.upper()
 
+        # The token goes only where the endpoint is: a `next` link elsewhere (or over plain http
+        # from an https endpoint) is fetched without it.
+        own = "://" not in path or origin(path) == origin(self.endpoint)
+
         def attempt() -> httpx.Response:
-            hdrs = {**(self._auth_header() if auth else {}), **(headers or {})}
+            hdrs = {**(self._auth_header() if auth and own else {}), **(headers or {})}
             http = self._client_for(path)
-            response = http.send(http.build_request(method, path, headers=hdrs, **kwargs), stream=stream)
+            response = http.send(http.build_request(method, path, headers=hdrs, **kwargs), stream=True)
             if response.status_code in RETRY_STATUS:
+                body, _ = read_at_most(response, MAX_ERROR)  # the last one is the error shown
                 response.close()
-                raise _RetryableStatus(response)
+                raise _RetryableStatus(_as_read(response, body))
             return response
 
         try:
@@ -209,11 +248,17 @@ class API:
             raise AuthError(401, None, f"{self.endpoint} wants you to log in: the configuration has no password or "
                             "token for it (run `paddlectl login`, or add `password:` to its entry)")
         if response.status_code >= 400:
-            if stream:
-                response.read()
-                response.close()
-            raise error_from(response)
-        return response
+            body, _ = read_at_most(response, MAX_ERROR)
+            response.close()
+            raise error_from(_as_read(response, body))
+        if stream:
+            return response
+        body, whole = read_at_most(response, MAX_ANSWER)
+        response.close()
+        if not whole:
+            raise APIError(response.status_code, None, f"the server's answer to {method} {path} is over "
+                           f"{MAX_ANSWER >> 20} MiB: not read")
+        return _as_read(response, body)
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """Send a request; returns the decoded JSON body (None for an empty body)."""

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from . import pfs_upload, wire
+from . import pfs_local, pfs_upload, wire
 from ._httpx import httpx
 from .errors import APIError, ConnectionFailed, NotFound, PaddlectlError
 from .pfs_paths import is_remote as is_remote
@@ -127,12 +127,12 @@ class Storage:
         return list(self.api.paginate("files/", path=path or self.client.home(), limit=1000))
 
     def walk(self, path: str) -> Iterator[dict[str, Any]]:
-        """Every file below directory `path` (depth first), with `path` set to its PFS path."""
+        """Every file below directory `path` (depth first), with `path` set to its PFS path;
+        an entry the listing places anywhere but in the directory listed is refused."""
         for entry in self.ls(path):
-            if entry["type"] == "dir":
-                yield from self.walk(entry["path"])
-            elif entry["type"] == "file":
-                yield entry
+            if entry["type"] in ("dir", "file"):
+                child = pfs_local.child_of(path, entry)
+                yield from self.walk(child) if entry["type"] == "dir" else [entry]
 
     def mkdir(self, path: str) -> dict[str, Any]:
         self._ensure_home()
@@ -286,6 +286,7 @@ class Storage:
         if size is None:
             size = int(self.stat(remote).get("size", 0))
         meter = meter or Meter(size, progress)
+        pfs_local.no_link(part, side)
         etag = _resume_etag(remote, part, side)
         if etag is None:
             part.unlink(missing_ok=True)
@@ -301,9 +302,9 @@ class Storage:
             try:
                 try:
                     if wire.usable(self.api):
-                        self._download_spliced(remote, part, headers, meter, start_done, have, seen)
+                        self._download_spliced(remote, part, headers, meter, start_done, have, seen, size)
                     else:
-                        self._download_streamed(remote, part, headers, meter, start_done, have, etag, seen)
+                        self._download_streamed(remote, part, headers, meter, start_done, have, etag, seen, size)
                 finally:
                     etag = seen.get("etag") or etag  # resume from what arrived, if it drops
                 break
@@ -313,6 +314,9 @@ class Storage:
                     etag = None
                     continue
                 raise
+            except pfs_local.Overlong:
+                part.unlink(missing_ok=True)  # more than announced: not a file to resume
+                raise
             except (ConnectionFailed, httpx.TransportError) as e:
                 if time.monotonic() > deadline:
                     raise ConnectionFailed(f"download of {remote}: gave up after connection failures ({e})") from None
@@ -321,8 +325,8 @@ class Storage:
         side.unlink(missing_ok=True)
         return local
 
-    def _download_streamed(self, remote: str, part: Path, headers: dict[str, str], meter: Meter,
-                           start_done: int, have: int, etag: str | None, seen: dict[str, str]) -> None:
+    def _download_streamed(self, remote: str, part: Path, headers: dict[str, str], meter: Meter, start_done: int,
+                           have: int, etag: str | None, seen: dict[str, str], listed: int | None) -> None:
         """download_file's request through httpx, the body appended to `part` (or replacing it
         when the server sends the whole file); the ETag into `seen` as soon as it is known."""
         side = part.with_name(part.name + ".json")
@@ -331,6 +335,7 @@ class Storage:
                 raise PaddlectlError(f"download of {remote}: the server sent it encoded "
                                      f"({r.headers['Content-Encoding']}) though asked not to")
             resumed = r.status_code == 206
+            end = pfs_local.expected_size(r.status_code, r.headers, have, listed)
             etag = r.headers.get("ETag") or etag
             if etag:
                 seen["etag"] = etag
@@ -338,17 +343,20 @@ class Storage:
             mode = "ab" if resumed else "wb"
             meter.done = start_done + (have if resumed else 0)
             meter.report()
-            with open(part, mode) as f:
+            with os.fdopen(os.open(part, pfs_local.open_flags(resumed), 0o666), mode) as f:
                 # Blocks as the connection reads them (64 KiB): iter_bytes/iter_raw with a
                 # chunk size re-chunk them through a BytesIO, which took 2-3x the CPU and
                 # made downloads a quarter of upload speed. A buffered file passes blocks
                 # bigger than its buffer straight to write(2).
+                size = have if resumed else 0
                 for block in r.iter_raw():
                     f.write(block)
                     meter.add(len(block))
+                    size = pfs_local.check_size(remote, size + len(block), end)
+                pfs_local.check_size(remote, size, end, done=True)
 
     def _download_spliced(self, remote: str, part: Path, headers: dict[str, str], meter: Meter, start_done: int,
-                          have: int, seen: dict[str, str]) -> None:
+                          have: int, seen: dict[str, str], listed: int | None) -> None:
         """download_file's request with the body spliced into `part` (wire.py); the ETag into `seen`."""
         side = part.with_name(part.name + ".json")
         out: list[int] = []
@@ -358,13 +366,14 @@ class Storage:
                 raise PaddlectlError(f"download of {remote}: the server sent it encoded "
                                      f"({head['content-encoding']}) though asked not to")
             resumed = status == 206
+            pfs_local.expected_size(status, head, have, listed)  # wire.py reads Content-Length bytes, no more
             if etag := head.get("etag"):
                 seen["etag"] = etag
                 side.write_text(json.dumps({"path": remote, "etag": etag}))
             meter.done = start_done + (have if resumed else 0)
             meter.report()
             # at the end, not O_APPEND: splice(2) refuses a file opened for appending
-            out.append(os.open(part, os.O_WRONLY | os.O_CREAT | (0 if resumed else os.O_TRUNC), 0o666))
+            out.append(os.open(part, pfs_local.open_flags(resumed), 0o666))
             os.lseek(out[0], 0, os.SEEK_END)
             return out[0]
 
@@ -376,16 +385,22 @@ class Storage:
             for fd in out:
                 os.close(fd)
 
-    def download_tree(self, remote: str, local: str | Path, progress: Progress | None = None) -> int:
-        """Download directory `remote` so that its contents end up in `local`; returns files."""
+    def download_tree(self, remote: str, local: str | Path, progress: Progress | None = None,
+                      root: str | Path | None = None) -> int:
+        """Download directory `remote` so that its contents end up in `local`; returns files.
+        Nothing is written outside `root` (default: `local`), through links there or not."""
         local = Path(local)
-        files = list(self.walk(remote))
+        files = list(self.walk(remote))  # every name checked before the first byte is written
         meter = Meter(sum(int(e.get("size", 0)) for e in files), progress)
         local.mkdir(parents=True, exist_ok=True)
-        base = remote.rstrip("/") + "/"
+        top = Path(root) if root is not None else local
+        base = posixpath.normpath(remote) + "/"
+        written: dict[tuple[int, int], str] = {}  # what this run wrote, by inode: names folded into one
         for entry in files:
-            rel = entry["path"][len(base):]
-            target = local.joinpath(*rel.split("/"))
-            target.parent.mkdir(parents=True, exist_ok=True)
+            target = local.joinpath(*entry["path"][len(base):].split("/"))
+            pfs_local.make_parents(target, local, top)
+            if target.exists() and (seen := written.get(pfs_local.inode(target))):
+                raise pfs_local.UnsafeEntry(f"{entry['path']} and {seen} are one file here ({target}): refused")
             self.download_file(entry["path"], target, meter=meter, size=int(entry.get("size", 0)))
+            written[pfs_local.inode(target)] = entry["path"]
         return len(files)

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from ._httpx import httpx
-from .api import API, error_from
+from .api import API, MAX_ANSWER, MAX_ERROR, error_from
 from .errors import ConnectionFailed
 
 STEP = 8 << 20  # bytes per system call, so progress moves and a stall is noticed
@@ -68,7 +68,7 @@ class Connection:
     def _answer(self) -> http.client.HTTPResponse:
         response = self.conn.getresponse()
         if response.status >= 400:
-            body = response.read()
+            body = response.read(MAX_ERROR)  # no more of it: a server cannot fill our memory
             raise error_from(httpx.Response(response.status, content=body, headers=response.getheaders()))
         return response
 
@@ -92,7 +92,9 @@ class Connection:
                     offset += n
                     sent(n)
             response = self._answer()
-            data = response.read()
+            data = response.read(MAX_ANSWER)
+            if response.read(1):
+                raise ConnectionFailed(f"the server's answer to PATCH {path} is over {MAX_ANSWER >> 20} MiB")
         except (OSError, http.client.HTTPException) as e:
             self.conn.close()
             raise ConnectionFailed(f"cannot reach {self.api.endpoint}: {e or type(e).__name__}") from None

@@ -151,7 +151,7 @@ def registry(ctx: Context, args: argparse.Namespace) -> int:
     password = args.password or _prompt("password", True)
     created = ctx.client.add_registry(args.name, args.server, args.username, password)
     if ctx.output in ("table", "wide"):
-        print(f"registry {created['name']} added ({created['server']})")
+        output.say(f"registry {created['name']} added ({created['server']})")
     else:
         output.emit(created, ctx.output)
     return 0
@@ -178,7 +178,7 @@ def version(ctx: Context, args: argparse.Namespace) -> int:
     else:
         print(f"paddlectl client {info['client']}")
         if info["server"]:
-            print(f"PaddleCloud server {info['server']} ({info['endpoint']})")
+            output.say(f"PaddleCloud server {info['server']} ({info['endpoint']})")
     if failure is not None:
         raise failure
     return 0

@@ -32,8 +32,8 @@ def print_cluster(datacenters: list[dict[str, Any]], fmt: str) -> None:
         held = ", ".join(f"{label} {limit[key](used[key])} of "
                          f"{'no limit' if cap[key] is None else limit[key](cap[key])}"
                          for label, key in (("CPU", "cpu_millicores"), ("memory", "memory_bytes"), ("GPU", "gpus")))
-        print(f"datacenter {dc['name']} ({dc['backend']}): {held} held; "
-              f"{len(dc['running'])} running, {len(dc['queue'])} queued")
+        output.say(f"datacenter {dc['name']} ({dc['backend']}): {held} held; "
+                   f"{len(dc['running'])} running, {len(dc['queue'])} queued")
         if dc["running"] or dc["queue"]:
             output.emit([*dc["running"], *dc["queue"]], fmt, CLUSTER_COLUMNS,
                         [("MESSAGE", lambda j: j.get("message"))])

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PaddlectlError
+from ..pfs_local import child_of
 from ..pfs_paths import is_remote, join
 from . import output
 from .base import Context, UsageError, command
@@ -58,7 +59,8 @@ def _download(ctx: Context, src: str, dest: str, dest_is_dir: bool) -> None:
     target = Path(dest) / posixpath.basename(src.rstrip("/")) if dest_is_dir else Path(dest)
     with transfer_progress(f"Downloading {src}", _show_progress(ctx)) as progress:
         if entry["type"] == "dir":
-            n = storage.download_tree(src, target, progress)
+            # a link at dest/<name> that leads out of dest is not written through
+            n = storage.download_tree(src, target, progress, root=dest if dest_is_dir else target)
             print(f"{src} -> {target} ({n} files)")
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -84,7 +86,7 @@ def cp(ctx: Context, args: argparse.Namespace) -> int:
         for src in sources:
             if is_remote(src):
                 entry = storage.copy(src, dest if dest_is_dir else dest, overwrite=True)
-                print(f"{src} -> {entry['path']}")
+                output.say(f"{src} -> {entry['path']}")
             else:
                 _upload(ctx, src, dest, dest_is_dir, args.recursive)
     else:
@@ -122,8 +124,8 @@ def _tree(storage: Any, path: str, prefix: str) -> list[dict[str, Any]]:
     out = []
     for entry in storage.ls(path):
         out.append({**entry, "name": prefix + entry["name"]})
-        if entry.get("type") == "dir":
-            out.extend(_tree(storage, entry["path"], f"{prefix}{entry['name']}/"))
+        if entry.get("type") == "dir":  # only a directory in this one: a listing cannot loop
+            out.extend(_tree(storage, child_of(path, entry), f"{prefix}{entry['name']}/"))
     return out
 
 
@@ -144,7 +146,7 @@ def _mkdir_setup(p: argparse.ArgumentParser) -> None:
 def mkdir(ctx: Context, args: argparse.Namespace) -> int:
     for path in args.paths:
         entry = ctx.client.storage.mkdir(_remote(ctx, path))
-        print(f"created {entry['path']}")
+        output.say(f"created {entry['path']}")
     return 0
 
 
@@ -171,7 +173,7 @@ def _mv_setup(p: argparse.ArgumentParser) -> None:
          usage="paddlectl mv [-f] <remote src> <remote dest>")
 def mv(ctx: Context, args: argparse.Namespace) -> int:
     entry = ctx.client.storage.mv(_remote(ctx, args.src), _remote(ctx, args.dest), overwrite=args.force)
-    print(f"{args.src} -> {entry['path']}")
+    output.say(f"{args.src} -> {entry['path']}")
     return 0
 
 

@@ -175,17 +175,17 @@ def submit(ctx: Context, args: argparse.Namespace) -> int:
         created = _submit_new(ctx, args)
     if ctx.output in ("table", "wide"):
         copy = f" (a copy of {created['cloned_from']})" if created.get("cloned_from") else ""
-        print(f"job {created['name']} submitted ({created['state']}){copy}: "
-              f"{output.count(created['pservers'], 'pserver')}, {output.count(created['trainers'], 'trainer')}, "
-              f"package {created['package']}")
+        output.say(f"job {created['name']} submitted ({created['state']}){copy}: "
+                   f"{output.count(created['pservers'], 'pserver')}, {output.count(created['trainers'], 'trainer')}, "
+                   f"package {created['package']}")
         if queue_text(created):
-            print(f"queued {queue_text(created)}")
+            output.say(f"queued {queue_text(created)}")
     else:
         output.emit(created, ctx.output)
     if args.wait:
         final = ctx.client.wait(created["name"])
-        print(f"job {final['name']} {final['state']}" + (f": {final['message']}" if final.get("message") else ""),
-              file=sys.stderr)
+        output.say(f"job {final['name']} {final['state']}" + (f": {final['message']}" if final.get("message") else ""),
+                   stderr=True)
         return 0 if final["state"] == "Succeeded" else 1
     return 0
 
@@ -320,7 +320,7 @@ def _print_quota(q: dict[str, Any], fmt: str) -> None:
         {"resource": "storage", "used": output.human_bytes(q.get("storage", {}).get("used_bytes")),
          "limit": output.human_bytes(q.get("storage_bytes"))},
     ]
-    print(f"datacenter {q.get('datacenter')}")
+    output.say(f"datacenter {q.get('datacenter')}")
     output.emit(rows, fmt, [("RESOURCE", lambda r: r["resource"]), ("USED", lambda r: r["used"]),
                             ("LIMIT", lambda r: r["limit"])])
 
@@ -355,15 +355,19 @@ def logs(ctx: Context, args: argparse.Namespace) -> int:
         running = sum(r["state"] == "Running" for r in state.get("replicas", []))
         pending = sum(r["state"] == "Pending" for r in state.get("replicas", []))
         why = f" ({state['reason']}: {state['message']})" if state.get("reason") and state.get("message") else ""
-        output.console(stderr=True).print(f"[paddlectl] job {state['name']} {state['state']}{why}: {running} running, "
-                                          f"{pending} pending", style="dim")
+        note = f"[paddlectl] job {state['name']} {state['state']}{why}: {running} running, {pending} pending"
+        output.console(stderr=True).print(output.printable(note), style="dim")  # rich passes escapes on
 
     out = sys.stdout
+    # On a terminal a log line keeps its colours, tabs and carriage returns (progress bars), and
+    # nothing else that would drive the terminal: a job prints what its data or packages say.
+    clean = output.is_terminal(out)
     lines_iter = ctx.client.logs(args.job, replica=worker, lines=lines, follow=args.follow,
                                 on_job=on_job if args.follow else None)
     try:
         for line in lines_iter:
-            out.write(f"[{line.replica}] {line.text}\n" if prefix else line.text + "\n")
+            text = output.printable(line.text, "\t\r", colours=True) if clean else line.text
+            out.write(f"[{output.printable(line.replica)}] {text}\n" if prefix else text + "\n")
             out.flush()
     except NotFound:
         raise NotFound(404, None, f"job '{args.job}' not found (deleted while its logs were read?)") from None
@@ -405,7 +409,7 @@ def suspend(ctx: Context, args: argparse.Namespace) -> int:
     for name in args.jobs:
         get_job(ctx, name)
         job = ctx.client.suspend(name)
-        print(f"job {name} {job['state'].lower()}")
+        output.say(f"job {name} {job['state'].lower()}")
     return 0
 
 
@@ -415,7 +419,7 @@ def resume(ctx: Context, args: argparse.Namespace) -> int:
     for name in args.jobs:
         get_job(ctx, name)
         job = ctx.client.resume(name)
-        print(f"job {name} resumed ({job['state']})")
+        output.say(f"job {name} resumed ({job['state']})")
     return 0
 
 

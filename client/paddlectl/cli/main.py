@@ -65,9 +65,17 @@ def _parse(argv: list[str], prog: str) -> tuple[argparse.Namespace, dict[str, Pa
 
 
 def _say_error(message: str) -> None:
-    message = message.strip()
+    from .output import printable
+
+    message = printable(message.strip(), "\n")  # the server's words: never a terminal escape
     print(f"error: {message}" if "\n" not in message else "error: " + message.replace("\n", "\n  "),
           file=sys.stderr)
+
+
+def _say_usage(message: str) -> None:
+    from .output import printable
+
+    print(printable(message, "\n"), file=sys.stderr)  # may name a worker the server listed
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "paddlectl") -> int:
@@ -99,7 +107,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "paddlectl") -> int:
     try:
         return int(cmd.run(ctx, args) or 0)
     except UsageError as e:
-        print(f"{prog} {cmd.name}: {e}", file=sys.stderr)
+        _say_usage(f"{prog} {cmd.name}: {e}")
         return EXIT_USAGE
     except NotFound as e:
         _say_error(str(e) if str(e) not in ("Not found.", "No Job matches the given query.") else "not found")

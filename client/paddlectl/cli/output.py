@@ -9,6 +9,7 @@ of its start to import (bench/cli_start.py), and yaml is imported only to print 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
 
 FORMATS = ("table", "wide", "json", "yaml", "name")
 GUTTER = 3  # spaces after each column
+CONTROLS = {c: "?" for c in (*range(0x20), *range(0x7F, 0xA0))}  # C0, DEL and C1 (0x9b is a CSI too)
+SGR = re.compile(r"(\x1b\[[0-9;:]*m)")  # colours and bold: they move nothing
+C1_IN_JSON = {c: f"\\u{c:04x}" for c in range(0x7F, 0xA0)}  # json.dumps leaves them raw
 
 
 def console(stderr: bool = False) -> Console:
@@ -39,6 +43,13 @@ def line(text: str, stderr: bool = False) -> None:
     stream.write(text + "\n")
 
 
+def say(text: str, stderr: bool = False) -> None:
+    """`line(text)` for text with the server's words in it (names, states, messages): on a
+    terminal with their control characters shown as "?" (printable)."""
+    stream = sys.stderr if stderr else sys.stdout
+    line(printable(text, "\n\t") if is_terminal(stream) else text, stderr)
+
+
 def is_terminal(stream: Any) -> bool:
     return hasattr(stream, "isatty") and stream.isatty()
 
@@ -49,17 +60,21 @@ def width(text: str) -> int:
     return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
-def _printable(text: str) -> str:
-    """`text` with control characters shown as "?", as ls shows them on a terminal: a name the
-    server hands back (a file's, a job's message) cannot move the cursor or recolour the screen."""
-    return "".join("?" if unicodedata.category(c) == "Cc" else c for c in text)
+def printable(text: str, keep: str = "", colours: bool = False) -> str:
+    """`text` with control characters (but those in `keep`) shown as "?", as ls shows them on a
+    terminal: what the server hands back (a file's name, a job's message or log) cannot move the
+    cursor, clear the screen or write the clipboard (OSC 52). `colours` keeps SGR sequences."""
+    table = {c: r for c, r in CONTROLS.items() if chr(c) not in keep} if keep else CONTROLS
+    if colours and "\x1b" in text:
+        return "".join(part if i % 2 else part.translate(table) for i, part in enumerate(SGR.split(text)))
+    return text.translate(table)
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], terminal: bool = False) -> str:
     """`rows` under `header` in aligned columns (see the module's docstring)."""
     grid = [[cell.expandtabs().splitlines() or [""] for cell in row] for row in [header, *rows]]
     if terminal:
-        grid = [[[_printable(part) for part in cell] for cell in row] for row in grid]
+        grid = [[[printable(part) for part in cell] for cell in row] for row in grid]
     widths = [max(width(part) for row in grid for part in row[i]) + GUTTER for i in range(len(header))]
     out = []
     for row in grid:
@@ -153,7 +168,7 @@ def emit(data: Any, fmt: str, columns: Sequence[Column] = (), wide: Sequence[Col
          name: Callable[[dict[str, Any]], str] | None = None) -> None:
     """Print a list of records (or one record) in the chosen format."""
     if fmt == "json":
-        line(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+        line(json.dumps(data, indent=2, ensure_ascii=False, default=str).translate(C1_IN_JSON))
         return
     if fmt == "yaml":
         import yaml
@@ -163,7 +178,7 @@ def emit(data: Any, fmt: str, columns: Sequence[Column] = (), wide: Sequence[Col
     rows = data if isinstance(data, list) else [data]
     if fmt == "name":
         for row in rows:
-            line(name(row) if name else str(row.get("name", "")))
+            say(name(row) if name else str(row.get("name", "")))
         return
     if not rows:
         line("No resources found.", stderr=True)

@@ -235,7 +235,7 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         print(f"{prog} {args.action}: {e}", file=sys.stderr)
         return EXIT_USAGE
     except (PaddlectlError, ValueError, TimeoutError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {output.printable(str(e), chr(10))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -277,15 +277,15 @@ def _submit(ctx: Context, args: argparse.Namespace, job: PaddleJob, nest_as: str
     with transfer_progress("Uploading package", enabled=local and ctx.output in ("table", "wide")) as progress:
         created = ctx.client.submit(job, progress=progress, nest_as=nest_as)
     if ctx.output in ("table", "wide"):
-        print(f"job {created['name']} submitted ({created['state']}): {created['pservers']} pservers, "
-              f"{created['trainers']} trainers, package {created['package']}, entry {created['entry']}")
+        output.say(f"job {created['name']} submitted ({created['state']}): {created['pservers']} pservers, "
+                   f"{created['trainers']} trainers, package {created['package']}, entry {created['entry']}")
     else:
         output.emit(created, ctx.output)
     if not args.wait:
         return 0
     final = ctx.client.wait(created["name"])
-    print(f"job {final['name']} {final['state']}" + (f": {final['message']}" if final.get("message") else ""),
-          file=sys.stderr)
+    output.say(f"job {final['name']} {final['state']}" + (f": {final['message']}" if final.get("message") else ""),
+               stderr=True)
     return 0 if final["state"] == "Succeeded" else 1
 
 
@@ -331,7 +331,7 @@ def status(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     why = f" ({job['reason']}: {job['message']})" if job.get("reason") and job.get("message") else ""
     place = f" #{job['queue_position']} in the queue" if job["state"] == "Queued" and job.get("queue_position") else ""
-    print(f"job {job['name']}: {job['state']}{place}{why}")
+    output.say(f"job {job['name']}: {job['state']}{place}{why}")
     output.emit(job.get("replicas", []), ctx.output, WORKER_COLUMNS, WORKER_WIDE)
     return 0
 

@@ -36,8 +36,8 @@ def webhooks(ctx: Context, args: argparse.Namespace) -> int:
         created = ctx.client.add_webhook(args.target, [e.strip() for e in args.events.split(",") if e.strip()],
                                          args.secret)
         if ctx.output in ("table", "wide"):
-            print(f"webhook {created['id']} added for {', '.join(created['events'])}; its secret (shown only "
-                  f"now, keep it to check signatures): {created['secret']}")
+            output.say(f"webhook {created['id']} added for {', '.join(created['events'])}; its secret (shown only "
+                       f"now, keep it to check signatures): {created['secret']}")
         else:
             output.emit(created, ctx.output, name=lambda h: str(h["id"]))
         return 0
