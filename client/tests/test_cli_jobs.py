@@ -195,6 +195,7 @@ def test_get_quota_and_datacenters(config):
     res = run_cli("get", "quota")
     assert res.code == 0
     assert "cpu" in res.out and "8" in res.out and "running jobs" in res.out
+    assert ["queued", "jobs", "0", "1000"] in [line.split() for line in res.lines]
     q = json.loads(run_cli("get", "quota", "-o", "json").out)
     assert q["limits"]["cpu_millicores"] == 8000
     assert "local" in run_cli("get", "datacenters").out

@@ -317,6 +317,7 @@ def _print_quota(q: dict[str, Any], fmt: str) -> None:
          "limit": output.human_bytes(limits.get("memory_bytes"))},
         {"resource": "gpu", "used": used.get("gpus"), "limit": limits.get("gpus")},
         {"resource": "running jobs", "used": used.get("running_jobs"), "limit": limits.get("running_jobs")},
+        {"resource": "queued jobs", "used": used.get("queued_jobs"), "limit": limits.get("queued_jobs")},
         {"resource": "storage", "used": output.human_bytes(q.get("storage", {}).get("used_bytes")),
          "limit": output.human_bytes(q.get("storage_bytes"))},
     ]
