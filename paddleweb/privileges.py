@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -38,11 +39,24 @@ def hand_over(var: Path, user: pwd.struct_passwd) -> None:
     os.chown(var, user.pw_uid, user.pw_gid)
     if not first:
         return
-    for _dirpath, dirnames, filenames, dirfd in os.fwalk(var, follow_symlinks=False):
-        for name in dirnames + filenames:
-            st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-            if st.st_uid == 0:
-                os.chown(name, user.pw_uid, user.pw_gid, dir_fd=dirfd, follow_symlinks=False)
+    from launcher import fdtree  # not os.fwalk: it recurses per level, and a job's tree nests deeper
+
+    top = os.open(var, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        for _path, dirfd, dirnames, filenames in fdtree.walk(top):
+            for name in dirnames + filenames:
+                try:
+                    st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                # A file of more than one name may be linked in from outside (a job's hard link
+                # to a file of root's): its owner is left as it is.
+                if st.st_uid == 0 and (stat.S_ISDIR(st.st_mode) or st.st_nlink == 1):
+                    os.chown(name, user.pw_uid, user.pw_gid, dir_fd=dirfd, follow_symlinks=False)
+    except fdtree.Moved as e:  # a running job (keepers outlive restarts) moved its directories about
+        print(f"paddlecloud: {var} was not all handed over to {user.pw_name!r}: {e}", flush=True)
+    finally:
+        os.close(top)
 
 
 def _blocked(user: pwd.struct_passwd, paths: list[Path]) -> Path | None:

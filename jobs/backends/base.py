@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from launcher import fdtree
-from quotas.services import Capacity
+from quotas.services import Capacity, effective_quota
 
 from ..live.usage import Usage
 
@@ -242,14 +242,35 @@ def snapshot_package(job: Job, dest: Path) -> None:
             os.fchmod(dst, stat.S_IMODE(os.fstat(src).st_mode) | 0o700)  # as copy_tree makes the levels below
             # A package at jobs/<name>/ (where uploads go) holds the job's checkpoints of earlier
             # runs: the job reads them from PADDLE_CHECKPOINT_DIR, its copies need none of them.
-            storage.copy_tree(src, dst, lambda size: None, leave_out=_checkpoints(job))
+            storage.copy_tree(src, dst, _bounded(job), leave_out=_checkpoints(job))
         except PathError as e:
+            fdtree.rmtree(tmp)
             raise LaunchError("PackageUnavailable", f"{job.package}: {e.message}") from e
+        except LaunchError:
+            fdtree.rmtree(tmp)
+            raise
         finally:
             os.close(dst)
         os.rename(tmp, dest)
     finally:
         os.close(src)
+
+
+def _bounded(job: Job) -> Callable[[int], None]:
+    """The copy's charge: a running job can make a sparse file of a terabyte in the package at
+    no cost on disk, and the copy writes it out in full, so it stops at the owner's storage quota
+    (a package that fits the home fits that)."""
+    limit = effective_quota(job.user, job.datacenter).storage_bytes
+    copied = 0
+
+    def charge(size: int) -> None:
+        nonlocal copied
+        copied += size
+        if copied > limit:
+            raise LaunchError("PackageTooLarge", f"{job.package} holds more than your storage quota "
+                                                 f"({limit} bytes): a file there was made larger meanwhile")
+
+    return charge
 
 
 def _checkpoints(job: Job) -> list[tuple[int, int]]:

@@ -5,6 +5,7 @@ RULES, one small function each, in order. A rule skips fields that already have 
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -17,7 +18,7 @@ from rest_framework import serializers
 from rest_framework.fields import empty
 
 from accounts.models import Datacenter, Registry
-from pfs.paths import PathError, resolve
+from pfs.paths import PathError, PfsPath, resolve
 from pfs.usage import QuotaExceeded, get_usage
 from quotas.services import RESOURCE_FIELDS, effective_quota, job_resources, never_fits
 from quotas.units import cpu_millicores, memory_bytes
@@ -182,8 +183,18 @@ def package_is_a_directory(s: Submission) -> None:
     dc = s.data["datacenter"] if s.ok("datacenter") else None
     if dc is not None and path.datacenter != dc.name:
         s.fail("package", f"the package must be in the job's datacenter (/pfs/{dc.name}/...)")
-    elif not s.package_pending and not path.disk.is_dir():
+    elif not s.package_pending and not _is_dir_beneath(path):
         s.fail("package", f"{path.virtual} is not a directory in your storage; upload the package first")
+
+
+def _is_dir_beneath(path: PfsPath) -> bool:
+    """Opened below the home as the snapshot will be: a job may have swapped the package for a
+    link since `resolve` checked it, and following that would tell what lies outside the home."""
+    try:
+        os.close(path.open(os.O_PATH | os.O_DIRECTORY))
+    except (OSError, PathError):
+        return False
+    return True
 
 
 def could_ever_run(s: Submission) -> None:

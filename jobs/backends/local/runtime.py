@@ -19,6 +19,7 @@ import fcntl
 import hashlib
 import json
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -59,7 +60,7 @@ def ensure_env(requirements: str, heartbeat: Callable[[], None] = lambda: None, 
     """The bin/ directory of a ready virtualenv with `requirements` installed. pip's output goes
     to `log` (a job's build log) or else `<env>.log`; `say` gets a line of ours at each step."""
     target = env_dir(requirements)
-    if (target / READY).exists():
+    if _ready(target):
         say(f"runtime {target.name} is ready (built before): nothing to install")
         return target / "bin"
     settings.VENVS_ROOT.mkdir(parents=True, exist_ok=True)
@@ -75,7 +76,7 @@ def ensure_env(requirements: str, heartbeat: Callable[[], None] = lambda: None, 
                     waiting = True
                 heartbeat()
                 time.sleep(1)
-        if (target / READY).exists():
+        if _ready(target):
             say(f"runtime {target.name} is ready")
         else:
             fdtree.rmtree(target)
@@ -138,7 +139,27 @@ def _build(target: Path, requirements: str, heartbeat: Callable[[], None], sandb
             tail = build_log_tail(log_path, start)
             fdtree.rmtree(target)
             raise RuntimeEnvError(f"pip install -r requirements.txt failed with code {code}", tail)
-    (target / READY).touch()
+    _mark_ready(target)
+
+
+def _ready(target: Path) -> bool:
+    """Whether the marker is there, as a file of ours: a link a build left is not one."""
+    try:
+        return stat.S_ISREG(os.lstat(target / READY).st_mode)
+    except OSError:
+        return False
+
+
+def _mark_ready(target: Path) -> None:
+    """The build's setup scripts wrote the virtualenv: whatever they left at the marker's name
+    (a link to another user's home, say) is removed and a new file made, never written through."""
+    fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fdtree.remove(READY, fd)
+        os.close(os.open(READY, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                         dir_fd=fd))
+    finally:
+        os.close(fd)
 
 
 def build_log_tail(log_path: Path, start: int, lines: int = 25) -> str:
