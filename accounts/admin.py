@@ -6,6 +6,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from knox.models import AuthToken
 
+from core.admin_base import StrictLookupsAdmin
+
 from . import services
 from .forms import AdminLoginForm
 from .models import ApiToken, Registry
@@ -24,9 +26,20 @@ class RegistryForm(forms.ModelForm[Registry]):
         model = Registry
         fields = ["user", "name", "server", "username", "password"]
 
+    def clean_server(self) -> str:
+        value: str = self.cleaned_data["server"].strip()
+        if not services.valid_registry_server(value):
+            raise forms.ValidationError(services.REGISTRY_SERVER_FORM)
+        return value
+
     def clean_password(self) -> str:
         value: str = self.cleaned_data["password"]
         if not value and self.instance.pk:
+            # The stored password stays only where its owner sent it: pointing it at another
+            # server or account, or handing it to another user, takes a new one.
+            moved = {"user", "server", "username"} & set(self.changed_data)
+            if moved:
+                raise forms.ValidationError(f"changing {', '.join(sorted(moved))} needs the password again")
             stored: str = self.instance.password
             return stored
         if not value:
@@ -35,7 +48,7 @@ class RegistryForm(forms.ModelForm[Registry]):
 
 
 @admin.register(Registry)
-class RegistryAdmin(admin.ModelAdmin[Registry]):
+class RegistryAdmin(StrictLookupsAdmin[Registry]):
     form = RegistryForm
     list_display = ["name", "user", "server", "username", "created"]
     list_filter = ["server"]
@@ -44,7 +57,7 @@ class RegistryAdmin(admin.ModelAdmin[Registry]):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
+class ApiTokenAdmin(StrictLookupsAdmin[ApiToken]):
     """Every user's tokens by name; deleting one revokes it (knox's own page shows only hashes)."""
 
     list_display = ["name", "user", "created", "expiry"]

@@ -100,6 +100,14 @@ def user_for_token(authorization: str) -> User | None:
     return found[0] if found else None
 
 
+REGISTRY_SERVER_FORM = "a host name with an optional port, like registry.example.com:5000"
+
+
+def valid_registry_server(server: str) -> bool:
+    """Whether `server` can go into a docker config as it is (a scheme and a trailing slash pass)."""
+    return not any(c.isspace() or c == "/" for c in server.rstrip("/").split("://", 1)[-1])
+
+
 def create_registry(user: User, *, name: str, server: str, username: str, password: str) -> Registry:
     errors: dict[str, list[str]] = {}
     try:
@@ -109,8 +117,8 @@ def create_registry(user: User, *, name: str, server: str, username: str, passwo
     for field, value in (("server", server), ("username", username), ("password", password)):
         if not value or not str(value).strip():
             errors[field] = ["this field is required"]
-    if server and any(c.isspace() or c == "/" for c in server.rstrip("/").split("://", 1)[-1]):
-        errors["server"] = ["a host name with an optional port, like registry.example.com:5000"]
+    if server and not valid_registry_server(server):
+        errors["server"] = [REGISTRY_SERVER_FORM]
     if errors:
         raise ValidationError(errors)
     try:

@@ -10,9 +10,10 @@ from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
 from accounts.models import Datacenter
+from core.admin_base import StrictLookupsAdmin
 from quotas.units import format_bytes, format_cpu
 
-from . import services
+from . import services, user_admin  # noqa: F401  (user_admin registers users and groups)
 from .backends.base import LaunchError
 from .backends.registry import backend_class, capacity, get_backend
 from .models import Job, JobEvent, Replica
@@ -20,7 +21,7 @@ from .models import Job, JobEvent, Replica
 _Record = TypeVar("_Record", bound=Model)
 
 
-class RecordAdmin(admin.ModelAdmin[_Record]):
+class RecordAdmin(StrictLookupsAdmin[_Record]):
     """Replicas and events are written by the watcher: viewed, never added or edited by hand
     (deleting a job deletes them with it)."""
 
@@ -48,7 +49,7 @@ class JobEventInline(admin.TabularInline[JobEvent, Job]):
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin[Job]):
+class JobAdmin(StrictLookupsAdmin[Job]):
     list_display = ["name", "user", "datacenter", "mode", "state", "reason", "pservers", "trainers", "created",
                     "finished"]
     list_filter = ["state", "mode", "datacenter", "deleting"]
@@ -57,7 +58,11 @@ class JobAdmin(admin.ModelAdmin[Job]):
     date_hierarchy = "created"
     inlines = [ReplicaInline, JobEventInline]
     actions = ["kill_jobs"]
-    readonly_fields = ["state", "reason", "message", "created", "started", "finished", "heartbeat", "deleting"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Job | None = None) -> list[str]:
+        # Viewed, never edited: no service changes a job in place, and a form would skip every check
+        # submission makes (owner, another user's registry, quota, name); act through the actions.
+        return [f.name for f in Job._meta.fields if f.name != "id"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # jobs are submitted through the service, which validates and launches them
@@ -68,7 +73,8 @@ class JobAdmin(admin.ModelAdmin[Job]):
 
     @admin.action(description="Kill selected jobs")
     def kill_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        killed = sum(services.kill_job(job) for job in queryset)
+        me = request.user.get_username()
+        killed = sum(services.kill_job(job, by=me if job.user_id != request.user.pk else "") for job in queryset)
         self.message_user(request, f"{killed} job(s) killed.", messages.SUCCESS)
 
     def delete_model(self, request: HttpRequest, obj: Job) -> None:
@@ -113,6 +119,12 @@ class DatacenterForm(forms.ModelForm[Datacenter]):
         super().__init__(*args, **kwargs)
         self.initial["kubeconfig"] = ""  # write-only: the stored one is never sent to a browser
 
+    def clean_config(self) -> dict[str, Any]:
+        value = self.cleaned_data.get("config")
+        if not isinstance(value, dict):  # null, a list, a string: no backend reads those
+            raise forms.ValidationError("the config is a JSON object, {} for none")
+        return value
+
     def clean_kubeconfig(self) -> str:
         value: str = self.cleaned_data["kubeconfig"].strip()
         if not value:
@@ -143,7 +155,7 @@ class DatacenterForm(forms.ModelForm[Datacenter]):
 
 
 @admin.register(Datacenter)
-class DatacenterAdmin(admin.ModelAdmin[Datacenter]):
+class DatacenterAdmin(StrictLookupsAdmin[Datacenter]):
     form = DatacenterForm
     list_display = ["name", "backend", "description", "created"]
     list_filter = ["backend"]

@@ -1,11 +1,13 @@
 from django.contrib import admin
 from django.http import HttpRequest
 
+from core.admin_base import StrictLookupsAdmin
+
 from .models import Delivery, EmailPreference, Webhook
 
 
 @admin.register(Webhook)
-class WebhookAdmin(admin.ModelAdmin[Webhook]):
+class WebhookAdmin(StrictLookupsAdmin[Webhook]):
     list_display = ["id", "user", "url", "active", "created"]
     list_filter = ["active"]
     search_fields = ["user__username", "url"]
@@ -16,7 +18,7 @@ class WebhookAdmin(admin.ModelAdmin[Webhook]):
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin[Delivery]):
+class DeliveryAdmin(StrictLookupsAdmin[Delivery]):
     list_display = ["id", "webhook", "event", "status", "attempts", "status_code", "last_attempt"]
     list_filter = ["status", "event"]
     readonly_fields = [f.name for f in Delivery._meta.fields]
@@ -26,5 +28,5 @@ class DeliveryAdmin(admin.ModelAdmin[Delivery]):
 
 
 @admin.register(EmailPreference)
-class EmailPreferenceAdmin(admin.ModelAdmin[EmailPreference]):
+class EmailPreferenceAdmin(StrictLookupsAdmin[EmailPreference]):
     list_display = ["user", "job_end"]

@@ -5,8 +5,13 @@ from django import forms
 from django.contrib import admin
 from django.contrib.auth.models import User
 
+from core.admin_base import StrictLookupsAdmin
+
 from .models import Quota
 from .units import cpu_millicores, format_bytes, format_cpu, quantity
+
+# The columns' largest value (PositiveBigIntegerField): beyond it the database refuses the row.
+MOST = 2**63 - 1
 
 
 def as_quantity(n: int) -> str:
@@ -39,16 +44,22 @@ class QuotaForm(forms.ModelForm[Quota]):
 
     def clean_cpu(self) -> int:
         try:
-            return cpu_millicores(self.cleaned_data["cpu"])
+            value = cpu_millicores(self.cleaned_data["cpu"])
         except ValueError as e:
             raise forms.ValidationError(str(e)) from None
+        if value > MOST:
+            raise forms.ValidationError(f"at most {format_cpu(MOST)} cores")
+        return value
 
     def _bytes(self, name: str) -> int:
         try:
-            return math.ceil(quantity(self.cleaned_data[name]))
+            value = math.ceil(quantity(self.cleaned_data[name]))
         except ValueError:
             raise forms.ValidationError(f"'{self.cleaned_data[name]}' is not an amount: use a number with Ki, "
                                         "Mi, Gi or Ti, like 512Mi or 100Gi") from None
+        if value > MOST:
+            raise forms.ValidationError("must be less than 8Ei")
+        return value
 
     def clean_memory(self) -> int:
         return self._bytes("memory")
@@ -65,7 +76,7 @@ class QuotaForm(forms.ModelForm[Quota]):
 
 
 @admin.register(Quota)
-class QuotaAdmin(admin.ModelAdmin[Quota]):
+class QuotaAdmin(StrictLookupsAdmin[Quota]):
     form = QuotaForm
     list_display = ["datacenter", "who", "cpu", "memory", "gpus", "max_running_jobs", "storage"]
     list_filter = ["datacenter"]

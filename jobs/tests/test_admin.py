@@ -69,7 +69,7 @@ def test_replicas_and_events_are_read_only(admin_client, job):
 
 def test_a_finished_job_is_read_only_and_still_deletable(admin_client, job):
     url = f"/admin/jobs/job/{job.pk}/change/"
-    assert 'name="_save"' in admin_client.get(url).content.decode()  # while it runs, operators may fix it
+    assert 'name="_save"' in admin_client.get(url).content.decode()  # its fields all read-only (test_admin_hostile)
     services.kill_job(job)
     page = admin_client.get(url).content.decode()
     assert 'name="_save"' not in page and "/delete/" in page
