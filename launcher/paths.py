@@ -3,6 +3,8 @@ never following a symbolic link, so nothing a caller (or a job) swaps in can lea
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 from pathlib import PurePosixPath
@@ -51,13 +53,51 @@ def open_at(root_fd: int, parts: tuple[str, ...], flags: int, mode: int = 0o600)
             os.close(fd)
 
 
+def open_real_dir(path: str, flags: int = os.O_PATH, *, make: bool = False) -> int:
+    """The directory `path` (absolute, normalised) opened from / one component at a time, none of
+    them a symbolic link (Refused); with `make`, missing ones are made (0755) on the way. The
+    service account owns its state directory, so it could replace a root there with a link to
+    /etc for the next start as root: a root process never follows a link to a root."""
+    if not isinstance(path, str) or not os.path.isabs(path) or os.path.normpath(path) != path or "\0" in path:
+        raise Refused(f"not an absolute, normalised path: {path!r}")
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in PurePosixPath(path).parts[1:]:
+            step = _real_dir_at(fd, part, flags, make, path)
+            os.close(fd)
+            fd = step
+        result, fd = fd, -1
+        return result
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _real_dir_at(fd: int, part: str, flags: int, make: bool, path: str) -> int:
+    how = flags | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        try:
+            return os.open(part, how, dir_fd=fd)
+        except FileNotFoundError:
+            if not make:
+                raise
+            with contextlib.suppress(FileExistsError):  # made meanwhile: opened as any other
+                os.mkdir(part, 0o755, dir_fd=fd)
+            return os.open(part, how, dir_fd=fd)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise Refused(f"{path}: {part} is a symbolic link or not a directory; give the real directory") from None
+        raise Refused(f"{path}: {e.strerror}") from None
+
+
 class Roots:
-    """The directories requests may name things below, opened once at start: a root the service
-    renames or replaces later is still the directory the launcher was started with."""
+    """The directories requests may name things below, opened once at start, through no link
+    (open_real_dir): a root the service renames or replaces later is still the directory the
+    launcher was started with."""
 
     def __init__(self, **roots: str) -> None:
-        self.paths = {name: os.path.realpath(path) for name, path in roots.items()}
-        self.fds = {name: os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for name, path in self.paths.items()}
+        self.paths = {name: os.path.abspath(path) for name, path in roots.items()}
+        self.fds = {name: open_real_dir(path) for name, path in self.paths.items()}
 
     def open(self, kind: str, path: object, flags: int = os.O_PATH | os.O_DIRECTORY, mode: int = 0o600) -> int:
         """An fd for `path`, which must be below the root `kind`."""

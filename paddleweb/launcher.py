@@ -13,6 +13,8 @@ import pwd
 import sys
 from pathlib import Path
 
+from launcher.paths import Refused, open_real_dir
+
 
 def arguments(settings: object) -> list[str]:
     var: Path = settings.VAR_DIR  # type: ignore[attr-defined]
@@ -32,7 +34,10 @@ def main() -> None:
     from django.conf import settings
 
     for name in ("PFS_ROOT", "JOBS_ROOT", "LOGS_ROOT", "VENVS_ROOT"):
-        Path(getattr(settings, name)).mkdir(parents=True, exist_ok=True)
+        try:  # as root: through no link the service account may have left (launcher.paths)
+            os.close(open_real_dir(str(getattr(settings, name)), make=True))
+        except Refused as e:
+            sys.exit(f"launcher: not starting: {e}")
     args = arguments(settings)
     os.chdir(settings.BASE_DIR)
     os.execv(sys.executable, [sys.executable, "-m", "launcher", *args])

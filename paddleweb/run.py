@@ -19,21 +19,37 @@ health endpoint and the probes cover long-running deployments, which run each pa
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from launcher.paths import Refused, open_real_dir
+
 from . import privileges
 
 
 def _lock(path: str) -> int | None:
-    """The locked descriptor, or None when another run holds the lock."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    """The locked descriptor, or None when another run holds the lock. Never through a link, nor
+    a file of other names: the service account, which owns the state directory, could otherwise
+    have the next start as root truncate any file."""
+    refused = SystemExit(f"paddlecloud: {path} is not a plain file of its own; remove it and start again.")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        if e.errno == errno.ELOOP:  # a link
+            raise refused from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        os.close(fd)
+        raise refused
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -58,9 +74,15 @@ def _as_service_account(settings: Any, env: dict[str, str]) -> list[str]:
     user = privileges.account(settings.SERVICE_USER, settings.VAR_DIR)
     privileges.hand_over(settings.VAR_DIR, user)
     for root in (settings.PFS_ROOT, settings.JOBS_ROOT, settings.LOGS_ROOT, settings.VENVS_ROOT):
-        root.mkdir(parents=True, exist_ok=True)
-        if root.stat().st_uid == 0:
-            os.chown(root, user.pw_uid, user.pw_gid)
+        try:  # made and handed over through no link: the account may have left one there
+            fd = open_real_dir(str(root), os.O_RDONLY, make=True)
+        except Refused as e:
+            raise SystemExit(f"paddlecloud: not starting: {e}") from None
+        try:
+            if os.fstat(fd).st_uid == 0:
+                os.fchown(fd, user.pw_uid, user.pw_gid)
+        finally:
+            os.close(fd)
     privileges.let_through(user, [Path(sys.executable).resolve(), Path(sys.prefix), settings.BASE_DIR,
                                   settings.VAR_DIR])
     drop = privileges.drop_command(user)

@@ -337,10 +337,12 @@ if env.bool("TRUST_X_FORWARDED_PROTO", HTTPS and TRUSTED_PROXY_COUNT > 0):
 SECURE_REDIRECT_EXEMPT = [r"^api/v2/health/$"]
 
 # --- storage, jobs --------------------------------------------------------------------------
-PFS_ROOT = Path(env.str("PFS_ROOT", str(VAR_DIR / "pfs"))).resolve()
-JOBS_ROOT = Path(env.str("JOBS_ROOT", str(VAR_DIR / "jobs"))).resolve()
-LOGS_ROOT = Path(env.str("LOGS_ROOT", str(VAR_DIR / "logs"))).resolve()
-VENVS_ROOT = Path(env.str("VENVS_ROOT", str(VAR_DIR / "venvs"))).resolve()
+# Not resolved: the service account owns VAR_DIR and could make a root a link (to /etc, say) for
+# the next start as root; the root parts refuse a root reached through a link (launcher.paths).
+PFS_ROOT = Path(os.path.abspath(env.str("PFS_ROOT", str(VAR_DIR / "pfs"))))
+JOBS_ROOT = Path(os.path.abspath(env.str("JOBS_ROOT", str(VAR_DIR / "jobs"))))
+LOGS_ROOT = Path(os.path.abspath(env.str("LOGS_ROOT", str(VAR_DIR / "logs"))))
+VENVS_ROOT = Path(os.path.abspath(env.str("VENVS_ROOT", str(VAR_DIR / "venvs"))))
 DEFAULT_DATACENTER = env.str("DEFAULT_DATACENTER", "local")
 KILL_GRACE_SECONDS = env.float("KILL_GRACE_SECONDS", 10.0)
 # A job stuck in Building/Starting with no heartbeat for this long is relaunched by reconcile.

@@ -24,6 +24,7 @@ import pytest
 from django.conf import settings
 
 from core import embedded_redis
+from paddleweb import run
 from tests.support import ROOT, wait_for
 
 # The test run's own settings travel in the environment; the tree must use its defaults instead
@@ -169,6 +170,43 @@ def test_a_second_run_on_the_same_state_directory_is_refused(tree):
     assert "started (pid=" not in said  # no second honcho, worker or Redis
     assert embedded_redis.is_up(str(tree.var / "redis.sock"))  # the first one's Redis is untouched
     assert _health(tree.port)[0] == 200
+
+
+@pytest.mark.skipif(not ROOT, reason="started by a normal user, no part has more rights than that user")
+def test_a_root_the_service_account_made_a_link_stops_the_start_and_changes_nothing(state_dirs):
+    """The account owns the state directory: a link it leaves as a root must not lead the next
+    start (as root, or the launcher's) to chown or write what it points to."""
+    var = Path(tempfile.mkdtemp(dir=state_dirs))
+    target = Path(tempfile.mkdtemp(dir=state_dirs))  # stands for /etc
+    owner = target.stat().st_uid
+    os.symlink(target, var / "logs")
+    tree = Tree(var)
+    proc = tree.start()
+    try:
+        assert proc.wait(120) != 0, tree.output()[-2000:]
+    finally:  # were it to start after all, nothing of it is left
+        with suppress(psutil.NoSuchProcess):
+            for p in [*psutil.Process(proc.pid).children(recursive=True), psutil.Process(proc.pid)]:
+                with suppress(psutil.NoSuchProcess):
+                    p.kill()
+        proc.wait()
+    said = tree.output()
+    assert "not starting" in said and f"{var}/logs: logs is a symbolic link" in said, said[-2000:]
+    assert target.stat().st_uid == owner and os.listdir(target) == []
+
+
+def test_the_run_lock_is_never_taken_through_a_link_or_another_name(tmp_path):
+    precious = tmp_path / "precious"
+    precious.write_text("keep me")
+    os.symlink(precious, tmp_path / "run.lock")
+    os.link(precious, tmp_path / "other.lock")
+    for lock in ("run.lock", "other.lock"):
+        with pytest.raises(SystemExit, match="not a plain file of its own"):
+            run._lock(str(tmp_path / lock))
+    assert precious.read_text() == "keep me"
+    fd = run._lock(str(tmp_path / "fresh.lock"))
+    assert fd is not None
+    os.close(fd)
 
 
 def test_a_second_bundled_redis_leaves_the_first_ones_socket_alone(tree):
