@@ -7,6 +7,7 @@ import os
 import threading
 
 import pytest
+from django.db import connection
 
 from pfs import storage, uploads, usage
 from pfs.models import StorageReservation, UploadSession
@@ -30,7 +31,14 @@ def patch(api, upload_id, offset, data, **headers):
 def in_thread(call):
     """Run `call` in a thread; (thread, box): box["answer"] holds its result when it ends."""
     box = {}
-    t = threading.Thread(target=lambda: box.setdefault("answer", call()), daemon=True)
+
+    def run() -> None:
+        try:
+            box["answer"] = call()
+        finally:  # the thread's own: back to the pool, or later tests in this process run short
+            connection.close()
+
+    t = threading.Thread(target=run, daemon=True)
     t.start()
     return t, box
 
