@@ -7,6 +7,7 @@ import contextlib
 import errno
 import os
 import re
+from collections.abc import Callable
 from pathlib import PurePosixPath
 
 
@@ -33,24 +34,32 @@ def parts_below(root: str, path: object) -> tuple[str, ...]:
     return rel.parts
 
 
-def open_at(root_fd: int, parts: tuple[str, ...], flags: int, mode: int = 0o600) -> int:
-    """Open `parts` below the directory `root_fd`, no component a symbolic link."""
-    fd = os.dup(root_fd)
+def _descend(top_fd: int, parts: tuple[str, ...], step: Callable[[int, int], int]) -> int:
+    """The descriptor `step(dir_fd, i)` opens for parts[i] in the one before, from `top_fd` (kept
+    open) down to the last part; each step closed once the next is open."""
+    fd = os.dup(top_fd)
     try:
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            try:
-                step = os.open(part, (flags if last else os.O_PATH | os.O_DIRECTORY) | os.O_NOFOLLOW | os.O_CLOEXEC,
-                               mode, dir_fd=fd)
-            except OSError as e:
-                raise Refused(f"cannot open {'/'.join(parts[:i + 1])}: {e.strerror}") from None
+        for i in range(len(parts)):
+            below = step(fd, i)
             os.close(fd)
-            fd = step
+            fd = below
         result, fd = fd, -1
         return result
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def open_at(root_fd: int, parts: tuple[str, ...], flags: int, mode: int = 0o600) -> int:
+    """Open `parts` below the directory `root_fd`, no component a symbolic link."""
+    def step(fd: int, i: int) -> int:
+        how = flags if i == len(parts) - 1 else os.O_PATH | os.O_DIRECTORY
+        try:
+            return os.open(parts[i], how | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
+        except OSError as e:
+            raise Refused(f"cannot open {'/'.join(parts[:i + 1])}: {e.strerror}") from None
+
+    return _descend(root_fd, parts, step)
 
 
 def open_real_dir(path: str, flags: int = os.O_PATH, *, make: bool = False) -> int:
@@ -60,17 +69,12 @@ def open_real_dir(path: str, flags: int = os.O_PATH, *, make: bool = False) -> i
     /etc for the next start as root: a root process never follows a link to a root."""
     if not isinstance(path, str) or not os.path.isabs(path) or os.path.normpath(path) != path or "\0" in path:
         raise Refused(f"not an absolute, normalised path: {path!r}")
-    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    parts = PurePosixPath(path).parts[1:]
+    top = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        for part in PurePosixPath(path).parts[1:]:
-            step = _real_dir_at(fd, part, flags, make, path)
-            os.close(fd)
-            fd = step
-        result, fd = fd, -1
-        return result
+        return _descend(top, parts, lambda fd, i: _real_dir_at(fd, parts[i], flags, make, path))
     finally:
-        if fd >= 0:
-            os.close(fd)
+        os.close(top)
 
 
 def _real_dir_at(fd: int, part: str, flags: int, make: bool, path: str) -> int:
