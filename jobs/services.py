@@ -19,6 +19,7 @@ from pfs.paths import PathError, home
 from quotas.services import effective_quota, lock_admissions, queue_full
 
 from . import checkpoints, logs, spec
+from .lifecycle import queue
 from .live import logstore
 from .models import ACTIVE_STATES, ADMITTED_STATES, REPLICA_DONE, Job, JobEvent, JobState, Replica, ReplicaState
 from .state.attempts import new_attempt
@@ -115,8 +116,7 @@ def _create(user: User, cleaned: dict[str, Any]) -> Job:
 def _ensure_queue_room(user: User, datacenter: Datacenter) -> None:
     """Refuse one job more waiting to start than the user's quota allows (call under
     lock_admissions, so parallel submissions cannot all pass the count)."""
-    queued = Job.objects.filter(user=user, datacenter=datacenter, state=JobState.QUEUED).count()
-    why = queue_full(effective_quota(user, datacenter), queued)
+    why = queue_full(effective_quota(user, datacenter), queue.queued(user, datacenter))
     if why:
         raise ValidationError({field: [message] for field, message in why.items()})
 

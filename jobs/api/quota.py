@@ -13,8 +13,7 @@ from accounts.current import signed_in
 from accounts.models import Datacenter
 from quotas.services import effective_quota
 
-from ..lifecycle.queue import held
-from ..models import Job, JobState
+from ..lifecycle.queue import held, queued
 
 
 class ResourcesSerializer(serializers.Serializer[dict[str, Any]]):
@@ -50,12 +49,12 @@ def quota(request: Request) -> Response:
     user = signed_in(request)
     q = effective_quota(user, dc)
     used, running = held(user, dc)
-    queued = Job.objects.filter(user=user, datacenter=dc, state=JobState.QUEUED).count()
+    waiting = queued(user, dc)
     return Response(QuotaSerializer({
         "datacenter": dc.name,
         "limits": {"cpu_millicores": q.cpu_millicores, "memory_bytes": q.memory_bytes, "gpus": q.gpus,
                    "running_jobs": q.max_running_jobs, "queued_jobs": q.max_queued_jobs},
         "used": {"cpu_millicores": used.cpu_millicores, "memory_bytes": used.memory_bytes, "gpus": used.gpus,
-                 "running_jobs": running, "queued_jobs": queued},
+                 "running_jobs": running, "queued_jobs": waiting},
         "storage_bytes": q.storage_bytes,
     }).data)

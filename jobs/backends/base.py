@@ -237,23 +237,31 @@ def snapshot_package(job: Job, dest: Path) -> None:
         tmp = dest.with_name(dest.name + ".tmp")
         fdtree.rmtree(tmp)
         tmp.mkdir(mode=0o700)
-        dst = os.open(tmp, storage.DIRECTORY)
         try:
-            os.fchmod(dst, stat.S_IMODE(os.fstat(src).st_mode) | 0o700)  # as copy_tree makes the levels below
-            # A package at jobs/<name>/ (where uploads go) holds the job's checkpoints of earlier
-            # runs: the job reads them from PADDLE_CHECKPOINT_DIR, its copies need none of them.
-            storage.copy_tree(src, dst, _bounded(job), leave_out=_checkpoints(job))
-        except PathError as e:
-            fdtree.rmtree(tmp)
-            raise LaunchError("PackageUnavailable", f"{job.package}: {e.message}") from e
-        except LaunchError:
+            _copy_package(job, src, tmp)
+        except BaseException:
             fdtree.rmtree(tmp)
             raise
-        finally:
-            os.close(dst)
         os.rename(tmp, dest)
     finally:
         os.close(src)
+
+
+def _copy_package(job: Job, src: int, tmp: Path) -> None:
+    """The open package `src` into the new directory `tmp`, which takes its mode."""
+    from pfs import storage
+    from pfs.paths import PathError
+
+    dst = os.open(tmp, storage.DIRECTORY)
+    try:
+        os.fchmod(dst, stat.S_IMODE(os.fstat(src).st_mode) | 0o700)  # as copy_tree makes the levels below
+        # A package at jobs/<name>/ (where uploads go) holds the job's checkpoints of earlier
+        # runs: the job reads them from PADDLE_CHECKPOINT_DIR, its copies need none of them.
+        storage.copy_tree(src, dst, _bounded(job), leave_out=_checkpoints(job))
+    except PathError as e:
+        raise LaunchError("PackageUnavailable", f"{job.package}: {e.message}") from e
+    finally:
+        os.close(dst)
 
 
 def _bounded(job: Job) -> Callable[[int], None]:

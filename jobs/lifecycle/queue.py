@@ -142,6 +142,11 @@ def held(user: User, datacenter: Datacenter) -> tuple[Resources, int]:
     return total, count
 
 
+def queued(user: User, datacenter: Datacenter) -> int:
+    """How many of the user's jobs wait in the datacenter's queue (quota max_queued_jobs)."""
+    return Job.objects.filter(user=user, datacenter=datacenter, state=JobState.QUEUED).count()
+
+
 def within_user(job: Job) -> tuple[int, object, int]:
     """A job's place among its user's queued jobs: priority (highest first), then first in, first out."""
     return (-job.priority, job.queued_at or job.created, job.pk)
