@@ -24,6 +24,15 @@ class StorageUsage(models.Model):
         return f"{self.user} @ {self.datacenter}: {self.used_bytes} bytes"
 
 
+PART_SUFFIX = ".part"
+
+
+def part_file_name(upload_id: object) -> str:
+    """An upload's part file's name in its home's `.uploads` (pfs.upload_parts writes it; the
+    recount and the orphan sweep recognise it)."""
+    return f"{upload_id}{PART_SUFFIX}"
+
+
 class UploadSession(models.Model):
     """A resumable upload: data goes to `<home>/.uploads/<id>.part` until `size` bytes are there,
     then it is verified and renamed onto `path`. The part file's length is the upload offset."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import stat
 
-from .models import UploadSession
+from .models import UploadSession, part_file_name
 from .paths import PathError, PfsPath
 from .storage import scratch_fd
 
@@ -20,7 +20,7 @@ def area(session: UploadSession) -> PfsPath:
 
 def part_name(session: UploadSession) -> str:
     """The part file's name in the scratch directory (`.uploads`) of the upload's home."""
-    return f"{session.id}.part"
+    return part_file_name(session.id)
 
 
 def open_part(session: UploadSession, dest: PfsPath, flags: int = os.O_RDWR) -> int:

@@ -32,7 +32,7 @@ from django.utils import timezone
 from accounts.models import Datacenter
 
 from . import upload_digest, usage
-from .models import UploadSession
+from .models import UploadSession, part_file_name
 from .paths import RESERVED_NAME, PathError, PfsPath, resolve
 from .services import _refuse_root, counted_size, lstat_or_none, mkdir, put_in_place
 from .storage import NEW_FILE, remove_at, scratch_fd
@@ -385,7 +385,7 @@ def cleanup_stale(*, user: User | None = None, max_age: timedelta | None = None)
 
 
 def _sweep_orphans(max_age: timedelta) -> int:
-    known = {f"{pk}.part" for pk in UploadSession.objects.values_list("pk", flat=True)}
+    known = {part_file_name(pk) for pk in UploadSession.objects.values_list("pk", flat=True)}
     limit = time.time() - max_age.total_seconds()
     count = 0
     root = settings.PFS_ROOT

@@ -29,7 +29,7 @@ from accounts.models import Datacenter
 from quotas.services import effective_quota
 from quotas.units import format_bytes
 
-from .models import StorageReservation, StorageUsage, UploadSession
+from .models import PART_SUFFIX, StorageReservation, StorageUsage, UploadSession, part_file_name
 from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath
 from .storage import size_at, tree_size_fd
 
@@ -93,7 +93,7 @@ def _scratch_size(home: PfsPath, home_fd: int) -> int:
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
-                if stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and entry.name.endswith(".part"):
+                if stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and entry.name.endswith(PART_SUFFIX):
                     singles[entry.name] = st.st_size
                 else:
                     other += size_at(entry.name, fd)
@@ -101,7 +101,7 @@ def _scratch_size(home: PfsPath, home_fd: int) -> int:
         os.close(fd)
     # read after the walk: a write that starts meanwhile is covered, not counted twice
     mine = {"user__username": home.owner, "datacenter__name": home.datacenter}
-    declared = {f"{pk}.part": size for pk, size in
+    declared = {part_file_name(pk): size for pk, size in
                 UploadSession.objects.filter(completed__isnull=True, **mine).values_list("pk", "size")}
     for name, size in singles.items():
         if name in declared:
