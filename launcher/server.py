@@ -65,11 +65,22 @@ class Server(socketserver.ThreadingUnixStreamServer):
 
     def __init__(self, path: str, launcher: Launcher, service_uid: int) -> None:
         self.launcher, self.service_uid = launcher, service_uid
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)  # left by a launcher that died (a link is removed, never followed)
+        # Bound under a temporary name and renamed once it listens: the socket's name appears only
+        # when a connection to it is taken (between bind and listen a caller was refused).
+        staging = f"{path}.{os.getpid()}.tmp"
+        for stale in (path, staging):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(stale)  # left by a launcher that died (a link is removed, never followed)
         old = os.umask(0o177)  # born 0600: nobody but its owner between bind and chown
         try:
-            super().__init__(path, Handler)
+            super().__init__(staging, Handler)
         finally:
             os.umask(old)
-        os.chown(path, service_uid, -1, follow_symlinks=False)
+        try:
+            os.chown(staging, service_uid, -1, follow_symlinks=False)
+            os.rename(staging, path)
+        except OSError:
+            self.server_close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(staging)
+            raise
