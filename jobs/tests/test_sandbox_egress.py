@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import threading
+from pathlib import Path
 
 import psutil
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from jobs.live import logstore
 from jobs.tests.test_local_backend import run_until_done, submit
 from jobs.tests.test_sandbox import job_ns, set_config, tcp_open
-from tests.support import ROOT
+from tests.support import ROOT, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_job_left_behind")]
 
@@ -71,6 +72,62 @@ def test_internet_is_a_datacenter_setting_and_never_opens_the_hosts_loopback(ali
     assert not (launcher_service.state / "slirp4netns" / f"{job_ns(launcher_service, job)}.pid").exists()
     slirps = [p for p in psutil.Process(launcher_service.proc.pid).children() if p.name() == "slirp4netns"]
     assert slirps == []
+
+
+METADATA = r"""
+import os, socket, time
+for host in (os.environ["LINK_LOCAL"], "100.100.100.200"):
+    began = time.monotonic()
+    try:
+        socket.create_connection((host, int(os.environ["PORT"])), timeout=10).recv(10)
+        print(host, "reached", flush=True)
+    except OSError as e:
+        print(host, "refused", type(e).__name__, round(time.monotonic() - began), flush=True)
+deadline = time.monotonic() + 60  # the test looks at slirp4netns meanwhile
+while not os.path.exists(os.environ["GO"]) and time.monotonic() < deadline:
+    time.sleep(0.05)
+"""
+
+
+@pytest.fixture
+def link_local(host_server):
+    """As root, a link-local address of the host's (where a cloud serves its metadata), on which
+    host_server answers; rootless, an address nothing serves (the job's route is what is tested)."""
+    import subprocess
+
+    if not ROOT:
+        yield "169.254.99.99"
+        return
+    address = ["169.254.99.99/32", "dev", "lo"]  # lo: containers' kernels may lack dummy links
+    subprocess.run(["ip", "addr", "add", *address], check=True)
+    try:
+        socket.create_connection(("169.254.99.99", host_server[1]), timeout=5).close()  # the host reaches it
+        yield "169.254.99.99"
+    finally:
+        subprocess.run(["ip", "addr", "delete", *address], check=True)
+
+
+def test_a_job_with_internet_never_reaches_the_clouds_metadata_service(alice, host_server, link_local,
+                                                                      launcher_service):
+    from jobs.tasks import launch_job
+    from pfs.paths import home
+
+    set_config(internet=True)
+    go = home(alice, "local").child("go")
+    job = submit(alice, "metadata", {"train.py": METADATA}, mode="collective", pservers=0, trainers=1,
+                 env={"LINK_LOCAL": link_local, "PORT": str(host_server[1]), "GO": go.virtual})
+    launch_job(job.pk)
+    slirp = wait_for(lambda: next((p for p in psutil.Process(launcher_service.proc.pid).children()
+                                   if p.name() == "slirp4netns"), None), 60, what="slirp4netns")
+    # It parses the job's packets: in a mount namespace of its own, behind a seccomp filter.
+    assert "Seccomp:\t2" in Path(f"/proc/{slirp.pid}/status").read_text()
+    assert os.stat(f"/proc/{slirp.pid}/ns/mnt").st_ino != os.stat("/proc/self/ns/mnt").st_ino
+    go.disk.write_text("")
+    job = run_until_done(job)
+    text = logstore.read(job.replicas.get()).text
+    # Refused at once by the namespace's own route, not after slirp4netns tried the host's network.
+    assert f"{link_local} refused OSError 0" in text, text
+    assert "100.100.100.200 refused OSError 0" in text, text
 
 
 def test_the_sandbox_resolves_its_own_hostname_and_user_as_gloo_and_getpass_need(alice):
