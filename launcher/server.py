@@ -8,7 +8,9 @@ import logging
 import os
 import socket
 import socketserver
+import stat
 import struct
+import tempfile
 from typing import Any
 
 from .ops import Launcher
@@ -17,6 +19,7 @@ from .paths import Refused
 log = logging.getLogger("launcher")
 MAX_REQUEST = 4 << 20
 TIMEOUT = 30.0
+SOCKET_NAME = "launcher.sock"
 
 
 def peer_uid(sock: socket.socket) -> int:
@@ -65,22 +68,27 @@ class Server(socketserver.ThreadingUnixStreamServer):
 
     def __init__(self, path: str, launcher: Launcher, service_uid: int) -> None:
         self.launcher, self.service_uid = launcher, service_uid
-        # Bound under a temporary name and renamed once it listens: the socket's name appears only
-        # when a connection to it is taken (between bind and listen a caller was refused).
-        staging = f"{path}.{os.getpid()}.tmp"
-        for stale in (path, staging):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(stale)  # left by a launcher that died (a link is removed, never followed)
-        old = os.umask(0o177)  # born 0600: nobody but its owner between bind and chown
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # left by a launcher that died (a link is removed, never followed)
+        # Bound in a directory of this process's alone, held open, and renamed into place once it
+        # listens: its name appears only when a connection to it is taken (between bind and listen
+        # a caller was refused), and the socket's directory (the service's) never holds the name
+        # chowned, which the service could have swapped for a link to a root file meanwhile.
+        staging = tempfile.mkdtemp(prefix=".launcher-", dir=os.path.dirname(path) or ".")
+        dir_fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:
-            super().__init__(staging, Handler)
+            st = os.fstat(dir_fd)
+            if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) != 0o700:
+                raise OSError(f"{staging} was replaced while the launcher's socket was made")
+            super().__init__(f"/proc/self/fd/{dir_fd}/{SOCKET_NAME}", Handler)
+            try:
+                os.chmod(SOCKET_NAME, 0o600, dir_fd=dir_fd)
+                os.chown(SOCKET_NAME, service_uid, -1, dir_fd=dir_fd, follow_symlinks=False)
+                os.rename(SOCKET_NAME, path, src_dir_fd=dir_fd)
+            except OSError:
+                self.server_close()
+                raise
         finally:
-            os.umask(old)
-        try:
-            os.chown(staging, service_uid, -1, follow_symlinks=False)
-            os.rename(staging, path)
-        except OSError:
-            self.server_close()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(staging)
-            raise
+            os.close(dir_fd)
+            with contextlib.suppress(OSError):
+                os.rmdir(staging)
