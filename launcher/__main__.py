@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import signal
+import stat
 import sys
 import threading
 from pathlib import Path
@@ -16,6 +17,23 @@ from .paths import Refused, Roots
 from .server import Server
 
 log = logging.getLogger("launcher")
+PROTECTED_HARDLINKS = Path("/proc/sys/fs/protected_hardlinks")
+
+
+def check_hardlinks() -> None:
+    """As root, only where nobody can hard-link a file they cannot write (fs.protected_hardlinks=1).
+    The per-file checks (one link, by descriptor: ops._log, ownership) cannot be airtight without
+    it: a file held open whose one link is left may be /etc/shadow, its link in the tree removed
+    meanwhile; and the keeper writes its state files by name in the service's directory.
+    (protected_symlinks matters to none of it: no link is followed where another uid writes.)"""
+    setting = PROTECTED_HARDLINKS
+    try:
+        value = setting.read_text().strip()
+    except OSError as e:
+        raise Refused(f"cannot read {setting}: {e.strerror}") from None
+    if value != "1":
+        raise Refused(f"{setting} is {value}, not 1: the service account could hard-link /etc/shadow into "
+                      f"a directory of its own for root to write (sysctl -w fs.protected_hardlinks=1)")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -37,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     job_uids = None
     try:
         if not rootless:
+            check_hardlinks()
             job_uids = uids.parse(args.job_uids)
             uids.check_host(job_uids)
             if args.service_uid in job_uids:
@@ -44,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
             uids.hold(job_uids, Path(args.uid_registry))  # held until this process ends
         state = Path(args.state_dir)
         state.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = state.lstat()  # root acts on the pid files in it: nobody else may write there
+        if not rootless and (not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022):
+            raise Refused(f"--state-dir {state}: not a directory of root's that only root may write")
         roots = Roots(pfs=args.pfs_root, jobs=args.jobs_root, logs=args.logs_root, venvs=args.venvs_root)
     except (Refused, OSError) as e:
         log.error("not starting: %s", e)

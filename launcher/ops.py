@@ -84,14 +84,29 @@ def _env(value: object) -> dict[str, str]:
     return value
 
 
-def _log(roots: Roots, kind: str, path: object) -> int:
-    """The log file `path` below the root `kind`, opened to append; a regular file only (the caller
-    owns the directory: a FIFO there would hold the request until someone read it)."""
-    fd = roots.open(kind, path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o640)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+def _log(roots: Roots, kind: str, path: object, owner: int | None = None) -> int:
+    """The log file `path` below the root `kind`, opened to append. The caller owns the directory,
+    so it must be a regular file (a FIFO would hold the request until someone read it) of one link
+    (another name may be /etc/passwd: fs.protected_hardlinks=0 lets anyone link any file), owned by
+    `owner` if given; a missing one is made, `owner`'s. Checked before anything is written."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK
+    made = True
+    try:
+        fd = roots.open(kind, path, flags | os.O_CREAT | os.O_EXCL, 0o640)
+    except Refused:  # there already, or not to be made: the plain open says why
+        made, fd = False, roots.open(kind, path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise Refused(f"log: {path!r} is not a regular file of one link")
+        if owner is not None and made:
+            os.fchown(fd, owner, -1)
+        elif owner is not None and st.st_uid != owner:
+            raise Refused(f"log: {path!r} is not the service account's")
+        os.set_blocking(fd, True)
+    except BaseException:
         os.close(fd)
-        raise Refused(f"log: {path!r} is not a regular file")
-    os.set_blocking(fd, True)
+        raise
     return fd
 
 
@@ -192,7 +207,7 @@ class Launcher:
 
         try:
             state = keep(roots.directory("jobs", req.get("state")))
-            log = keep(_log(roots, "logs", req.get("log")))
+            log = keep(_log(roots, "logs", req.get("log"), self.setup.service_uid))
             work_path, tmp_path = req.get("work"), req.get("tmp")
             work, tmp = keep(roots.directory("jobs", work_path)), keep(roots.directory("jobs", tmp_path))
             spec = sandbox.Spec(uid, hostname, str(work_path), env, binds=[
@@ -248,10 +263,13 @@ class Launcher:
         label = req.get("state")
         state = self.setup.roots.directory("jobs", label)
         try:
-            # The caller owns the state directory: a FIFO there would block the open, a huge file the read.
+            # The caller owns the state directory: a FIFO there would block the open, a huge file the read,
+            # and a hard link to a root-only file would be read (and its number quoted back) as root.
             fd = os.open("keeper.pid", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=state)
             try:
-                pid = int(os.read(fd, 32).strip() or 0) if stat.S_ISREG(os.fstat(fd).st_mode) else 0
+                st = os.fstat(fd)
+                keepers = stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_uid == os.geteuid()
+                pid = int(os.read(fd, 32).strip() or 0) if keepers else 0
             finally:
                 os.close(fd)
         except (OSError, ValueError):
@@ -301,11 +319,11 @@ class Launcher:
             log_root = req.get("log_root", "venvs")  # a job's build log, or the runtime's own
             if log_root not in ("venvs", "logs"):
                 raise Refused("log_root: venvs or logs")
-            log = _log(roots, log_root, req.get("log"))
+            log = _log(roots, log_root, req.get("log"), self.setup.service_uid)
             fds.append(log)
+            pip_env = sandbox.pip_environment()  # before the hand-over: a refusal leaves the venv as it was
             if not self.setup.rootless:
                 ownership.give(target, self._build_uid())
-            pip_env = sandbox.pip_environment()
             spec = sandbox.Spec(self._build_uid(), BUILD_HOSTNAME, "/tmp", {
                 **pip_env, "PATH": f"{venv}/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
                 "PIP_CONFIG_FILE": os.devnull}, tmpfs=["/tmp"])

@@ -13,18 +13,23 @@ writable by the build uid only while it builds, the service's again after.
 
 Both walk below a directory opened race-free, by name inside directories opened without
 following links (fdtree: in a loop, so no depth a job makes stops it), so a job swapping a
-directory for a link mid-walk changes nothing outside it; symbolic links are left alone. Files
-with more than one hard link are left alone unless the job uid owns them: another name of theirs
-may be outside (a service file linked into a home), and changing it would hand that file over.
+directory for a link mid-walk changes nothing outside it; symbolic links are left alone. Each
+entry is opened (O_PATH, never following a link) and judged by that descriptor's fstat, and the
+change goes through the same descriptor: a name swapped meanwhile (for a hard link to a root
+file, say) is not what gets changed. Files with more than one hard link are left alone unless
+the job uid owns them: another name of theirs may be outside (a service file linked into a
+home, or /etc/shadow where fs.protected_hardlinks is 0), and changing it would hand it over.
+(One link is no proof that it lies in the tree: a job that may link a file can remove its link
+there after the open. The launcher starts as root only with protected_hardlinks=1 (__main__),
+where nobody links a file they may not write.)
 
 The ACL goes in as the kernel's `system.posix_acl_*` extended attributes (the layout of
-linux/posix_acl_xattr.h), set through the directory's descriptor: libacl's Python binding
+linux/posix_acl_xattr.h), set through the entry's descriptor: libacl's Python binding
 (pylibacl) ships no wheels and works on paths.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import struct
@@ -45,13 +50,26 @@ def acl(perm: int, users: list[int], other: int) -> bytes:
     return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", tag, perm, uid) for tag, perm, uid in entries)
 
 
-def _entries(top_fd: int) -> Iterator[tuple[int, str | None, os.stat_result]]:
-    """(directory fd, name, stat) below `top_fd`, the top itself first as (top_fd, None, stat)."""
-    yield top_fd, None, os.fstat(top_fd)
+def _entries(top_fd: int) -> Iterator[tuple[int, bool, os.stat_result]]:
+    """(fd, is the top, its fstat) for `top_fd` and each entry below it, the top first. Each
+    entry's fd is O_PATH (opening a FIFO or a device for real would block or act) and only valid
+    until the next one is yielded; fchown/fsetxattr refuse O_PATH, so _at(fd) names it."""
+    yield top_fd, True, os.fstat(top_fd)
     for _path, dirfd, dirnames, filenames in fdtree.walk(top_fd):  # not os.fwalk: it recurses per level
         for name in dirnames + filenames:
-            with contextlib.suppress(FileNotFoundError):  # removed by a running job meanwhile
-                yield dirfd, name, os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+            try:
+                fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
+            except FileNotFoundError:  # removed by a running job meanwhile
+                continue
+            try:
+                yield fd, False, os.fstat(fd)
+            finally:
+                os.close(fd)
+
+
+def _at(fd: int) -> str:
+    """The file `fd` holds, as a path: the kernel resolves it to that inode, whatever its name is now."""
+    return f"/proc/self/fd/{fd}"
 
 
 def _ours(st: os.stat_result, uid: int) -> bool:
@@ -61,31 +79,18 @@ def _ours(st: os.stat_result, uid: int) -> bool:
 
 
 def share(top_fd: int, uid: int, service_uid: int) -> None:
-    for dirfd, name, st in _entries(top_fd):
+    for fd, top, st in _entries(top_fd):
         if not _ours(st, uid) or st.st_uid not in (uid, service_uid):
             continue
         is_dir = stat.S_ISDIR(st.st_mode)
         perm = 7 if is_dir or st.st_mode & stat.S_IXUSR else 6
-        other = 1 if name is None else 0  # bwrap enters the top as root without capabilities
-        # The top through its descriptor; the rest by name in a directory held open.
-        target: int | str = dirfd if name is None else f"/proc/self/fd/{dirfd}/{name}"
-        nofollow = name is not None  # a descriptor is followed by nature
-        try:
-            os.setxattr(target, ACCESS, acl(perm, [uid, service_uid], other), follow_symlinks=not nofollow)
-            if is_dir:
-                os.setxattr(target, DEFAULT, acl(7, [uid, service_uid], 0), follow_symlinks=not nofollow)
-        except FileNotFoundError:
-            pass
+        other = 1 if top else 0  # bwrap enters the top as root without capabilities
+        os.setxattr(_at(fd), ACCESS, acl(perm, [uid, service_uid], other))
+        if is_dir:
+            os.setxattr(_at(fd), DEFAULT, acl(7, [uid, service_uid], 0))
 
 
 def give(top_fd: int, uid: int) -> None:
-    for dirfd, name, st in _entries(top_fd):
-        if st.st_uid == uid or not _ours(st, uid):
-            continue
-        try:
-            if name is None:
-                os.fchown(dirfd, uid, uid)
-            else:
-                os.chown(name, uid, uid, dir_fd=dirfd, follow_symlinks=False)
-        except FileNotFoundError:
-            pass
+    for fd, _top, st in _entries(top_fd):
+        if st.st_uid != uid and _ours(st, uid):
+            os.chown(_at(fd), uid, uid)
