@@ -43,7 +43,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--service-uid", type=int, default=os.geteuid(), help="the only uid that may ask")
     for root in ("pfs", "jobs", "logs", "venvs"):
         p.add_argument(f"--{root}-root", required=True)
-    p.add_argument("--job-uids", default="200000-265535", help="FIRST-LAST (as root)")
+    p.add_argument("--job-uids", default=uids.DEFAULT, help="FIRST-LAST (as root)")
     p.add_argument("--uid-registry", default=str(uids.REGISTRY))
     return p.parse_args(argv)
 

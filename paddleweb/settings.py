@@ -376,10 +376,12 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", "")
 PIP_INDEX_URL = env.str("PIP_INDEX_URL", "")
 # Local jobs: what needs root goes through the launcher (launcher/) on this socket. Sandboxed local
 # replicas run as the first of JOB_UIDS + the user's id (the first is the runtime builds'): uids that
-# no host account and no other PaddleCloud instance on the host may use (the launcher checks both).
-# Started as root, `make run` runs everything but the launcher as SERVICE_USER (made if missing).
+# no host account, no subordinate range (/etc/subuid, /etc/subgid) and no other PaddleCloud instance
+# on the host may use (the launcher checks all three); the default, launcher.uids.DEFAULT, lies above
+# them all on a normal host. Started as root, `make run` runs everything but the launcher as
+# SERVICE_USER (made if missing).
 LAUNCHER_SOCKET = Path(env.str("LAUNCHER_SOCKET", str(VAR_DIR / "launcher.sock")))
-JOB_UIDS = env.str("JOB_UIDS", "200000-265535")
+JOB_UIDS = env.str("JOB_UIDS", "1879048192-1879113727")
 SERVICE_USER = env.str("SERVICE_USER", "paddlecloud")
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440

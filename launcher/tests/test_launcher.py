@@ -106,17 +106,17 @@ def test_handing_a_path_outside_the_roots_or_through_a_link_to_a_job_is_refused(
     outside.mkdir()
     (outside / "service-file").write_text("the service's")
     for path in ("/etc", str(outside), str(launcher.roots["pfs"]) + "/../outside", str(launcher.roots["pfs"])):
-        answer = ask(launcher.sock, op="share", root="pfs", path=path, uid=200001)
+        answer = ask(launcher.sock, op="share", root="pfs", path=path, uid=1879048193)
         assert not answer["ok"], path
     home = launcher.roots["pfs"] / "local" / "home" / "alice"
     home.mkdir(parents=True)
     (launcher.roots["pfs"] / "local" / "home" / "swapped").symlink_to(outside)
-    answer = ask(launcher.sock, op="share", root="pfs", path=str(home.parent / "swapped"), uid=200001)
+    answer = ask(launcher.sock, op="share", root="pfs", path=str(home.parent / "swapped"), uid=1879048193)
     assert not answer["ok"] and ("symbolic links" in answer["error"] or "Not a directory" in answer["error"])
     # A directory on the way swapped for a link: the same.
     os.rename(home.parent, launcher.roots["pfs"] / "local" / "moved")
     (launcher.roots["pfs"] / "local" / "home").symlink_to(outside)
-    answer = ask(launcher.sock, op="share", root="pfs", path=str(home), uid=200001)
+    answer = ask(launcher.sock, op="share", root="pfs", path=str(home), uid=1879048193)
     assert not answer["ok"]
     assert not os.listxattr(outside) and not os.listxattr(outside / "service-file")
     assert os.stat(outside / "service-file").st_uid == 0
@@ -125,9 +125,9 @@ def test_handing_a_path_outside_the_roots_or_through_a_link_to_a_job_is_refused(
 @as_root
 def test_a_job_uid_outside_the_range_is_refused_uid_0_above_all(launcher):
     (launcher.roots["pfs"] / "home").mkdir()
-    for uid in (0, 1000, 200000, 265536, -1, "200001", True):
+    for uid in (0, 1000, 1879048192, 1879113728, -1, "1879048193", True):
         answer = ask(launcher.sock, op="share", root="pfs", path=str(launcher.roots["pfs"] / "home"), uid=uid)
-        assert not answer["ok"] and "uid: a whole number from 200001 to 265535" in answer["error"], uid
+        assert not answer["ok"] and "uid: a whole number from 1879048193 to 1879113727" in answer["error"], uid
     replica = {"op": "start_replica", "job": 1, "replica": "trainer-0", "uid": 0, "argv": ["/bin/sh"]}
     answer = ask(launcher.sock, **replica)
     assert not answer["ok"] and "uid" in answer["error"]
