@@ -25,15 +25,19 @@ the keeper to bwrap (each passes them on), so the options can name them.
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import pwd
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from . import seccomp
+from .paths import Refused
 
 SETPRIV = "/usr/bin/setpriv"
 ENVIRON = "/run/paddlecloud/environ"  # the job's environment, as /proc/PID/environ holds one
@@ -46,6 +50,8 @@ TRAMPOLINE = [PYTHON, "-I", "-S", "-c", (
     "os.execvpe(sys.argv[1], sys.argv[1:], env)\n")]
 ROOTLESS_UID = 1000
 INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: `sudo apt-get install bubblewrap`)"
+PIP_FILE = re.compile(r"  (/.*), exists: (True|False)")  # a file `pip config debug` says pip reads
+log = logging.getLogger("launcher")
 
 
 @dataclass
@@ -162,14 +168,59 @@ def account_files(uid: int, username: str, home_at: str, hostname: str, resolv_c
     }
 
 
+def _changeable(path: str) -> str | None:
+    """The first step of `path`, as written and then resolved, that an account other than root (or
+    this process's own) could change, or None: what only they control cannot be swapped under us.
+    A sticky directory (/tmp) may be writable on the way: others cannot rename what it holds."""
+    trusted = {0, os.geteuid()}
+    for full in (path, os.path.realpath(path)):
+        names = [n for n in full.split("/") if n not in ("", ".")]
+        if not full.startswith("/") or ".." in names:
+            return full
+        steps = ["/", *("/" + "/".join(names[:i]) for i in range(1, len(names) + 1))]
+        for i, step in enumerate(steps):
+            try:
+                st = os.lstat(step)
+            except OSError:
+                return step
+            shared = st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid != 0)
+            sticky = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX and i < len(steps) - 1
+            if st.st_uid not in trusted or (shared and not stat.S_ISLNK(st.st_mode) and not sticky):
+                return step
+    return None
+
+
+def _pip_config(*args: str) -> str | None:
+    """`pip config ARGS`'s output (None if it failed), with the HOME of this process's own account:
+    `make run` hands the launcher the service's state directory as HOME, where the service could
+    write a pip.conf. Isolated (-I), from /: nothing of the caller's environment or directory runs."""
+    try:
+        home = pwd.getpwuid(os.geteuid()).pw_dir
+    except KeyError:
+        home = "/nonexistent"
+    done = subprocess.run([sys.executable, "-I", "-m", "pip", "config", *args], capture_output=True, text=True,
+                          env={**os.environ, "HOME": home}, cwd="/")
+    return done.stdout if done.returncode == 0 else None
+
+
 def pip_environment() -> dict[str, str]:
     """pip's effective configuration on the host (its files and PIP_* variables) as PIP_*
     variables, so a build in the sandbox, which sees none of the host's config files, installs
-    from the same indexes and wheel directories."""
-    done = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    from the same indexes and wheel directories. Refused while a file pip reads is one another
+    account could change: its settings would become the build's, its paths bind mounts."""
+    debug = _pip_config("debug")
+    if debug is None:  # no pip beside the launcher, or a file it cannot parse: no settings, as ever
+        return {}
+    listed = [m for m in map(PIP_FILE.fullmatch, debug.splitlines()) if m]
+    if not listed:
+        raise Refused("`pip config debug` names no file: cannot tell where pip's configuration comes from")
+    for entry in listed:
+        if entry[2] == "True" and (step := _changeable(entry[1])):
+            raise Refused(f"pip reads {entry[1]}, which another account than root can change ({step}): "
+                          "make it and its directories root's, writable by root alone, or remove it")
     files: dict[str, str] = {}
     env: dict[str, str] = {}
-    for line in done.stdout.splitlines():
+    for line in (_pip_config("list") or "").splitlines():
         match = re.fullmatch(r"([^.]*)\.([^=]+)='(.*)'", line)
         if match and match[1] in ("global", "install", ":env:"):
             (env if match[1] == ":env:" else files)[f"PIP_{match[2].upper().replace('-', '_')}"] = match[3]
@@ -178,12 +229,17 @@ def pip_environment() -> dict[str, str]:
 
 def local_paths(values: list[str]) -> list[str]:
     """The local files and directories named in pip settings: wheel directories, constraint
-    files, and file:// indexes with their parent (an index's pages link to files beside it)."""
+    files, and file:// indexes with their parent (an index's pages link to files beside it).
+    Only those no other account can change: bwrap binds them by path, as root."""
     found = []
     for value in values:
         for token in value.split():
             path = os.path.dirname(token.removeprefix("file://").rstrip("/")) if token.startswith("file://") else token
             if path.startswith("/") and path != "/" and os.path.exists(path) and path not in found:
+                if step := _changeable(path):
+                    log.warning("pip's setting %s is not bound into builds: another account than root can "
+                                "change %s", path, step)
+                    continue
                 found.append(path)
     return found
 
