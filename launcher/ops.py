@@ -277,15 +277,22 @@ class Launcher:
         finally:
             os.close(state)
         try:
+            # Held first, then checked: a signal through it never reaches a process that took the pid since.
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            return False
+        try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmdline = f.read().split(b"\0")
             owner = os.stat(f"/proc/{pid}").st_uid
+            # Only a keeper this launcher started (its uid, its script, that label) is signalled.
+            if owner != os.geteuid() or str(KEEPER).encode() not in cmdline or str(label).encode() not in cmdline:
+                raise Refused(f"pid {pid} is not the keeper of {label}")
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)
         except OSError:
-            return False
-        # Only a keeper this launcher started (its uid, its script, that label) is signalled.
-        if owner != os.geteuid() or str(KEEPER).encode() not in cmdline or str(label).encode() not in cmdline:
-            raise Refused(f"pid {pid} is not the keeper of {label}")
-        os.kill(pid, signal.SIGTERM)
+            return False  # ended meanwhile (the checks may have read a newer process: nothing was sent to it)
+        finally:
+            os.close(pidfd)
         return True
 
     def release_job(self, req: dict[str, Any]) -> None:

@@ -81,3 +81,20 @@ def test_a_fifo_for_a_log_is_refused_at_once(launcher, tmp_path):
         return "started"
 
     assert "j1.log" in within_deadline(start)
+
+
+def test_a_pid_file_naming_a_process_that_is_no_keeper_is_refused_and_nothing_signalled(launcher, tmp_path):
+    import subprocess
+
+    state = tmp_path / "jobs/j1/trainer-0/state"
+    other = subprocess.Popen(["sleep", "600"])  # this launcher's uid, but not a keeper of that label
+    try:
+        (state / "keeper.pid").write_text(str(other.pid))
+        with pytest.raises(Refused, match="is not the keeper"):
+            launcher.handle({"op": "stop_replica", "state": str(state)})
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+    # Ended: nothing to stop.
+    assert launcher.handle({"op": "stop_replica", "state": str(state)}) is False
