@@ -61,16 +61,46 @@ def walk(top_fd: int) -> "Iterator[tuple[list[str], int, list[str], list[str]]]"
     return _walk(top_fd, rmdirs=False)
 
 
+def entries(top_fd: int) -> "Iterator[tuple[int, os.DirEntry[str]]]":
+    """(dir_fd, entry) for everything below the directory `top_fd`, top-down, never following a
+    link, each directory read as the walk goes rather than listed whole first: one of millions of
+    names costs no more memory than one of ten, but for the names of its subdirectories, kept to
+    enter them next. `entry.stat(follow_symlinks=False)` measures it by `dir_fd` (fstatat); use
+    either only before the next step. What cannot be read or entered is left out, as in `walk`."""
+    for _path, fd, enter in _tree(top_fd, rmdirs=False):
+        try:
+            with os.scandir(fd) as found:
+                for entry in found:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            enter.append(entry.name)
+                    except OSError:
+                        continue  # not readable
+                    yield fd, entry
+        except OSError:
+            continue  # not readable, or not all of it
+
+
 def _walk(top_fd: int, rmdirs: bool) -> "Iterator[tuple[list[str], int, list[str], list[str]]]":
+    for path, fd, enter in _tree(top_fd, rmdirs):
+        dirs, files = _listing(fd)
+        yield path, fd, dirs, files
+        enter += dirs  # what the caller left of them
+
+
+def _tree(top_fd: int, rmdirs: bool) -> "Iterator[tuple[list[str], int, list[str]]]":
+    """(path, dir_fd, enter) for each directory, the top first: the consumer puts in `enter` the
+    names of the subdirectories to go into next (in order), before its next step."""
     fds = [os.dup(top_fd)]  # -1 where closed to stay under HELD
     idents = [_ident(fds[0])]
     path: list[str] = []  # the names from the top to fds[-1]
     todo: list[list[str]] = []  # per level, the subdirectories still to enter (last first)
     try:
         while True:
-            dirs, files = _listing(fds[-1])
-            yield path, fds[-1], dirs, files
-            todo.append(dirs[::-1])
+            enter: list[str] = []
+            yield path, fds[-1], enter
+            enter.reverse()
+            todo.append(enter)
             while not _enter_next(fds, idents, path, todo):
                 todo.pop()  # this directory is done: back to its parent
                 if not path:

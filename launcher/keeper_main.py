@@ -40,7 +40,7 @@ import time
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 DISK_INTERVAL = 1.0
-INODE_BYTES = 4096  # what an entry costs the disk limit at least: a block of the filesystem
+DISK_SHARE = 4  # a measure that took t seconds waits DISK_SHARE * t for the next, if longer than DISK_INTERVAL
 Convert = type[int] | type[float] | type[str]
 # The command line: option -> (attribute, type, may repeat); --sandboxed takes no value.
 OPTIONS: dict[str, tuple[str, Convert, bool]] = {
@@ -156,33 +156,12 @@ def _in_cgroups(dirs: list[str]) -> set[int]:
     return pids
 
 
-def disk_usage(dir_fds: list[int]) -> int:
-    """Bytes allocated in and below the directories, each file counted once however many links
-    it has, and each at least INODE_BYTES: an empty file or a link takes an inode and no block,
-    so without that a job could use up the filesystem's inodes while its usage stayed 0."""
-    seen: set[tuple[int, int]] = set()
-    total = 0
+def disk_usage(dir_fds: list[int], limit: int = 0) -> int:
+    """What the directories cost the disk limit, at least `limit` once that is reached (disk.usage:
+    a measure costs the keeper memory and time bounded by the limit, whatever the job makes)."""
+    from . import disk  # here, not above: see the imports (measured from the first DISK_INTERVAL on)
 
-    from . import fdtree  # here, not above: see the imports (os.fwalk: it recurses per level)
-
-    def count(st: os.stat_result) -> int:
-        if fdtree.ident(st) in seen:
-            return 0
-        seen.add(fdtree.ident(st))
-        return max(st.st_blocks * 512, INODE_BYTES)
-
-    for top in dir_fds:
-        total += count(os.fstat(top))  # a directory of many entries grows itself
-        try:
-            for _path, dirfd, dirnames, filenames in fdtree.walk(top):
-                for name in dirnames + filenames:
-                    try:
-                        total += count(os.stat(name, dir_fd=dirfd, follow_symlinks=False))
-                    except OSError:
-                        continue  # removed meanwhile
-        except OSError:
-            continue  # fdtree.Moved: the job moves its directories about; what was counted counts
-    return total
+    return disk.usage(dir_fds, limit)
 
 
 def _empty(dir_fd: int) -> None:
@@ -336,10 +315,13 @@ def _wait(opts: Options, child: int, stop_at: list[float], disk_limited: list[bo
         if stop_at and now >= stop_at[0]:
             _kill_group(child, _signal.SIGKILL)
         if opts.disk_limit and now >= next_disk_check and not disk_limited:
-            if disk_usage(opts.disk_fd) >= opts.disk_limit:
+            if disk_usage(opts.disk_fd, opts.disk_limit) >= opts.disk_limit:
                 disk_limited.append(True)
                 _kill([child, *_descendants(child)], _signal.SIGKILL)
-            next_disk_check = time.monotonic() + DISK_INTERVAL
+            # Near its limit a job of millions of small files takes the keeper seconds to measure:
+            # it runs outside the job's cgroup, so it must not spend a whole CPU doing it.
+            took = time.monotonic() - now
+            next_disk_check = time.monotonic() + max(DISK_INTERVAL, DISK_SHARE * took)
         time.sleep(0.05)
     return status
 
@@ -372,7 +354,7 @@ def _outcome(opts: Options, status: int | None, stop_at: list[float], disk_limit
         sig = code - 128
     # A file that reached the limit (RLIMIT_FSIZE: SIGXFSZ, or EFBIG where the program ignores it, as
     # Python does) ends the program before the next measure would: measure once more.
-    if opts.disk_limit and (sig == _signal.SIGXFSZ or disk_usage(opts.disk_fd) >= opts.disk_limit):
+    if opts.disk_limit and (sig == _signal.SIGXFSZ or disk_usage(opts.disk_fd, opts.disk_limit) >= opts.disk_limit):
         disk_limited.append(True)
     for fd in opts.disk_fd if disk_limited else opts.tmp_fd:
         _empty(fd)
