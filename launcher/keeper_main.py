@@ -113,14 +113,28 @@ def _write_atomic(dir_fd: int, name: str, text: str, durable: bool = True) -> No
     """Whole or not at all; `durable`: its content on disk first (an exit code must survive a
     crash, and an empty exit.json would not parse). A pid needs no fsync, which takes ~10 ms on
     the path to Running: no process outlives a crash, and an empty pid file reads as a keeper lost."""
-    fd = os.open(f"{name}.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
+    tmp = f"{name}.tmp"
+    for _ in range(3):
+        # A new file, never one left there: the directory is the service's, and a FIFO would hold
+        # the open, a hard link to a root file would be emptied and written.
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except FileNotFoundError:
+            pass
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dir_fd)
+            break
+        except FileExistsError:
+            continue  # made again meanwhile
+    else:
+        raise FileExistsError(f"{tmp} is made again each time it is removed")
     try:
         os.write(fd, text.encode())
         if durable:
             os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(f"{name}.tmp", name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 
 def to_json(values: dict[str, object]) -> str:

@@ -70,6 +70,31 @@ def test_a_log_hard_linked_to_a_root_file_gets_no_replicas_output(tmp_path):
         launcher.stop()
 
 
+def test_the_keepers_state_files_replace_what_the_service_left_at_their_temporary_names(tmp_path):
+    """The state directory is the service's: a FIFO at keeper.pid.tmp would hold the keeper (and
+    its replica) before it starts, a link to a root file at exit.json.tmp would be emptied and
+    written as root."""
+    outside = root_file(tmp_path)
+    launcher = LauncherProcess(tmp_path / "a", "--job-uids", "300000-300999").wait_ready()
+    base, state = launcher.base, launcher.base / "jobs/j1/trainer-0/state"
+    try:
+        for name in ("pfs/local/home/alice", "pfs/local/public", "jobs/j1/trainer-0/state",
+                     "jobs/j1/trainer-0/work", "jobs/j1/trainer-0/tmp", "venvs/v1/bin"):
+            (base / name).mkdir(parents=True, exist_ok=True)
+        os.mkfifo(state / "keeper.pid.tmp")
+        os.link(outside, state / "exit.json.tmp")
+        answer = ask(launcher.sock, **replica(base, job=910102, argv=["/bin/echo", "ran"]))
+        assert answer["ok"], answer
+        result = wait_for(lambda: (state / "exit.json").exists() and json.loads((state / "exit.json").read_text()),
+                          60, what="the replica's exit")
+        assert result["exit_code"] == 0, result
+        assert outside.read_text() == "root:x:0:0:root:/root:/bin/bash\n"
+        assert int((state / "keeper.pid").read_text()) > 0
+    finally:
+        ask(launcher.sock, op="release_job", job=910102, replicas=["trainer-0"])
+        launcher.stop()
+
+
 def test_a_log_not_the_service_accounts_is_refused_and_a_missing_one_made_its(tmp_path):
     launcher = in_process(tmp_path)
     log = tmp_path / "logs" / "j1.log"
