@@ -117,7 +117,7 @@ def _write_atomic(dir_fd: int, name: str, text: str, durable: bool = True) -> No
     for _ in range(3):
         # A new file, never one left there: the directory is the service's, and a FIFO would hold
         # the open, a hard link to a root file would be emptied and written.
-        try:
+        try:  # noqa: SIM105 - contextlib is one more import at every replica's start
             os.unlink(tmp, dir_fd=dir_fd)
         except FileNotFoundError:
             pass
