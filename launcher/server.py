@@ -11,6 +11,8 @@ import socketserver
 import stat
 import struct
 import tempfile
+import threading
+import time
 from typing import Any
 
 from .ops import Launcher
@@ -20,6 +22,7 @@ log = logging.getLogger("launcher")
 MAX_REQUEST = 4 << 20
 TIMEOUT = 30.0
 SOCKET_NAME = "launcher.sock"
+MAX_HANDLERS = 64
 
 
 def peer_uid(sock: socket.socket) -> int:
@@ -37,11 +40,8 @@ class Handler(socketserver.StreamRequestHandler):
                         uid, self.server.service_uid)
             self._answer({"ok": False, "error": f"refused: uid {uid} is not the service account"})
             return
-        self.request.settimeout(TIMEOUT)
-        line = self.rfile.readline(MAX_REQUEST + 1)
         try:
-            if len(line) > MAX_REQUEST:
-                raise Refused("request too large")
+            line = self._request_line()
             try:
                 req = json.loads(line)
             except ValueError:
@@ -54,6 +54,27 @@ class Handler(socketserver.StreamRequestHandler):
             log.exception("request failed")
             answer = {"ok": False, "error": "the launcher failed on this request: see its log"}
         self._answer(answer)
+
+    def _request_line(self) -> bytes:
+        """The request, whole within TIMEOUT however it trickles in (a timeout per read would let a
+        byte every 29 s hold a thread for ever)."""
+        deadline = time.monotonic() + TIMEOUT
+        data = bytearray()
+        while b"\n" not in data:
+            if len(data) > MAX_REQUEST:
+                raise Refused("request too large")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Refused(f"the request was not sent within {TIMEOUT:.0f} s")
+            self.request.settimeout(left)
+            try:
+                chunk = self.request.recv(1 << 16)
+            except TimeoutError:
+                continue  # the deadline above says so
+            if not chunk:
+                break
+            data += chunk
+        return bytes(data.partition(b"\n")[0])
 
     def _answer(self, answer: dict[str, Any]) -> None:
         with contextlib.suppress(OSError):  # the caller went away
@@ -68,6 +89,9 @@ class Server(socketserver.ThreadingUnixStreamServer):
 
     def __init__(self, path: str, launcher: Launcher, service_uid: int) -> None:
         self.launcher, self.service_uid = launcher, service_uid
+        # At most MAX_HANDLERS requests are served at a time (a thread each); the rest wait in the
+        # listen backlog, where the service's client waits for room (launcher_client.CONNECT_WAIT).
+        self._slots = threading.BoundedSemaphore(MAX_HANDLERS)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)  # left by a launcher that died (a link is removed, never followed)
         # Bound in a directory of this process's alone, held open, and renamed into place once it
@@ -92,3 +116,13 @@ class Server(socketserver.ThreadingUnixStreamServer):
             os.close(dir_fd)
             with contextlib.suppress(OSError):
                 os.rmdir(staging)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self._slots.acquire()  # released in shutdown_request, which socketserver calls once per request
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        try:
+            super().shutdown_request(request)
+        finally:
+            self._slots.release()

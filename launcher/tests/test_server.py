@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import threading
+import time
 
+import pytest
+
+from launcher import server as server_module
 from launcher.server import Server
 
 
@@ -44,3 +50,57 @@ def test_a_stale_socket_is_replaced_and_a_link_there_never_followed(tmp_path):
         assert (tmp_path / "elsewhere").read_text() == "kept"
     finally:
         server.server_close()
+
+
+class Echo:
+    def handle(self, req: dict) -> object:
+        return req.get("op")
+
+
+@pytest.fixture
+def serving(tmp_path, monkeypatch):
+    monkeypatch.setattr(server_module, "TIMEOUT", 1.0)
+    monkeypatch.setattr(server_module, "MAX_HANDLERS", 2)
+    server = Server(str(tmp_path / "launcher.sock"), launcher=Echo(), service_uid=os.geteuid())
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield tmp_path / "launcher.sock"
+    server.shutdown()
+    server.server_close()
+    thread.join(10)
+
+
+def connect(path) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(30)
+    s.connect(str(path))
+    return s
+
+
+def test_a_request_that_trickles_in_is_refused_at_the_deadline_not_per_read(serving):
+    with connect(serving) as s:
+        answer = b""
+        s.settimeout(0.2)
+        deadline = time.monotonic() + 20
+        while b"\n" not in answer and time.monotonic() < deadline:
+            s.send(b" ")  # a byte each 0.2 s: each read is well within its second
+            try:
+                answer += s.recv(4096)
+            except TimeoutError:
+                continue
+        assert b"not sent within 1 s" in answer, answer
+
+
+def test_requests_beyond_the_handlers_wait_for_one_to_end(serving, monkeypatch):
+    monkeypatch.setattr(server_module, "TIMEOUT", 120.0)  # the held ones stay held, however busy the machine
+    held = [connect(serving), connect(serving)]  # two handlers, each waiting for its request
+    with connect(serving) as third:
+        third.sendall(b'{"op": "status"}\n')
+        third.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            third.recv(4096)  # no handler free yet
+        held.pop().close()
+        third.settimeout(30)
+        assert json.loads(third.makefile("rb").readline()) == {"ok": True, "result": "status"}
+    for s in held:
+        s.close()
