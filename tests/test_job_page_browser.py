@@ -90,6 +90,31 @@ def test_a_reload_for_the_jobs_state_that_answers_after_another_tab_was_chosen_i
         expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
 
 
+def test_a_reload_answer_after_another_tab_was_chosen_is_not_shown_when_the_page_is_set_up_late(
+        transactional_db, alice, monkeypatch):
+    """Its last deferred script (app.js) held, htmx has not set the page up (on DOMContentLoaded,
+    which waits for that script) when the state sent on connect could come: a reload issued then
+    was forgotten by htmx's setup, so the click on a tab did not abort it (a slow network's race)."""
+    job = submit(alice)
+    scripts, held = [], []  # app.js; every trainer-0 log request, answered late
+    with LiveASGI() as server, logged_in_browser(server.url, monkeypatch) as page:
+        page.route("**/static/js/app.js", lambda route: scripts.append(route))
+        page.route(f"**/jobs/{job.name}/logs/trainer-0/", lambda route: held.append(route))
+        page.goto(f"{server.url}/jobs/{job.name}/", wait_until="commit")
+        pump_until(page, lambda: scripts, 30)
+        with contextlib.suppress(AssertionError):  # a reload issued before the setup, if any
+            pump_until(page, lambda: held, 3)
+        scripts[0].continue_()
+        pump_until(page, lambda: len(held) >= 2, 60)  # the panel's first load, and the reload
+        page.click(".tabs a:has-text('pserver-0')")
+        expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
+        for route in held:
+            with contextlib.suppress(PlaywrightError):  # the page may have aborted it already
+                route.continue_()
+        page.wait_for_load_state("networkidle")
+        expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
+
+
 def test_the_job_page_fits_a_390_px_phone_without_horizontal_scrolling(page, live_server, alice):
     job = submit(alice)
     Job.objects.filter(pk=job.pk).update(message="a long message without spaces " + "y" * 400)

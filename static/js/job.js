@@ -231,5 +231,11 @@
     if (bytes.length !== msg.next_offset - msg.offset) return null;
     return new TextDecoder().decode(bytes.subarray(next - msg.offset));
   }
-  if (logs && logs.dataset.ws) connect();
+  // Only once htmx has set the page up, on DOMContentLoaded (this deferred script runs first): a
+  // reload issued before that is forgotten by the setup, so hx-sync cannot abort it when a tab is
+  // clicked, and its late answer replaced the tab chosen.
+  if (logs && logs.dataset.ws) {
+    if (document.readyState === "complete") connect();
+    else document.addEventListener("DOMContentLoaded", () => connect(), { once: true });
+  }
 })();
