@@ -217,7 +217,7 @@ def _finish(writer: ChunkWriter) -> tuple[int, dict[str, Any], Headers]:
     try:
         writer.finish()
         session.refresh_from_db()
-        data = UploadSerializer(session).data  # its offset reads `.uploads`, which a job may have swapped
+        data = UploadSerializer(session).data
     except PathError as e:
         raise _refusal(e) from None
     return 200, data, [(b"upload-offset", str(data["offset"]).encode()),

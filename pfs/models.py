@@ -24,17 +24,15 @@ class StorageUsage(models.Model):
         return f"{self.user} @ {self.datacenter}: {self.used_bytes} bytes"
 
 
-PART_SUFFIX = ".part"
-
-
 def part_file_name(upload_id: object) -> str:
-    """An upload's part file's name in its home's `.uploads` (pfs.upload_parts writes it; the
-    recount and the orphan sweep recognise it)."""
-    return f"{upload_id}{PART_SUFFIX}"
+    """An upload's part file's name in its home's scratch directory (pfs.upload_parts writes
+    it; the orphan sweep recognises it)."""
+    return f"{upload_id}.part"
 
 
 class UploadSession(models.Model):
-    """A resumable upload: data goes to `<home>/.uploads/<id>.part` until `size` bytes are there,
+    """A resumable upload: data goes to `<id>.part` in the home's scratch directory (outside the
+    home: storage.scratch_fd) until `size` bytes are there,
     then it is verified and renamed onto `path`. The part file's length is the upload offset."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)

@@ -1,5 +1,5 @@
 """Job packages put into a home: uploaded files, or one .zip/.tar(.gz) unpacked member by member
-through the same path checks as everything else, staged in the home's `.uploads` and moved in
+through the same path checks as everything else, staged in the home's scratch directory and moved in
 place only when whole, every byte reserved against the home's quota before it is written."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def extract_archive(dest: PfsPath, f: IO[bytes], filename: str, held: usage.Rese
 def save_package(dest: PfsPath, files: Sequence[UploadedFile[bytes]]) -> None:
     """Put uploaded files (Django UploadedFiles, each with an optional `relative_path`), or the
     contents of one .zip/.tar(.gz), at the directory `dest`, replacing what was there. Staged in
-    the home's `.uploads` and moved in place only when whole; every byte is reserved against
+    the home's scratch directory and moved in place only when whole; every byte is reserved against
     the home's quota before it is written. Raises PathError (QuotaExceeded when it does not fit);
     on any error nothing is left behind."""
     home = PfsPath(dest.datacenter, dest.area, dest.owner, ())

@@ -3,7 +3,9 @@
 Users see `/pfs/<datacenter>/home/<user>/...` (their own home, read-write; seed 004 spells it
 `/pfs/<datacenter>/user/<user>/...`, which is read the same way) and
 `/pfs/<datacenter>/public/...` (read-only for users; staff may write). On the server these map
-to `<PFS_ROOT>/<datacenter>/home/<user>/...` and `<PFS_ROOT>/<datacenter>/public/...`.
+to `<PFS_ROOT>/<datacenter>/home/<user>/...` and `<PFS_ROOT>/<datacenter>/public/...`; the
+service's partial data to `<PFS_ROOT>/<datacenter>/.scratch/<user>` and
+`<PFS_ROOT>/<datacenter>/.public/.uploads` (`scratch_parts`), which no job mounts.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ if TYPE_CHECKING:
 
 MAX_PATH_LENGTH = 4096
 MAX_NAME_LENGTH = 255
-# Hidden bookkeeping directory at the top of every home (resumable uploads, staged packages).
-RESERVED_NAME = ".uploads"
+# Below PFS_ROOT/<dc>: the service's scratch directories of homes (one per user) and of public.
+# Dot-names, so no area (`home`, `public`) nor job snapshot (`.paddlecloud`) can be one of them.
+HOME_SCRATCH = ".scratch"
+PUBLIC_SCRATCH = (".public", ".uploads")
 # Bidirectional-text controls make a name display as something it is not.
 _BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f")
 _SLASHES = ("/", "\\", "\u2215", "\u2044", "\u29f8", "\u29f9")
@@ -68,7 +72,7 @@ def check_name(name: str) -> str:
 @dataclass(frozen=True)
 class PfsPath:
     datacenter: str
-    area: str  # "home" or "public"
+    area: str  # "home" or "public"; "scratch" for what the service stages for a home (storage.staging_dir)
     owner: str | None  # the home's user; None for public
     parts: tuple[str, ...]  # components below the area root
 
@@ -78,6 +82,8 @@ class PfsPath:
         if self.area == "home":
             assert self.owner is not None, "a home has an owner"
             return base / "home" / self.owner
+        if self.area == "scratch":
+            return base.joinpath(*scratch_parts(self))
         return base / "public"
 
     @property
@@ -87,7 +93,9 @@ class PfsPath:
 
     @property
     def virtual(self) -> str:
-        head = f"/pfs/{self.datacenter}/home/{self.owner}" if self.area == "home" else f"/pfs/{self.datacenter}/public"
+        head = {"home": f"/pfs/{self.datacenter}/home/{self.owner}",
+                "scratch": f"/pfs/{self.datacenter}/home/{self.owner}/(being uploaded)"}.get(
+                    self.area, f"/pfs/{self.datacenter}/public")
         return "/".join([head, *self.parts])
 
     @property
@@ -208,6 +216,11 @@ def open_at(dirfd: int, parts: tuple[str, ...], flags: int, mode: int = 0o600, *
     return _open_stepwise(dirfd, parts, flags, mode, virtual or "the path")
 
 
+def scratch_parts(p: PfsPath) -> tuple[str, ...]:
+    """Where, below PFS_ROOT/<dc>, the scratch directory of `p`'s home (or public) lies."""
+    return (HOME_SCRATCH, p.owner) if p.owner is not None else PUBLIC_SCRATCH
+
+
 def _check_datacenter(name: str) -> None:
     from accounts.models import Datacenter
 
@@ -229,8 +242,6 @@ def resolve(user: User, path: str, *, write: bool = False) -> PfsPath:
             raise PathError("path must name a home: /pfs/<datacenter>/home/<user>/", 403)
         if parts[3] != user.get_username():
             raise PathError("you can only use your own home directory", 403)
-        if len(parts) > 4 and parts[4] == RESERVED_NAME:
-            raise PathError(f"'{RESERVED_NAME}' is reserved for unfinished uploads", 403)
         result = PfsPath(datacenter, "home", parts[3], tuple(parts[4:]))
     else:
         if write and not user.is_staff:

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from . import usage
-from .paths import RESERVED_NAME, PathError, PfsPath, home, lies_inside, nearest_dir, open_beneath, resolve
+from .paths import PathError, PfsPath, home, lies_inside, nearest_dir, open_beneath, resolve
 from .storage import (
     DIRECTORY,
     HARD_LINKED,
@@ -150,8 +150,6 @@ def listdir(user: User, path: str) -> list[Entry]:
         out: list[Entry] = []
         with os.scandir(fd) as it:
             for e in it:
-                if p.area == "home" and not p.parts and e.name == RESERVED_NAME:
-                    continue
                 try:
                     out.append(_entry(p.child(e.name), e.stat(follow_symlinks=False)))
                 except (PathError, FileNotFoundError):

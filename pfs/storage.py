@@ -4,7 +4,9 @@ Writes stream to a temporary file and rename into place, so readers never see a 
 
 Jobs write to homes too, so a directory checked here may be swapped for a symbolic link before
 it is used. Changes are therefore made by name relative to a directory descriptor opened
-race-free below the home (`PfsPath.parent_fd`), never through a path string."""
+race-free below the home (`PfsPath.parent_fd`), never through a path string. Partial data
+(upload parts, temporary files, the lock file) lives in a scratch directory beside the areas,
+which no job mounts (`scratch_fd`)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from typing import IO, TYPE_CHECKING
 
 from launcher import fdtree
 
-from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath
+from .paths import PathError, PfsPath, scratch_parts
 
 if TYPE_CHECKING:
     from os import _ScandirIterator
@@ -221,13 +223,14 @@ def file_chunks(f: IO[bytes], size: int = CHUNK) -> Iterable[bytes]:
 
 
 def staging_dir(home: PfsPath) -> PfsPath:
-    """A fresh hidden directory in the user's home, for uploads put in place only when complete."""
+    """A fresh directory in the home's scratch directory, for uploads put in place only when
+    complete (renamed into the home: the same filesystem)."""
     with scratch_fd(home) as scratch:
         name = uuid.uuid4().hex
-        # An ordinary directory once put in place (.uploads already hides it meanwhile): jobs and
-        # pods running as another uid than the service's must be able to enter it.
+        # An ordinary directory once put in place: jobs and pods running as another uid than
+        # the service's must be able to enter it.
         os.mkdir(name, 0o755, dir_fd=scratch)
-    return PfsPath(home.datacenter, home.area, home.owner, (RESERVED_NAME, name))
+    return PfsPath(home.datacenter, "scratch", home.owner, (name,))
 
 
 def remove_at(name: str, dir_fd: int) -> None:
@@ -251,7 +254,7 @@ def remove(p: PfsPath, *, measure: bool = True) -> int:
     return freed
 
 
-def tree_size_fd(fd: int, *, only_unlinked: bool = False, skip_top: tuple[str, ...] = ()) -> int:
+def tree_size_fd(fd: int, *, only_unlinked: bool = False) -> int:
     """Bytes of the regular files in the open file or directory `fd`, each inode once; links
     are not followed (launcher.fdtree walks by descriptor, in a loop however deep the tree is,
     and skips a directory swapped for a link). With `only_unlinked`, files with other hard links
@@ -261,10 +264,7 @@ def tree_size_fd(fd: int, *, only_unlinked: bool = False, skip_top: tuple[str, .
         return st.st_size if stat.S_ISREG(st.st_mode) and not (only_unlinked and st.st_nlink > 1) else 0
     seen: set[tuple[int, int]] = set()
     total = 0
-    for path, dir_fd, dirs, files in fdtree.walk(fd):
-        if not path and skip_top:
-            dirs[:] = [d for d in dirs if d not in skip_top]
-            files = [f for f in files if f not in skip_top]
+    for _path, dir_fd, _dirs, files in fdtree.walk(fd):
         for name in files:
             try:
                 fst = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -295,30 +295,22 @@ def size_at(name: str, dir_fd: int, *, only_unlinked: bool = False) -> int:
 
 @contextmanager
 def scratch_fd(p: PfsPath) -> Iterator[int]:
-    """The hidden `.uploads` directory of `p`'s home (or of public), where partial data is kept
-    on the same filesystem as `p` (so the final rename is atomic) and never listed; created
-    when missing. In a home it is opened race-free below the home and must be a real directory:
-    a job could have made it a link, and then the request is refused (409) and nothing is
-    created anywhere."""
+    """The scratch directory of `p`'s home (or of public), where partial data is kept: under
+    PFS_ROOT/<dc>/ (the same filesystem as `p`, so the final rename is atomic), beside the
+    areas, never inside one, so no job (which mounts only its home and public) reaches it.
+    Created 0700 when missing; each level is opened without following links."""
     from django.conf import settings
 
-    if p.area == "home":
-        p.root.mkdir(parents=True, exist_ok=True)
-        home = open_beneath(p.root, (), DIRECTORY, virtual=p.virtual)
-    else:
-        (settings.PFS_ROOT / p.datacenter / ".public").mkdir(parents=True, exist_ok=True)
-        home = os.open(settings.PFS_ROOT / p.datacenter / ".public", DIRECTORY)
+    base = settings.PFS_ROOT / p.datacenter
+    base.mkdir(parents=True, exist_ok=True)
+    fd = os.open(base, DIRECTORY)
     try:
-        with suppress(FileExistsError):
-            os.mkdir(RESERVED_NAME, 0o700, dir_fd=home)
-        try:
-            fd = os.open(RESERVED_NAME, DIRECTORY, dir_fd=home)
-        except OSError as e:  # ELOOP: a link; ENOTDIR: a file; ENOENT: a dangling link gone meanwhile
-            raise PathError(f"'{RESERVED_NAME}' in your home is not a directory (a job may have replaced it); "
-                            f"remove it and try again", 403) from e
-    finally:
-        os.close(home)
-    try:
+        for name in scratch_parts(p):
+            with suppress(FileExistsError):
+                os.mkdir(name, 0o700, dir_fd=fd)
+            step = os.open(name, DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = step
         yield fd
     finally:
         os.close(fd)
@@ -328,15 +320,10 @@ def open_lock(p: PfsPath) -> int:
     """A descriptor of the lock file of `p`'s home (or public), for `holding`; the caller
     closes it. One opened once serves many short holds (a chunk's batches)."""
     with scratch_fd(p) as scratch:
-        try:  # a job may have made it a link or a directory
-            return os.open(".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600,
-                           dir_fd=scratch)
-        except OSError as e:
-            raise PathError(f"'{RESERVED_NAME}/.lock' in your home is not a file the server can use ({e.strerror}); "
-                            "remove it and try again", 403) from None
+        return os.open(".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=scratch)
 
 
-LOCK_WAIT = 10.0  # seconds: a job can hold its home's lock file; no server thread waits longer
+LOCK_WAIT = 10.0  # seconds: only the service takes the lock, briefly; still, no server thread waits longer
 
 
 @contextmanager
@@ -349,8 +336,7 @@ def holding(lock_fd: int) -> Iterator[None]:
             break
         except BlockingIOError:
             if time.monotonic() >= deadline:
-                raise PathError(f"something else (a job?) holds '{RESERVED_NAME}/.lock' in your home: "
-                                "try again later", 409) from None
+                raise PathError("another request is changing files in this home: try again later", 409) from None
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
     try:
@@ -394,8 +380,5 @@ def write_temp(p: PfsPath, chunks: Iterable[bytes]) -> tuple[str, int]:
 
 def discard_temp(p: PfsPath, name: str) -> None:
     """Remove a temporary file of `p`'s scratch directory (fine if it is gone)."""
-    try:
-        with scratch_fd(p) as scratch:
-            _unlink_at(name, scratch)
-    except PathError:
-        pass  # `.uploads` was made a link meanwhile: nothing of ours is reachable through it
+    with scratch_fd(p) as scratch:
+        _unlink_at(name, scratch)

@@ -1,14 +1,13 @@
-"""The part file of a resumable upload (pfs.uploads): `<home>/.uploads/<id>.part`, whose length
-is the upload's offset. The upload's owner's jobs write that home too, so the part is only ever
-opened by descriptor below the home, and what a job put in its place is refused, never used."""
+"""The part file of a resumable upload (pfs.uploads): `<id>.part` in the scratch directory of
+the upload's home (storage.scratch_fd: outside the home, where no job reaches it), whose
+length is the upload's offset."""
 
 from __future__ import annotations
 
 import os
-import stat
 
 from .models import UploadSession, part_file_name
-from .paths import PathError, PfsPath
+from .paths import PfsPath
 from .storage import scratch_fd
 
 
@@ -19,31 +18,15 @@ def area(session: UploadSession) -> PfsPath:
 
 
 def part_name(session: UploadSession) -> str:
-    """The part file's name in the scratch directory (`.uploads`) of the upload's home."""
+    """The part file's name in the scratch directory of the upload's home."""
     return part_file_name(session.id)
 
 
 def open_part(session: UploadSession, dest: PfsPath, flags: int = os.O_RDWR) -> int:
-    """The part file of an upload to `dest`, opened in the scratch directory (race-free below a
-    home: jobs write to homes too, and could swap `.uploads` for a link). A job may also have
-    put a link, directory, FIFO or hard link in its place: refused (409), never followed, never
-    waited on; FileNotFoundError when it is gone."""
+    """The part file of an upload to `dest`; FileNotFoundError when it is gone (cancelled, or
+    started before partial data moved out of homes)."""
     with scratch_fd(dest) as scratch:
-        try:  # O_NONBLOCK: opening a FIFO must not hang the server
-            fd = os.open(part_name(session), flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=scratch)
-        except FileNotFoundError:
-            raise
-        except OSError as e:  # ELOOP (a link), EISDIR, EACCES (chmod), ...
-            raise PathError(f"the upload's data was replaced ({e.strerror}): start a new upload", 409) from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            raise PathError("the upload's data was replaced (not a file of its own): start a new upload", 409)
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+        return os.open(part_name(session), flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=scratch)
 
 
 def part_size(session: UploadSession) -> int:
@@ -51,7 +34,6 @@ def part_size(session: UploadSession) -> int:
         return session.size
     try:
         with scratch_fd(area(session)) as scratch:
-            st = os.stat(part_name(session), dir_fd=scratch, follow_symlinks=False)
+            return os.stat(part_name(session), dir_fd=scratch, follow_symlinks=False).st_size
     except FileNotFoundError:
         return 0
-    return st.st_size if stat.S_ISREG(st.st_mode) else 0

@@ -4,9 +4,10 @@ An upload is created with its destination path and total size, and optionally th
 the whole file (sha256 or crc32c), or a promise of it (`sha256_later`, `crc32c_later`: it comes
 in an `Upload-Sha256` or `Upload-Crc32c` header of a chunk, so the client can hash while it
 sends); its quota is reserved then, so an upload that
-would not fit is refused before any byte is written. Data goes to `<home>/.uploads/<id>.part`,
-whose length *is* the upload offset, so a crash or a dropped connection never loses track of
-what arrived. Chunks are appended at an explicit offset (a mismatch answers 409 with the
+would not fit is refused before any byte is written. Data goes to `<id>.part` in the home's
+scratch directory (outside the home, out of jobs' reach: pfs.storage.scratch_fd), whose
+length *is* the upload offset, so a crash or a dropped connection never loses track of what
+arrived. Chunks are appended at an explicit offset (a mismatch answers 409 with the
 current offset); when the last byte arrives the file is verified (size; digest as hashed while
 the bytes arrived: pfs.upload_digest) and renamed atomically onto its destination. An upload
 promised a digest that has all its bytes but no digest yet waits for a chunk (an empty one:
@@ -33,7 +34,7 @@ from accounts.models import Datacenter
 
 from . import upload_digest, usage
 from .models import UploadSession, part_file_name
-from .paths import RESERVED_NAME, PathError, PfsPath, resolve
+from .paths import HOME_SCRATCH, PUBLIC_SCRATCH, PathError, PfsPath, resolve
 from .services import _refuse_root, counted_size, lstat_or_none, mkdir, put_in_place
 from .storage import NEW_FILE, remove_at, scratch_fd
 from .upload_headers import CHECKSUM_ALGORITHMS, DIGEST_FORMS, DIGEST_HEADERS, MAX_FILE_SIZE
@@ -80,7 +81,7 @@ def create(user: User, path: str, size: int, *, sha256: str = "", sha256_later: 
         raise PathError(f"{p.virtual} already exists (overwrite=true replaces it)", 409)
     cleanup_stale(user=user)
     dc = Datacenter.objects.only("id", "name").get(name=p.datacenter)
-    with scratch_fd(p) as scratch:  # refused (nothing created) when `.uploads` is not a real directory
+    with scratch_fd(p) as scratch:
         with transaction.atomic():
             usage.lock_row(user, dc)  # one create at a time: the replaced file's room is given once
             replaced = 0 if _unfinished_to(user, dc, p.virtual) else counted_size(st)
@@ -346,10 +347,7 @@ def _complete(session: UploadSession) -> None:
                         "the upload was discarded", 422)
     if lstat_or_none(dest.parent) is None:
         mkdir(session.user, dest.parent.virtual)
-    try:
-        put_in_place(dest, name, size, usage.reservation_of(session, dest), overwrite=session.overwrite)
-    except OSError as e:  # a job swapped the part (for a directory, say) since it was checked
-        raise PathError(f"the upload's data was replaced ({e.strerror}): start a new upload", 409) from None
+    put_in_place(dest, name, size, usage.reservation_of(session, dest), overwrite=session.overwrite)
     session.completed = timezone.now()
     UploadSession.objects.filter(pk=session.pk).update(completed=session.completed)
 
@@ -357,18 +355,15 @@ def _complete(session: UploadSession) -> None:
 def cancel(session: UploadSession) -> None:
     """Remove the upload, its data and its reservation."""
     upload_digest.forget(session.pk)
-    try:
-        with scratch_fd(area(session)) as scratch:
-            remove_at(part_name(session), scratch)
-    except PathError:
-        pass  # `.uploads` is no longer a directory: nothing of ours is reachable through it
+    with scratch_fd(area(session)) as scratch:
+        remove_at(part_name(session), scratch)
     session.delete()
 
 
 def cleanup_stale(*, user: User | None = None, max_age: timedelta | None = None) -> int:
     """Remove uploads untouched for `max_age` (settings.PFS_UPLOAD_TTL unless given; finished
     ones as old too), with their data. Without `user`, also sweep orphaned temporary files out
-    of every `.uploads` directory."""
+    of every scratch directory."""
     if max_age is None:
         max_age = settings.PFS_UPLOAD_TTL
     cutoff = timezone.now() - max_age
@@ -391,9 +386,9 @@ def _sweep_orphans(max_age: timedelta) -> int:
     root = settings.PFS_ROOT
     if not root.is_dir():
         return 0
-    dirs = list(root.glob(f"*/home/*/{RESERVED_NAME}")) + list(root.glob(f"*/.public/{RESERVED_NAME}"))
+    dirs = list(root.glob(f"*/{HOME_SCRATCH}/*")) + list(root.glob("*/" + "/".join(PUBLIC_SCRATCH)))
     for d in dirs:
-        try:  # a job may have put a link here: it is not followed (that would sweep elsewhere)
+        try:  # O_NOFOLLOW: never sweep elsewhere through a link
             fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             continue

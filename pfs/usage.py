@@ -2,7 +2,7 @@
 pfs.storage (the I/O, which measures trees for it) and below the services that write.
 
 Usage counts the apparent size of the regular files in a home (what `ls -l` shows), each file
-once however many hard links it has, excluding the hidden `.uploads` area. A write first
+once however many hard links it has (partial data lies outside homes). A write first
 reserves the bytes it will add (`reserve`), under a lock on the owner's StorageUsage row
 (SELECT ... FOR UPDATE on PostgreSQL; on SQLite every transaction is IMMEDIATE, see
 paddleweb/settings.py, so writers queue): the check `used + reserved + new <= limit` and the
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,9 +28,9 @@ from accounts.models import Datacenter
 from quotas.services import effective_quota
 from quotas.units import format_bytes
 
-from .models import PART_SUFFIX, StorageReservation, StorageUsage, UploadSession, part_file_name
-from .paths import RESERVED_NAME, PathError, PfsPath, open_beneath
-from .storage import size_at, tree_size_fd
+from .models import StorageReservation, StorageUsage, UploadSession
+from .paths import PathError, PfsPath, open_beneath
+from .storage import tree_size_fd
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -61,55 +60,16 @@ class Usage:
 
 
 def home_size(home: PfsPath) -> int:
-    """One walk of the home, by descriptor from the home's root; its `.uploads` counts only
-    past what the service holds there (see `_scratch_size`)."""
+    """One walk of the home, by descriptor from the home's root. The service's partial data is
+    kept outside it (storage.scratch_fd) and covered by reservations, so all of it counts."""
     try:
         fd = open_beneath(home.root, (), _DIR)
     except FileNotFoundError:
         return 0
     try:
-        return tree_size_fd(fd, skip_top=(RESERVED_NAME,)) + _scratch_size(home, fd)
+        return tree_size_fd(fd)
     finally:
         os.close(fd)
-
-
-def _scratch_size(home: PfsPath, home_fd: int) -> int:
-    """What `.uploads` holds beyond the service's own data, which reservations already cover:
-    an unfinished upload's part counts past its declared size, and everything else there (the
-    temporary files of writes in progress) past what transient writes hold. A job writes
-    `.uploads` too: were it left out, anything stored there (or a file named so) would be free."""
-    try:  # a link is not followed; a file or directory a job made counts as below
-        fd = os.open(RESERVED_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=home_fd)
-    except OSError:
-        return 0
-    try:
-        if not stat.S_ISDIR(os.fstat(fd).st_mode):
-            return tree_size_fd(fd)
-        singles: dict[str, int] = {}  # regular files with no other link: maybe parts
-        other = 0
-        with os.scandir(fd) as entries:
-            for entry in entries:
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                if stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and entry.name.endswith(PART_SUFFIX):
-                    singles[entry.name] = st.st_size
-                else:
-                    other += size_at(entry.name, fd)
-    finally:
-        os.close(fd)
-    # read after the walk: a write that starts meanwhile is covered, not counted twice
-    mine = {"user__username": home.owner, "datacenter__name": home.datacenter}
-    declared = {part_file_name(pk): size for pk, size in
-                UploadSession.objects.filter(completed__isnull=True, **mine).values_list("pk", "size")}
-    for name, size in singles.items():
-        if name in declared:
-            other += max(0, size - declared[name])
-        else:
-            other += size
-    held = StorageReservation.objects.filter(upload=None, **mine).aggregate(total=Sum("bytes"))["total"] or 0
-    return max(0, other - held)
 
 
 def _datacenter(name: str) -> Datacenter:

@@ -76,7 +76,7 @@ def test_a_zip_escaping_its_directory_is_refused_and_leaves_nothing(web, alice):
     assert not Job.objects.exists()
     user_home = home(alice, "local").disk
     assert not (user_home / "jobs" / "fit").exists()
-    assert not any((user_home / ".uploads").iterdir())
+    assert not any((user_home.parent.parent / ".scratch" / "alice").iterdir())  # no staging left
 
 
 @pytest.mark.parametrize("field,value,message", [

@@ -41,3 +41,8 @@ def write(path, data: bytes = b"hello\n"):
     with open(path, "wb") as f:
         f.write(data)
     return path
+
+
+def scratch(home_dir):
+    """Where the service keeps the partial data of the home `home_dir` (outside it)."""
+    return home_dir.parent.parent / ".scratch" / home_dir.name

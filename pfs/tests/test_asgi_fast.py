@@ -26,7 +26,7 @@ from pfs import asgi_fast
 from pfs.models import UploadSession
 from tests.support import LiveASGI
 
-from .conftest import sha256_file, write
+from .conftest import scratch, sha256_file, write
 
 A = "/pfs/local/home/alice"
 OCTETS = "application/offset+octet-stream"
@@ -72,7 +72,7 @@ def patch(session, live, uid, offset, data, **headers):
 
 
 def part(home_dir, uid):
-    return home_dir / ".uploads" / f"{uid}.part"
+    return scratch(home_dir) / f"{uid}.part"
 
 
 def test_streamed_chunks_complete_the_upload(live_asgi, home_dir):
@@ -95,7 +95,7 @@ def test_streamed_chunks_complete_the_upload(live_asgi, home_dir):
     assert len(live_asgi.streamed) == 3  # all three took the streaming route
     assert live_asgi.zero_copy == []  # read in Python: their checksums had to be computed
     assert sha256_file(home_dir / "in/dir/big.bin") == digest
-    assert [n for n in os.listdir(home_dir / ".uploads") if n != ".lock"] == []
+    assert [n for n in os.listdir(scratch(home_dir)) if n != ".lock"] == []
     # the same answer as the Django view gives for the upload's state
     state = live_asgi.alice.get(f"{live_asgi.url}/api/v2/uploads/{uid}/").json()
     assert set(state) == set(r.json()) and state["offset"] == len(data) and state["complete"]

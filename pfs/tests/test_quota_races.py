@@ -21,6 +21,8 @@ from pfs.models import StorageReservation, UploadSession
 from pfs.paths import home
 from tests.support import LiveASGI
 
+from .conftest import scratch
+
 A = "/pfs/local/home/alice"
 MiB = 2**20
 QUOTA = 10 * MiB
@@ -51,11 +53,9 @@ def token(alice):
 
 
 def stored(home_dir) -> int:
-    """Bytes of regular files in the home on disk, its hidden `.uploads` left out."""
+    """Bytes of regular files in the home on disk."""
     total = 0
-    for root, dirs, files in os.walk(home_dir):
-        if root == str(home_dir) and ".uploads" in dirs:
-            dirs.remove(".uploads")
+    for root, _dirs, files in os.walk(home_dir):
         total += sum(os.lstat(os.path.join(root, f)).st_size for f in files)
     return total
 
@@ -166,7 +166,7 @@ def test_ten_parallel_3_mib_writes_never_store_more_than_a_10_mib_quota(server, 
     assert usage.get_usage(alice, "local").used_bytes == stored(home_dir)
     assert not StorageReservation.objects.filter(upload=None).exists()
     assert not StorageReservation.objects.exclude(upload__completed=None).exists()
-    leftovers = [n for n in os.listdir(home_dir / ".uploads") if n != ".lock"]
+    leftovers = [n for n in os.listdir(scratch(home_dir)) if n != ".lock"]
     assert leftovers == [f"{s.pk}.part" for s in UploadSession.objects.filter(completed=None)]
 
 
@@ -182,7 +182,7 @@ def test_a_zip_bomb_in_the_job_form_is_refused_before_its_bytes_are_written(limi
         submit_with_upload(alice, {**JOB_FORM, "name": "bomb"}, [f])
     assert "quota exceeded: used" in str(e.value.message_dict["files"])
     assert f.read_bytes < len(bomb) // 4  # the central directory's sizes were enough to refuse
-    assert stored(home_dir) == 0 and os.listdir(home_dir / ".uploads") in ([], [".lock"])
+    assert stored(home_dir) == 0 and os.listdir(scratch(home_dir)) in ([], [".lock"])
     assert usage.get_usage(alice, "local").reserved_bytes == 0
 
 
@@ -203,7 +203,7 @@ def test_a_tar_bomb_is_unpacked_only_up_to_the_quota(limited, alice, home_dir):
         submit_with_upload(alice, {**JOB_FORM, "name": "bomb"}, [f])
     assert "quota exceeded: used" in str(e.value.message_dict["files"])
     assert f.read_bytes < len(bomb) // 4  # it stopped near 10 of 273 MiB, not at the end
-    assert stored(home_dir) == 0 and os.listdir(home_dir / ".uploads") in ([], [".lock"])
+    assert stored(home_dir) == 0 and os.listdir(scratch(home_dir)) in ([], [".lock"])
     assert usage.get_usage(alice, "local").reserved_bytes == 0
 
 

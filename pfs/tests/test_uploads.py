@@ -19,7 +19,7 @@ from pfs import services, upload_parts, uploads
 from pfs.models import UploadSession
 from pfs.usage import QuotaExceeded
 
-from .conftest import sha256_file, write
+from .conftest import scratch, sha256_file, write
 
 A = "/pfs/local/home/alice"
 OCTETS = "application/offset+octet-stream"
@@ -27,11 +27,11 @@ OCTETS = "application/offset+octet-stream"
 
 def part(home_dir, session):
     """Where an upload's data is kept until it is complete."""
-    return home_dir / ".uploads" / upload_parts.part_name(session)
+    return scratch(home_dir) / upload_parts.part_name(session)
 
 
 def leftovers(home_dir):
-    return [n for n in os.listdir(home_dir / ".uploads") if n != ".lock"]
+    return [n for n in os.listdir(scratch(home_dir)) if n != ".lock"]
 
 
 def patch(api, upload_id, offset, data, **headers):
@@ -124,7 +124,7 @@ def test_empty_file_and_cancel(alice_api, home_dir):
     patch(alice_api, uid, 0, b"x" * 50)
     assert alice_api.get("/api/v2/uploads/").json()["count"] == 1
     assert alice_api.delete(f"/api/v2/uploads/{uid}/").status_code == 204
-    assert not (home_dir / ".uploads" / f"{uid}.part").exists() and not (home_dir / "c.bin").exists()
+    assert not (scratch(home_dir) / f"{uid}.part").exists() and not (home_dir / "c.bin").exists()
 
 
 def test_quota_refuses_before_writing(alice_api, alice, datacenter, home_dir):
@@ -134,7 +134,7 @@ def test_quota_refuses_before_writing(alice_api, alice, datacenter, home_dir):
     r = create(alice_api, f"{A}/big.bin", 2000)
     assert r.status_code == 413 and r.json()["detail"] == "quota exceeded: used 0 B of 1000.0 B".replace(
         "1000.0 B", "1000 B")
-    assert UploadSession.objects.count() == 0 and not list((home_dir / ".uploads").glob("*.part"))
+    assert UploadSession.objects.count() == 0 and not list(scratch(home_dir).glob("*.part"))
     # unfinished uploads reserve their size
     assert create(alice_api, f"{A}/a.bin", 600).status_code == 201
     r = create(alice_api, f"{A}/b.bin", 600)
@@ -143,7 +143,7 @@ def test_quota_refuses_before_writing(alice_api, alice, datacenter, home_dir):
     r = alice_api.put(f"/api/v2/files/content/?path={A}/c.bin", data=b"x" * 500,
                       content_type="application/octet-stream")
     assert r.status_code == 413 and "quota exceeded" in r.json()["detail"]
-    assert not (home_dir / "c.bin").exists() and not list((home_dir / ".uploads").glob("put-*"))
+    assert not (home_dir / "c.bin").exists() and not list(scratch(home_dir).glob("put-*"))
     # replacing a file only needs room for the difference
     write(home_dir / "r.bin", b"x" * 300)
     services.usage.recompute(alice, datacenter)
@@ -203,14 +203,14 @@ def test_quota_refuses_while_writing_unknown_length(alice, datacenter, home_dir)
     with pytest.raises(QuotaExceeded) as e:
         services.write_file(alice, f"{A}/stream.bin", chunks, length=None)
     assert e.value.status == 413 and e.value.message.startswith("quota exceeded: used")
-    assert not (home_dir / "stream.bin").exists() and not list((home_dir / ".uploads").glob("put-*"))
+    assert not (home_dir / "stream.bin").exists() and not list(scratch(home_dir).glob("put-*"))
 
 
 def test_abandoned_uploads_are_removed(alice_api, alice, home_dir):
     uid = create(alice_api, f"{A}/old.bin", 100).json()["id"]
     patch(alice_api, uid, 0, b"x" * 10)
     UploadSession.objects.filter(pk=uid).update(updated=timezone.now() - timedelta(days=2))
-    orphan = write(home_dir / ".uploads" / "put-orphan.part", b"junk")
+    orphan = write(scratch(home_dir) / "put-orphan.part", b"junk")
     os.utime(orphan, (0, 0))
     assert uploads.cleanup_stale() == 2
     assert leftovers(home_dir) == []
@@ -292,7 +292,7 @@ def test_concurrent_uploads_to_one_path_leave_one_complete_file(http, alice, hom
     assert not errors, errors
     final = (home_dir / "same.bin").read_bytes()
     assert final in contents.values()
-    assert not list((home_dir / ".uploads").glob("*.part"))
+    assert not list(scratch(home_dir).glob("*.part"))
     assert http.get(f"{http.base}/api/v2/storage/usage/").json()["used_bytes"] == size
 
 

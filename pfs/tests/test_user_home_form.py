@@ -25,9 +25,8 @@ def test_user_form_of_another_users_home_is_refused(alice, bob, home_dir):
     assert err.value.status == 403 and "your own home" in str(err.value)
 
 
-def test_user_form_keeps_the_reserved_directory_and_traversal_checks(alice, home_dir):
-    with pytest.raises(PathError):
-        paths.resolve(alice, f"/pfs/local/user/alice/{paths.RESERVED_NAME}/x", write=True)
+def test_user_form_keeps_the_traversal_checks_and_uploads_is_an_ordinary_name(alice, home_dir):
+    assert paths.resolve(alice, "/pfs/local/user/alice/.uploads/x", write=True).parts == (".uploads", "x")
     with pytest.raises(PathError):
         paths.resolve(alice, "/pfs/local/user/alice/../bob/x")
 
