@@ -65,6 +65,17 @@ def test_a_log_answer_that_arrives_after_another_tab_was_chosen_is_not_shown(pag
     expect(page.locator(".tabs a.current")).to_have_text("pserver-0")
 
 
+def choose_pserver_then_answer(page, held: list) -> None:
+    """Click the pserver-0 tab, then answer the held trainer-0 requests: the pserver's log stays."""
+    page.click(".tabs a:has-text('pserver-0')")
+    expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
+    for route in held:
+        with contextlib.suppress(PlaywrightError):  # the page may have aborted it already
+            route.continue_()
+    page.wait_for_load_state("networkidle")
+    expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
+
+
 def test_a_reload_for_the_jobs_state_that_answers_after_another_tab_was_chosen_is_not_shown(
         transactional_db, alice, monkeypatch):
     job = submit(alice)
@@ -81,13 +92,7 @@ def test_a_reload_for_the_jobs_state_that_answers_after_another_tab_was_chosen_i
         page.route(f"**/jobs/{job.name}/logs/trainer-0/", hold)
         page.goto(f"{server.url}/jobs/{job.name}/")
         pump_until(page, lambda: held, 60)  # the reload for the state sent on connect
-        page.click(".tabs a:has-text('pserver-0')")
-        expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
-        for route in held:
-            with contextlib.suppress(PlaywrightError):  # the page may have aborted it already
-                route.continue_()
-        page.wait_for_load_state("networkidle")
-        expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
+        choose_pserver_then_answer(page, held)
 
 
 def test_a_reload_answer_after_another_tab_was_chosen_is_not_shown_when_the_page_is_set_up_late(
@@ -106,13 +111,7 @@ def test_a_reload_answer_after_another_tab_was_chosen_is_not_shown_when_the_page
             pump_until(page, lambda: held, 3)
         scripts[0].continue_()
         pump_until(page, lambda: len(held) >= 2, 60)  # the panel's first load, and the reload
-        page.click(".tabs a:has-text('pserver-0')")
-        expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
-        for route in held:
-            with contextlib.suppress(PlaywrightError):  # the page may have aborted it already
-                route.continue_()
-        page.wait_for_load_state("networkidle")
-        expect(page.locator("#log pre.log")).to_have_text("pserver output\n")
+        choose_pserver_then_answer(page, held)
 
 
 def test_the_job_page_fits_a_390_px_phone_without_horizontal_scrolling(page, live_server, alice):

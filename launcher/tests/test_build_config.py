@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,7 @@ import pytest
 
 from launcher import sandbox
 from launcher.paths import Refused
+from launcher.tests.test_launcher import ask
 from tests.support import ROOT, LauncherProcess, wait_for
 
 SERVICE = 65534  # stands for the service account: `make run` hands it the state directory
@@ -164,15 +164,6 @@ def test_a_build_installs_from_the_operators_settings_never_from_the_services(pi
             launcher.stop()
     finally:
         shutil.rmtree(base)
-
-
-def ask(sock: Path, **req: object) -> dict:
-    with socket.socket(socket.AF_UNIX) as s:
-        s.settimeout(30)
-        s.connect(str(sock))
-        s.sendall(json.dumps(req).encode() + b"\n")
-        with s.makefile("rb") as f:
-            return json.loads(f.readline())
 
 
 def build(launcher: LauncherProcess, venv: Path, requirement: str) -> int:
